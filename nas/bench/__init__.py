@@ -1,0 +1,1 @@
+"""Benchmarks runnable from the CLI (`nas bench ...`)."""

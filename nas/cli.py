@@ -1,0 +1,283 @@
+"""The ``nas`` command line: ``nas search``, ``nas results``, ``nas best``, ``nas spaces``, ``nas strategies``.
+
+Every option of ``nas search`` can also come from a TOML or YAML file (``--config run.toml``) whose keys
+are :class:`nas.api.SearchConfig`'s fields; options given on the command line win over the file.
+Errors in what you asked for print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import shutil
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from nas import registry
+
+#: Modules that add subcommands: each has ``register(subparsers)``; their handlers are ``args.handler``.
+COMMAND_MODULES: list[str] = []
+
+
+class UsageError(ValueError):
+    """Raised for bad input; main() prints it on one line and exits 2."""
+
+
+def parse_value(text: str) -> Any:
+    """``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"true"`` -> True, ``"[1,2]"`` -> [1, 2], anything else a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"strategy option {pair!r} is not KEY=VALUE (e.g. -o population=20)")
+        out[key] = parse_value(value)
+    return out
+
+
+def read_config(path: str) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"config file {path!r} does not exist")
+    text = p.read_text()
+    try:
+        if p.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif p.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise UsageError(f"config file {path!r} must end in .toml, .yaml or .yml")
+    except (tomllib.TOMLDecodeError, ImportError) as e:
+        raise UsageError(f"config file {path!r} is malformed: {e}") from None
+    except Exception as e:  # yaml.YAMLError and friends
+        if isinstance(e, UsageError):
+            raise
+        raise UsageError(f"config file {path!r} is malformed: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"config file {path!r} must hold a table of options, got {type(data).__name__}")
+    return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+# -- nas search -------------------------------------------------------------------------------------
+SEARCH_FLAGS: list[tuple[str, type | Callable[[str], Any], str]] = [
+    ("space", str, "registered space name (see `nas spaces`) or module:attr of your own SearchSpace"),
+    ("strategy", str, "registered strategy name (see `nas strategies`)"),
+    ("budget", int, "number of trials to finish"),
+    ("workers", int, "trainer actors (trials in parallel)"),
+    ("dataset", str, "digits, synthetic, or a .npz file with arrays x, y"),
+    ("epochs", int, "training epochs per trial"),
+    ("lr", float, "learning rate"),
+    ("batch_size", int, "minibatch size"),
+    ("optimizer", str, "adam, adamw or sgd"),
+    ("seed", int, "seed of the strategy, the data split and the training"),
+    ("run_dir", str, "where the journal, config and best weights go (default runs/<time>-<space>-<strategy>)"),
+    ("executor", str, "ray (default) or inprocess"),
+    ("address", str, "Ray cluster to join (default: $RAY_ADDRESS, else start a local one)"),
+    ("cpus_per_trial", float, "CPUs per trainer actor; torch uses this many threads"),
+    ("gpus_per_trial", float, "GPUs per trainer actor, fractional packs several trials on one GPU"),
+    ("max_retries", int, "resubmissions of a trial whose worker died"),
+    ("device", str, "auto, cpu or cuda"),
+]
+
+
+def add_search_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="run a search", description="Run a neural architecture search.")
+    p.add_argument("--config", help="TOML or YAML file with any of these options")
+    for name, typ, help_ in SEARCH_FLAGS:
+        default = getattr(_DEFAULTS, name)
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None,
+                       help=f"{help_} (default: {default})")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a strategy option, e.g. -o population=20 -o sample_size=5 (repeatable)")
+    p.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=None,
+                   help="start Ray's dashboard with a local cluster (default: off)")
+    p.add_argument("--no-amp", dest="amp", action="store_const", const=False, default=None,
+                   help="no bf16 autocast on GPUs")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_search)
+
+
+def search_config(args: argparse.Namespace) -> Any:
+    from nas.api import SearchConfig
+
+    values = read_config(args.config) if args.config else {}
+    for f in dataclasses.fields(SearchConfig):
+        given = getattr(args, f.name, None)
+        if given is not None:
+            values[f.name] = given
+    if args.option:
+        values["strategy_options"] = {**values.get("strategy_options", {}), **parse_options(args.option)}
+    return SearchConfig.from_mapping(values)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from nas.api import connect, search
+    from nas.progress import ProgressBar
+    from nas.trainer import TrainSettings
+
+    cfg = search_config(args)
+    settings: TrainSettings = cfg.settings()
+    if cfg.executor == "ray":
+        connect(cfg.address, dashboard=cfg.dashboard)
+    t0 = time.time()
+    df = search(cfg.space, cfg.strategy, budget=cfg.budget, workers=cfg.workers, data=cfg.dataset,
+                executor=cfg.executor, settings=settings, strategy_options=cfg.strategy_options,
+                seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
+                gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
+                callbacks=[] if args.quiet else [ProgressBar()])
+    wall = time.time() - t0
+    summary = df.attrs["summary"]
+    run_dir = df.attrs["run_dir"]
+    done = df[df.state == "COMPLETE"]
+    print(f"finished {len(df)} trials ({summary['failed']} failed) in {wall:.1f} s; "
+          f"worker utilization {summary['utilization']:.2f}")
+    if len(done):
+        best = done.loc[done.score.idxmax()]
+        print(f"best score {best.score:.4f} (trial {best.trial_id}): {best.arch}")
+    else:
+        print("no trial completed; see the errors with: nas results " + run_dir)
+    print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
+    return 0
+
+
+# -- nas results / best -----------------------------------------------------------------------------
+def load_run(run_dir: str) -> Any:
+    from nas.api import resolve_space
+    from nas.journal import RunDir, read_journal, results_frame
+
+    cfg = RunDir(run_dir).config()
+    try:
+        fmt = resolve_space(cfg["space"]).format
+    except ValueError:
+        fmt = None  # a custom space that is not importable here: fall back to JSON architectures
+    return cfg, results_frame(list(read_journal(run_dir)), fmt)
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    _, df = load_run(args.run_dir)
+    if args.csv:
+        df.assign(hparams=df.hparams.map(json.dumps), metrics=df.metrics.map(lambda m: json.dumps(m, default=str))
+                  ).to_csv(args.csv, index=False)
+        print(f"wrote {len(df)} trials to {args.csv}")
+    if args.parquet:
+        df.assign(hparams=df.hparams.map(json.dumps), metrics=df.metrics.map(lambda m: json.dumps(m, default=str))
+                  ).to_parquet(args.parquet, index=False)
+        print(f"wrote {len(df)} trials to {args.parquet}")
+    if args.csv or args.parquet:
+        return 0
+    if df.empty:
+        print("no finished trials yet")
+        return 0
+    view = df.sort_values("score", ascending=False, na_position="last") if args.sort == "score" else df
+    cols = ["trial_id", "state", "score", "epochs", "duration", "worker", "parent", "arch"]
+    width = shutil.get_terminal_size((160, 20)).columns
+    with pd.option_context("display.width", width, "display.max_colwidth", 70, "display.max_rows", 500):
+        print(view[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    n_ok = int((df.state == "COMPLETE").sum())
+    print(f"\n{len(df)} trials: {n_ok} complete, {len(df) - n_ok} failed")
+    return 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from nas.journal import read_journal
+
+    _, df = load_run(args.run_dir)
+    done = df[df.state == "COMPLETE"]
+    if done.empty:
+        raise UsageError(f"run {args.run_dir!r} has no completed trial")
+    best = done.loc[done.score.idxmax()]
+    records = {t.trial_id: t for t, _ in read_journal(args.run_dir)}
+    trial = records[int(best.trial_id)]
+    print(f"best trial {best.trial_id}: score {best.score:.4f}")
+    print(f"architecture: {best.arch}")
+    print(f"metrics: {json.dumps(best.metrics, default=str)}")
+    if args.export_json:
+        Path(args.export_json).write_text(json.dumps(
+            {"trial_id": int(best.trial_id), "arch": dict(trial.arch), "arch_str": best.arch,
+             "score": float(best.score), "hparams": dict(trial.hparams)}, indent=2))
+        print(f"wrote {args.export_json}")
+    if args.export_weights:
+        weights = Path(args.run_dir) / "best.pt"
+        if not weights.is_file():
+            raise UsageError(f"run {args.run_dir!r} saved no weights (best.pt is missing)")
+        shutil.copyfile(weights, args.export_weights)
+        print(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
+    return 0
+
+
+def cmd_spaces(args: argparse.Namespace) -> int:
+    for name, cls in registry.spaces.items():
+        doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        print(f"{name:10s} {cls().size:>8,d} architectures  {doc}")
+    return 0
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    for name, cls in registry.strategies.items():
+        doc = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip().splitlines()[0]
+        print(f"{name:10s} {doc}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nas", description="Parallel neural architecture search on Ray.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_search_parser(sub)
+    p = sub.add_parser("results", help="table of a run's trials; export CSV/parquet")
+    p.add_argument("run_dir")
+    p.add_argument("--csv", help="write all trials to this CSV file")
+    p.add_argument("--parquet", help="write all trials to this parquet file")
+    p.add_argument("--top", type=int, default=50, help="rows to print (default 50)")
+    p.add_argument("--sort", choices=["score", "finish"], default="score")
+    p.set_defaults(handler=cmd_results)
+    p = sub.add_parser("best", help="a run's best architecture; export it and its weights")
+    p.add_argument("run_dir")
+    p.add_argument("--export-json", metavar="FILE", help="write the architecture and hparams as JSON")
+    p.add_argument("--export-weights", metavar="FILE", help="copy its trained weights (torch file)")
+    p.set_defaults(handler=cmd_best)
+    sub.add_parser("spaces", help="list the built-in search spaces").set_defaults(handler=cmd_spaces)
+    sub.add_parser("strategies", help="list the search strategies").set_defaults(handler=cmd_strategies)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (ValueError, FileNotFoundError, PermissionError) as e:
+        print(f"nas {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\nnas {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _defaults() -> Any:
+    from nas.api import SearchConfig
+
+    return SearchConfig()
+
+
+_DEFAULTS = _defaults()
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Name -> class registries for strategies and search spaces, filled by decorators (as timm's models).
+
+>>> reg = Registry("widget")
+>>> @reg.register("spinner")
+... class Spinner: ...
+>>> reg.get("spinner") is Spinner
+True
+>>> reg.get("spiner")
+Traceback (most recent call last):
+...
+ValueError: unknown widget 'spiner'; known: spinner
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, *, package: str | None = None) -> None:
+        self.kind = kind
+        self._package = package  # imported on first lookup, so built-ins register themselves
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def add(obj: T) -> T:
+            if name in self._entries and self._entries[name] is not obj:
+                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            self._entries[name] = obj
+            setattr(obj, "registered_name", name)  # noqa: B010
+            return obj
+
+        return add
+
+    def _load(self) -> None:
+        if self._package is not None:
+            package, self._package = self._package, None
+            importlib.import_module(package)
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._entries)
+
+    def get(self, name: str) -> T:
+        self._load()
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise ValueError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}") from None
+
+    def items(self) -> list[tuple[str, T]]:
+        self._load()
+        return sorted(self._entries.items())
+
+
+strategies: Registry[Any] = Registry("strategy", package="nas.strategies")
+spaces: Registry[Any] = Registry("search space", package="nas.search_spaces")
+
+register_strategy = strategies.register
+register_space = spaces.register

@@ -1,0 +1,187 @@
+"""Declarative search spaces: a subclass lists its decisions and builds a model for an architecture.
+
+Everything a strategy needs (sampling, one-decision mutation, integer encoding for the RL controller)
+follows from :meth:`SearchSpace.dims`, so a custom space is a few lines:
+
+>>> import torch
+>>> class Widths(SearchSpace):
+...     def dims(self):
+...         return {"width": [16, 32, 64], "act": ["relu", "tanh"]}
+...     def build(self, arch, task):
+...         act = torch.nn.ReLU() if arch["act"] == "relu" else torch.nn.Tanh()
+...         return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(arch["width"]), act,
+...                                    torch.nn.Linear(arch["width"], task.num_classes))
+>>> space = Widths()
+>>> space.size
+6
+>>> import numpy as np
+>>> arch = space.sample(np.random.default_rng(0))
+>>> space.decode(space.encode(arch)) == arch
+True
+>>> space.validate({"width": 48, "act": "relu"})
+Traceback (most recent call last):
+...
+nas.space.InvalidArchitecture: decision 'width' has value 48; allowed: [16, 32, 64]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+
+from nas.types import Arch
+
+
+class InvalidArchitecture(ValueError):
+    """An architecture that does not belong to its space."""
+
+
+class InvalidSpace(ValueError):
+    """A space whose declaration is broken (empty options, duplicate names, a build that fails)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What a model is built for: the shape of one input (without the batch) and the class count."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+
+
+class SearchSpace:
+    """Base class of all spaces. Subclasses implement :meth:`dims` and :meth:`build`."""
+
+    registered_name: str = ""
+
+    # -- what a subclass provides ------------------------------------------------------------
+    def dims(self) -> Mapping[str, Sequence[Any]] | Sequence[tuple[str, Sequence[Any]]]:
+        """Every decision and its options, in a fixed order (the RL controller's action order)."""
+        raise NotImplementedError
+
+    def build(self, arch: Arch, task: Task) -> torch.nn.Module:
+        """A fresh, untrained model for ``arch``."""
+        raise NotImplementedError
+
+    def format(self, arch: Arch) -> str:
+        """A human-readable one-line form of ``arch`` (spaces with a standard notation override it)."""
+        return ",".join(f"{k}={v}" for k, v in arch.items())
+
+    def parse(self, text: str) -> Arch:
+        """The inverse of :meth:`format`."""
+        arch: dict[str, Any] = {}
+        for part in text.split(","):
+            key, _, value = part.partition("=")
+            options = self.decisions.get(key)
+            if options is None:
+                raise InvalidArchitecture(f"unknown decision {key!r} in {text!r}")
+            arch[key] = next((o for o in options if str(o) == value), value)
+        self.validate(arch)
+        return arch
+
+    # -- derived -------------------------------------------------------------------------------
+    @cached_property
+    def decisions(self) -> dict[str, tuple[Any, ...]]:
+        """:meth:`dims`, checked: names are unique non-empty strings, options non-empty and distinct."""
+        raw = self.dims()
+        pairs = list(raw.items()) if isinstance(raw, Mapping) else list(raw)
+        if not pairs:
+            raise InvalidSpace(f"{type(self).__name__}.dims() declares no decisions")
+        out: dict[str, tuple[Any, ...]] = {}
+        for name, options in pairs:
+            if not isinstance(name, str) or not name:
+                raise InvalidSpace(f"decision names must be non-empty strings, got {name!r}")
+            if name in out:
+                raise InvalidSpace(f"decision {name!r} is declared twice")
+            if isinstance(options, (str, bytes)) or not isinstance(options, Sequence):
+                raise InvalidSpace(f"decision {name!r} needs a list of options, got {options!r}")
+            opts = tuple(options)
+            if not opts:
+                raise InvalidSpace(f"decision {name!r} has no options")
+            if len(set(map(repr, opts))) != len(opts):
+                raise InvalidSpace(f"decision {name!r} repeats an option: {list(opts)}")
+            out[name] = opts
+        return out
+
+    @property
+    def size(self) -> int:
+        """The number of distinct architectures."""
+        return math.prod(len(o) for o in self.decisions.values())
+
+    def validate(self, arch: Arch) -> None:
+        """Raise :class:`InvalidArchitecture` unless ``arch`` picks an allowed option for every decision."""
+        if not isinstance(arch, Mapping):
+            raise InvalidArchitecture(f"an architecture is a mapping of decisions, got {arch!r}")
+        decisions = self.decisions
+        missing = [k for k in decisions if k not in arch]
+        extra = [k for k in arch if k not in decisions]
+        if missing or extra:
+            raise InvalidArchitecture(
+                f"architecture keys do not match the space: missing {missing}, unknown {extra}"
+            )
+        for name, options in decisions.items():
+            if arch[name] not in options:
+                raise InvalidArchitecture(
+                    f"decision {name!r} has value {arch[name]!r}; allowed: {list(options)}"
+                )
+
+    def sample(self, rng: np.random.Generator) -> dict[str, Any]:
+        """A uniformly random architecture."""
+        return {name: opts[int(rng.integers(len(opts)))] for name, opts in self.decisions.items()}
+
+    def mutate(self, arch: Arch, rng: np.random.Generator) -> dict[str, Any]:
+        """A copy of ``arch`` with exactly one decision changed to a different option."""
+        mutable = [name for name, opts in self.decisions.items() if len(opts) > 1]
+        if not mutable:
+            return dict(arch)
+        name = mutable[int(rng.integers(len(mutable)))]
+        options = self.decisions[name]
+        current = options.index(arch[name])
+        new = int(rng.integers(len(options) - 1))
+        child = dict(arch)
+        child[name] = options[new + (new >= current)]
+        return child
+
+    def encode(self, arch: Arch) -> list[int]:
+        """The option index of every decision, in declaration order."""
+        self.validate(arch)
+        return [opts.index(arch[name]) for name, opts in self.decisions.items()]
+
+    def decode(self, actions: Sequence[int]) -> dict[str, Any]:
+        """The inverse of :meth:`encode`."""
+        decisions = self.decisions
+        if len(actions) != len(decisions):
+            raise InvalidArchitecture(f"expected {len(decisions)} actions, got {len(actions)}")
+        arch = {}
+        for (name, opts), a in zip(decisions.items(), actions):
+            if not 0 <= int(a) < len(opts):
+                raise InvalidArchitecture(f"action {a} for {name!r} is outside 0..{len(opts) - 1}")
+            arch[name] = opts[int(a)]
+        return arch
+
+    @property
+    def cardinalities(self) -> list[int]:
+        return [len(o) for o in self.decisions.values()]
+
+    def check_build(self, arch: Arch, task: Task) -> torch.nn.Module:
+        """:meth:`build`, with its failures turned into errors that name the space and architecture."""
+        self.validate(arch)
+        try:
+            model = self.build(arch, task)
+        except Exception as e:  # a user's build: any failure is reported, not hidden
+            raise InvalidSpace(
+                f"{type(self).__name__}.build failed for {self.format(arch)}: {type(e).__name__}: {e}"
+            ) from e
+        if not isinstance(model, torch.nn.Module):
+            raise InvalidSpace(
+                f"{type(self).__name__}.build must return a torch.nn.Module, got {type(model).__name__}"
+            )
+        return model
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.decisions)} decisions, {self.size} architectures)"

@@ -1,0 +1,128 @@
+"""The values that travel between strategies, the loop and executors.
+
+Scores are "higher is better" everywhere inside the platform; a minimised metric is negated once,
+where results enter (the trainer), never again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+Arch = Mapping[str, int | str | float]
+"""A flat genotype: decision name -> chosen option. Plain, JSON-serialisable, order-free."""
+
+
+def arch_key(arch: Arch) -> str:
+    """A canonical JSON string for ``arch``: equal architectures give equal keys.
+
+    >>> arch_key({"b": 1, "a": "relu"}) == arch_key({"a": "relu", "b": 1})
+    True
+    """
+    return json.dumps(dict(arch), sort_keys=True, separators=(",", ":"))
+
+
+def arch_hash(arch: Arch) -> str:
+    """A short stable hash of ``arch`` (stable across processes and machines, unlike ``hash``).
+
+    >>> arch_hash({"a": 1})
+    '9f89c740ceb4'
+    """
+    return hashlib.sha1(arch_key(arch).encode()).hexdigest()[:12]
+
+
+class TrialState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+
+class Decision(StrEnum):
+    """What a strategy answers to an intermediate result."""
+
+    CONTINUE = "CONTINUE"
+    STOP = "STOP"
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One unit of work: train ``arch`` with ``hparams`` for ``epochs`` epochs.
+
+    ``epochs`` and ``hparams`` left empty mean the run's defaults. ``checkpoint_from`` names a finished
+    trial whose saved model and optimizer state this one starts from (PBT's exploit, expressed as a
+    value); ``save_checkpoint`` asks the executor to keep this trial's final state for later trials.
+    ``member`` groups the segments of one PBT population member.
+    """
+
+    trial_id: int
+    arch: Arch
+    hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    epochs: int | None = None
+    parent: int | None = None
+    checkpoint_from: int | None = None
+    save_checkpoint: bool = False
+    member: int | None = None
+    strategy: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["arch"] = dict(self.arch)
+        d["hparams"] = dict(self.hparams)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Trial:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclasses.dataclass
+class Result:
+    """What became of a trial. ``score`` is higher-is-better and finite for COMPLETE trials."""
+
+    trial_id: int
+    state: TrialState
+    score: float | None = None
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
+    history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # one entry per epoch
+    epoch: int = 0  # epochs the model has seen in all, resumed ones included
+    error: str | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    worker: str | None = None
+    node: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state is TrialState.COMPLETE
+
+    @classmethod
+    def failed(cls, trial_id: int, error: str, **kw: Any) -> Result:
+        return cls(trial_id=trial_id, state=TrialState.FAILED, error=error, **kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["state"] = self.state.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Result:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["state"] = TrialState(kw["state"])
+        return cls(**kw)
+
+
+def finite_score(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None (NaN and inf are failures)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None

@@ -1,0 +1,114 @@
+"""Regularized (aging) evolution: tournament selection, mutation, the oldest member dies.
+
+Real et al. 2019, "Regularized Evolution for Image Classifier Architecture Search", Algorithm 1,
+made asynchronous.
+
+- The first ``population`` asks are random architectures (the initial population).
+- Every later ask samples ``sample_size`` members uniformly at random from the current population,
+  takes the best of them as parent, and proposes a one-decision mutation of its architecture.
+- Every completed result joins the population; when it holds more than ``population`` members the
+  OLDEST is removed (age, not fitness: that is the regularization).
+
+There is no generation barrier: asks made while the initial population is still training use the
+members that have finished so far, and are random while none has.
+
+>>> from nas.search_spaces.toy import ToySpace, toy_score
+>>> from nas.types import Result, TrialState
+>>> evo = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
+>>> for _ in range(60):
+...     t = evo.ask()
+...     evo.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=toy_score(t.arch)))
+>>> len(evo.population), max(m.score for m in evo.population)
+(8, 0.0)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from nas.registry import register_strategy
+from nas.space import SearchSpace
+from nas.strategy import Strategy, check_positive_int
+from nas.types import Arch, Result, Trial, arch_key
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    trial_id: int
+    arch: Arch
+    score: float
+
+
+@register_strategy("evolution")
+class RegularizedEvolution(Strategy):
+    """Options: ``population`` (P, default 50), ``sample_size`` (S, default 10, at most P), ``dedup``
+    (re-mutate up to a few times when a child was already proposed; default False, as in the paper)."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        *,
+        seed: int | None = None,
+        population: int = 50,
+        sample_size: int = 10,
+        dedup: bool = False,
+    ) -> None:
+        super().__init__(space, seed=seed)
+        self.population_size = check_positive_int("population", population)
+        self.sample_size = check_positive_int("sample_size", sample_size)
+        if self.sample_size > self.population_size:
+            raise ValueError(
+                f"sample_size must be <= population, got sample_size={sample_size}, population={population}"
+            )
+        self.dedup = bool(dedup)
+        self.population: collections.deque[Member] = collections.deque()  # oldest on the left
+        self._random_asked = 0
+        self._seen: set[str] = set()
+
+    def ask(self) -> Trial:
+        if self._random_asked < self.population_size or not self.population:
+            self._random_asked += 1
+            arch, parent = self.space.sample(self.rng), None
+        else:
+            parent_member = self._tournament()
+            arch, parent = self._mutate(parent_member.arch), parent_member.trial_id
+        self._seen.add(arch_key(arch))
+        return self.trial(arch, parent=parent)
+
+    def _tournament(self) -> Member:
+        k = min(self.sample_size, len(self.population))
+        picks = self.rng.choice(len(self.population), size=k, replace=False)
+        return max((self.population[int(i)] for i in picks), key=lambda m: m.score)
+
+    def _mutate(self, arch: Arch) -> dict[str, Any]:
+        child = self.space.mutate(arch, self.rng)
+        if self.dedup:
+            for _ in range(10):
+                if arch_key(child) not in self._seen:
+                    break
+                child = self.space.mutate(arch, self.rng)
+        return child
+
+    def tell(self, trial: Trial, result: Result) -> None:
+        if not result.ok or result.score is None:
+            return  # a failed candidate never becomes a parent; it takes no place in the population
+        self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score)))
+        if len(self.population) > self.population_size:
+            self.population.popleft()  # the oldest dies, however good it was
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "population": [dataclasses.asdict(m) for m in self.population],
+            "random_asked": self._random_asked,
+            "seen": sorted(self._seen),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.population = collections.deque(Member(**m) for m in state["population"])
+        self._random_asked = int(state["random_asked"])
+        self._seen = set(state["seen"])

@@ -1,0 +1,174 @@
+"""The loop, the in-process executor, the journal and the Python API (no Ray)."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import nas
+from nas.executor import InProcessExecutor
+from nas.journal import Journal, RunDir, load_results, read_journal
+from nas.loop import SearchLoop
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.space import SearchSpace
+from nas.strategies.evolution import RegularizedEvolution
+from nas.strategies.random import RandomSearch
+from nas.trainer import ScoreTrainer, TorchTrainer, TrainSettings
+from nas.types import TrialState
+
+
+class Flaky(SearchSpace):
+    """Width 0 raises in build, width 2 makes NaN outputs, width 1 trains fine."""
+
+    def dims(self):
+        return {"width": [0, 1, 2], "bias": [True, False]}
+
+    def build(self, arch, task):
+        if arch["width"] == 0:
+            raise RuntimeError("width 0 cannot be built")
+        layers = [torch.nn.Flatten(), torch.nn.Linear(64, task.num_classes, bias=arch["bias"])]
+        if arch["width"] == 2:
+            layers.append(NaNs())
+        return torch.nn.Sequential(*layers)
+
+
+class NaNs(torch.nn.Module):
+    def forward(self, x):
+        return x * float("nan")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return nas.load_dataset("digits")
+
+
+def test_budget_is_met_exactly_and_every_trial_is_journaled(tmp_path, toy_trainer):
+    run = RunDir(tmp_path / "run")
+    run.create({"space": "toy"})
+    strategy = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
+    executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer, slots=3)
+    with Journal(run) as journal:
+        results = SearchLoop(strategy, executor, budget=37, journal=journal).run()
+    assert len(results) == 37
+    journaled = list(read_journal(run.path))
+    assert [t.trial_id for t, _ in journaled] == [t.trial_id for t, _ in results]
+    assert all(r.score == toy_score(t.arch) for t, r in journaled)
+
+
+def test_failing_candidates_are_recorded_and_the_search_goes_on(tmp_path, digits):
+    df = nas.search(Flaky(), "random", budget=6, executor="inprocess", data=digits, seed=0,
+                    settings=TrainSettings(epochs=1), run_dir=tmp_path / "run")
+    assert len(df) == 6  # the whole space: random search without repeats
+    by_width = {w: group for w, group in df.groupby(df.arch.str.extract(r"width=(\d)")[0])}
+    assert (by_width["0"].state == "FAILED").all()
+    assert by_width["0"].error.str.contains("width 0 cannot be built").all()
+    assert (by_width["2"].state == "FAILED").all()
+    assert by_width["2"].error.str.contains("FloatingPointError").all()
+    assert (by_width["1"].state == "COMPLETE").all()
+    assert len(load_results(tmp_path / "run")) == 6
+
+
+def test_api_returns_a_dataframe_and_writes_the_best(tmp_path, digits):
+    df = nas.search("toy", "evolution", budget=4, executor="inprocess", data=digits, seed=1,
+                    strategy_options={"population": 2, "sample_size": 2},
+                    settings=TrainSettings(epochs=2), run_dir=tmp_path / "run")
+    assert list(df.columns[:6]) == ["trial_id", "arch", "parent", "strategy", "state", "score"]
+    assert (df.state == "COMPLETE").all() and df.score.between(0, 1).all()
+    assert df.metrics.iloc[0]["epoch"] == 2 and df.worker.notna().all() and df.node.notna().all()
+    best = json.loads((tmp_path / "run" / "best.json").read_text())
+    assert best["score"] == df.score.max()
+    state = torch.load(tmp_path / "run" / "best.pt", weights_only=False)
+    model = ToySpace().build(best["arch"], digits.task)
+    model.load_state_dict(state["model"])  # the exported weights fit the exported architecture
+    assert df.attrs["run_dir"] == str(tmp_path / "run")
+
+
+def test_real_training_learns_digits(digits):
+    trainer = TorchTrainer(digits, TrainSettings(epochs=4, seed=0))
+    trial = RandomSearch(ToySpace(), seed=0).trial({"d0": 4, "d1": 0, "d2": 0, "d3": 0, "d4": 0})
+    result, ckpt = trainer.run(trial, ToySpace(), None)
+    assert result.state is TrialState.COMPLETE, result.error
+    assert result.score > 0.85
+    assert [h["epoch"] for h in result.history] == [1, 2, 3, 4]
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    assert ckpt is not None
+
+
+def test_training_resumes_from_a_checkpoint(digits):
+    trainer = TorchTrainer(digits, TrainSettings(epochs=2, seed=0))
+    space, strategy = ToySpace(), RandomSearch(ToySpace(), seed=0)
+    first = strategy.ask()
+    r1, ckpt = trainer.run(first, space, None)
+    follow = strategy.trial(first.arch, checkpoint_from=first.trial_id, epochs=1)
+    r2, _ = trainer.run(follow, space, ckpt)
+    assert r2.epoch == 3 and r2.history[0]["epoch"] == 3
+    assert r2.history[0]["train_loss"] < r1.history[0]["train_loss"]  # not from scratch
+
+
+def test_unknown_hparams_fail_the_trial_with_their_names(digits):
+    trainer = TorchTrainer(digits, TrainSettings(epochs=1))
+    trial = RandomSearch(ToySpace(), seed=0).trial({f"d{i}": 0 for i in range(5)}, hparams={"lrr": 0.1})
+    result, _ = trainer.run(trial, ToySpace(), None)
+    assert result.state is TrialState.FAILED and "unknown hyperparameters ['lrr']" in result.error
+
+
+def test_too_large_models_fail_cleanly(digits):
+    trainer = TorchTrainer(digits, TrainSettings(epochs=1, max_params=100))
+    result, _ = trainer.run(RandomSearch(ToySpace(), seed=0).ask(), ToySpace(), None)
+    assert result.state is TrialState.FAILED and "over max_params=100" in result.error
+
+
+def test_strategy_that_stalls_is_an_error(toy_trainer):
+    class Stalls(RandomSearch):
+        def ask(self):
+            return None
+
+    executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer)
+    with pytest.raises(RuntimeError, match="proposed nothing with no trial running"):
+        SearchLoop(Stalls(ToySpace()), executor, budget=3).run()
+
+
+@pytest.mark.parametrize("budget", [0, -1, 1.5, True])
+def test_bad_budget(budget, toy_trainer):
+    executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer)
+    with pytest.raises(ValueError, match="budget must be an integer >= 1"):
+        SearchLoop(RandomSearch(ToySpace()), executor, budget=budget)
+
+
+def test_dataset_shape_errors_are_clear():
+    with pytest.raises(ValueError, match=r"y must have shape \(10,\) to match x"):
+        nas.Dataset.from_arrays(np.zeros((10, 4)), np.zeros(9))
+    with pytest.raises(ValueError, match="unknown dataset 'cifar'; known: digits, synthetic"):
+        nas.load_dataset("cifar")
+
+
+def test_score_trainer_turns_non_finite_scores_into_failures():
+    trainer = ScoreTrainer(None, None, score_fn=lambda arch: float("nan"))
+    result, _ = trainer.run(RandomSearch(ToySpace(), seed=0).ask(), ToySpace(), None)
+    assert result.state is TrialState.FAILED and "not finite" in result.error
+
+
+def test_inprocess_checkpoint_passing(digits):
+    executor = InProcessExecutor(ToySpace(), digits, TrainSettings(epochs=1))
+    s = RandomSearch(ToySpace(), seed=0)
+    parent = s.ask()
+    executor.submit(parent)
+    [(_, r1)] = executor.poll()
+    child = s.trial(parent.arch, checkpoint_from=parent.trial_id, epochs=1)
+    executor.submit(child)
+    [(_, r2)] = executor.poll()
+    assert r1.epoch == 1 and r2.epoch == 2
+    missing = s.trial(parent.arch, checkpoint_from=12345)
+    executor.submit(missing)
+    [(_, r3)] = executor.poll()
+    assert r3.state is TrialState.FAILED and "no checkpoint is kept for trial 12345" in r3.error
+
+
+def test_functools_partial_trainers_work_with_the_api(tmp_path):
+    df = nas.search(ToySpace(), "random", budget=5, executor="inprocess", seed=0,
+                    trainer=functools.partial(ScoreTrainer, score_fn=toy_score), run_dir=tmp_path / "r")
+    assert len(df) == 5

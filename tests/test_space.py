@@ -1,0 +1,115 @@
+"""The SearchSpace API, without Ray: declaration checks, sampling, one-decision mutation, encoding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nas.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
+from nas.types import arch_hash, arch_key
+
+TASK = Task(input_shape=(1, 8, 8), num_classes=10)
+
+
+class Declared(SearchSpace):
+    def __init__(self, dims):
+        self._dims = dims
+
+    def dims(self):
+        return self._dims
+
+    def build(self, arch, task):
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, task.num_classes))
+
+
+@pytest.mark.parametrize(
+    ("dims", "message"),
+    [
+        ({}, "declares no decisions"),
+        ({"width": []}, "'width' has no options"),
+        ([("a", [1, 2]), ("a", [3])], "'a' is declared twice"),
+        ({"a": [1, 1, 2]}, "'a' repeats an option"),
+        ({"a": "abc"}, "needs a list of options"),
+        ({"": [1]}, "non-empty strings"),
+    ],
+)
+def test_broken_declarations_fail_with_a_clear_error(dims, message):
+    with pytest.raises(InvalidSpace, match=message):
+        _ = Declared(dims).decisions
+
+
+def test_sample_is_valid_and_seeded(toy_space):
+    a = [toy_space.sample(np.random.default_rng(3)) for _ in range(2)]
+    assert a[0] == a[1]
+    for _ in range(50):
+        toy_space.validate(toy_space.sample(np.random.default_rng()))
+
+
+def test_mutate_changes_exactly_one_decision(toy_space):
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        arch = toy_space.sample(rng)
+        child = toy_space.mutate(arch, rng)
+        toy_space.validate(child)
+        assert sum(arch[k] != child[k] for k in arch) == 1
+
+
+def test_mutate_reaches_every_option():
+    space = Declared({"a": [0, 1, 2, 3]})
+    rng = np.random.default_rng(0)
+    children = {space.mutate({"a": 0}, rng)["a"] for _ in range(200)}
+    assert children == {1, 2, 3}
+
+
+def test_mutate_skips_single_option_decisions():
+    space = Declared({"fixed": ["x"], "free": [1, 2]})
+    child = space.mutate({"fixed": "x", "free": 1}, np.random.default_rng(0))
+    assert child == {"fixed": "x", "free": 2}
+
+
+def test_encode_decode_round_trip(toy_space):
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        arch = toy_space.sample(rng)
+        assert toy_space.decode(toy_space.encode(arch)) == arch
+    with pytest.raises(InvalidArchitecture, match="expected 5 actions"):
+        toy_space.decode([0])
+    with pytest.raises(InvalidArchitecture, match="outside 0..4"):
+        toy_space.decode([0, 0, 0, 0, 9])
+
+
+def test_validate_names_the_bad_value(toy_space):
+    with pytest.raises(InvalidArchitecture, match="'d0' has value 7; allowed: \\[0, 1, 2, 3, 4\\]"):
+        toy_space.validate({"d0": 7, "d1": 0, "d2": 0, "d3": 0, "d4": 0})
+    with pytest.raises(InvalidArchitecture, match="missing \\['d4'\\], unknown \\['zz'\\]"):
+        toy_space.validate({"d0": 0, "d1": 0, "d2": 0, "d3": 0, "zz": 0})
+
+
+def test_format_parse_round_trip(toy_space):
+    arch = toy_space.sample(np.random.default_rng(0))
+    assert toy_space.parse(toy_space.format(arch)) == arch
+
+
+def test_arch_key_is_order_free_and_hash_stable():
+    assert arch_key({"a": 1, "b": "x"}) == arch_key({"b": "x", "a": 1})
+    assert arch_hash({"a": 1, "b": "x"}) == arch_hash({"b": "x", "a": 1})
+    assert arch_hash({"a": 1}) != arch_hash({"a": 2})
+
+
+def test_check_build_reports_a_raising_build():
+    class Broken(Declared):
+        def build(self, arch, task):
+            raise RuntimeError("no such layer")
+
+    with pytest.raises(InvalidSpace, match="Broken.build failed for a=1: RuntimeError: no such layer"):
+        Broken({"a": [1]}).check_build({"a": 1}, TASK)
+
+
+def test_check_build_rejects_a_non_module():
+    class NotAModule(Declared):
+        def build(self, arch, task):
+            return "a string"
+
+    with pytest.raises(InvalidSpace, match="must return a torch.nn.Module, got str"):
+        NotAModule({"a": [1]}).check_build({"a": 1}, TASK)
