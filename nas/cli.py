@@ -22,7 +22,7 @@ from typing import Any
 from nas import registry
 
 #: Modules that add subcommands: each has ``register(subparsers)``; their handlers are ``args.handler``.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["nas.bench.cli"]
 
 
 class UsageError(ValueError):

@@ -38,33 +38,53 @@ class Callback:
 
 
 class SearchLoop:
-    """Runs ``strategy`` on ``executor`` until ``budget`` trials have finished (COMPLETE or FAILED)."""
+    """Runs ``strategy`` on ``executor`` until ``budget`` trials have finished (COMPLETE or FAILED), or
+    ``time_budget`` seconds have passed on the executor's clock (trials still running then are left
+    unfinished and unjournaled)."""
 
     def __init__(
         self,
         strategy: Strategy,
         executor: Executor,
         *,
-        budget: int,
+        budget: int | None = None,
+        time_budget: float | None = None,
         journal: Journal | None = None,
         callbacks: Sequence[Callback] = (),
         best_weights: Path | None = None,
         poll_timeout: float = 1.0,
     ) -> None:
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        if budget is None and time_budget is None:
+            raise ValueError("give a budget (trials) or a time_budget (seconds), or both")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
             raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
+        if time_budget is not None and not time_budget > 0:
+            raise ValueError(f"time_budget must be > 0 seconds, got {time_budget!r}")
         self.strategy = strategy
         self.executor = executor
-        self.budget = budget
+        self.budget = budget if budget is not None else 2**62
+        self.time_budget = time_budget
         self.journal = journal
         self.callbacks = list(callbacks)
         self.best_weights = best_weights
         self.poll_timeout = poll_timeout
         self.records: dict[int, TrialRecord] = {}
         self.best: tuple[Trial, Result] | None = None
-        self.started_at = time.time()
+        self.started_at = self.clock()
         self.strategy_seconds = 0.0  # time spent inside ask/tell, for the overhead figures
         self.busy_seconds = 0.0  # summed trial durations, for worker utilization
+
+    def clock(self) -> float:
+        """Seconds on the executor's clock: simulated time for a simulated executor, else wall time."""
+        now = self.executor.now()
+        return time.time() if now is None else now
+
+    @property
+    def elapsed(self) -> float:
+        return self.clock() - self.started_at
+
+    def out_of_time(self) -> bool:
+        return self.time_budget is not None and self.elapsed >= self.time_budget
 
     # -- state, derived from the records ------------------------------------------------------
     def count(self, *states: TrialState) -> int:
@@ -90,7 +110,7 @@ class SearchLoop:
         for cb in self.callbacks:
             cb.on_start(self)
         try:
-            while self.finished < self.budget:
+            while self.finished < self.budget and not self.out_of_time():
                 self._fill()
                 if self.running == 0:
                     raise RuntimeError(
@@ -113,7 +133,7 @@ class SearchLoop:
                 return
             if trial.trial_id in self.records:
                 raise RuntimeError(f"strategy {self.strategy.name!r} reused trial id {trial.trial_id}")
-            self.records[trial.trial_id] = TrialRecord(trial, TrialState.RUNNING, submitted_at=time.time())
+            self.records[trial.trial_id] = TrialRecord(trial, TrialState.RUNNING, submitted_at=self.clock())
             self.executor.submit(trial)
             for cb in self.callbacks:
                 cb.on_submit(self, trial)
@@ -145,7 +165,7 @@ class SearchLoop:
             atomic_write(self.best_weights, ckpt)
 
     def summary(self) -> dict[str, Any]:
-        wall = time.time() - self.started_at
+        wall = self.elapsed
         return {
             "finished": self.finished, "failed": self.count(TrialState.FAILED),
             "best_score": self.best_score, "wall_seconds": wall,

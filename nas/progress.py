@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
 
 from nas.loop import Callback, SearchLoop
@@ -24,7 +23,7 @@ class ProgressBar(Callback):
         filled = int(self.width * done / budget)
         bar = "#" * filled + "." * (self.width - filled)
         best = f"{loop.best_score:.4f}" if loop.best_score is not None else "-"
-        elapsed = max(time.time() - loop.started_at, 1e-9)
+        elapsed = max(loop.elapsed, 1e-9)
         failed = loop.count(TrialState.FAILED)
         return (f"[{bar}] {done}/{budget} trials | best {best} | busy {loop.running}/{loop.executor.slots}"
                 f" | failed {failed} | {done / elapsed:.2f} trials/s")
