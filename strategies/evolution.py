@@ -75,7 +75,8 @@ class RegularizedEvolution(Strategy):
         else:
             parent_member = self._tournament()
             arch, parent = self._mutate(parent_member.arch), parent_member.trial_id
-        self._seen.add(arch_key(arch))
+        if self.dedup:
+            self._seen.add(arch_key(arch))
         return self.trial(arch, parent=parent)
 
     def _tournament(self) -> Member:
@@ -104,7 +105,7 @@ class RegularizedEvolution(Strategy):
             **super().state_dict(),
             "population": [dataclasses.asdict(m) for m in self.population],
             "random_asked": self._random_asked,
-            "seen": sorted(self._seen),
+            "seen": list(self._seen),  # order is irrelevant: it goes back into a set
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -44,7 +44,7 @@ class RandomSearch(Strategy):
         pass
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "seen": sorted(self._seen)}
+        return {**super().state_dict(), "seen": list(self._seen)}  # back into a set: order is irrelevant
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)

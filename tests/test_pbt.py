@@ -1,0 +1,167 @@
+"""Population-based training (Jaderberg et al. 2017): segments, exploit/explore, real weight copies."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pytest
+
+import nas
+from nas.executor import InProcessExecutor
+from nas.loop import SearchLoop
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.strategies.pbt import PopulationBasedTraining
+from nas.strategies.random import RandomSearch
+from nas.trainer import ScoreTrainer, TrainSettings
+from nas.types import Result, TrialState
+
+
+def complete(trial, score, epoch=1):
+    return Result(trial.trial_id, TrialState.COMPLETE, score=score, epoch=epoch)
+
+
+def test_segments_continue_from_the_members_own_checkpoint():
+    pbt = PopulationBasedTraining(ToySpace(), population=3, interval=2, seed=0)
+    first = [pbt.ask() for _ in range(3)]
+    assert [t.member for t in first] == [0, 1, 2] and pbt.ask() is None
+    assert all(t.checkpoint_from is None and t.save_checkpoint and t.epochs == 2 for t in first)
+    for t in first:
+        pbt.tell(t, complete(t, 1.0, epoch=2))  # three members: the quantile holds none yet
+    for t in first:
+        nxt = pbt.ask()
+        assert (nxt.member, nxt.checkpoint_from, nxt.arch, nxt.hparams) == (
+            t.member, t.trial_id, t.arch, t.hparams)
+    assert pbt.members[0].epoch == 2
+
+
+def test_bottom_member_exploits_a_top_member_and_explores_its_hparams():
+    pbt = PopulationBasedTraining(ToySpace(), population=4, quantile=0.25, resample_probability=0.0, seed=0)
+    first = [pbt.ask() for _ in range(4)]
+    for t, s in zip(first[1:], [5.0, 6.0, 9.0]):
+        pbt.tell(t, complete(t, s, epoch=3))
+    pbt.tell(first[0], complete(first[0], 1.0, epoch=1))  # the worst: retired
+    top = first[3]
+    child = next(t for t in (pbt.ask() for _ in range(4)) if t.member == 0)
+    assert child.member == 0 and child.checkpoint_from == top.trial_id == child.parent
+    assert child.arch == top.arch and child.arch != first[0].arch
+    ratio = child.hparams["lr"] / top.hparams["lr"]
+    assert ratio == pytest.approx(0.8) or ratio == pytest.approx(1.2)
+    assert pbt.members[0].epoch == 3  # goes on from the donor's epoch
+    assert list(pbt.exploits) == [{"trial": first[0].trial_id, "member": 0, "donor": 3, "donor_trial": top.trial_id,
+                             "retired_arch": first[0].arch}]
+
+
+def test_explore_perturbs_clips_and_resamples_within_ranges():
+    spec = {"lr": {"low": 1e-3, "high": 1e-1}, "batch_size": [16, 32, 64, 128]}
+    pbt = PopulationBasedTraining(ToySpace(), hparams=spec, resample_probability=0.0, seed=0)
+    for _ in range(50):
+        out = pbt._explore({"lr": 0.1, "batch_size": 32})
+        assert out["lr"] in (pytest.approx(0.08), 0.1) and out["batch_size"] in (16, 64)
+    pbt.resample_probability = 1.0
+    lrs = [pbt._explore({"lr": 0.01, "batch_size": 32})["lr"] for _ in range(200)]
+    assert min(lrs) >= 1e-3 and max(lrs) <= 1e-1 and np.median(lrs) == pytest.approx(1e-2, rel=0.5)
+
+
+def test_a_failed_segment_retires_its_member():
+    pbt = PopulationBasedTraining(ToySpace(), population=5, seed=0)
+    first = [pbt.ask() for _ in range(5)]
+    for t, s in zip(first[:4], [1.0, 2.0, 3.0, 4.0]):
+        pbt.tell(t, complete(t, s))
+    pbt.tell(first[4], Result.failed(first[4].trial_id, "NaN loss"))
+    assert pbt.exploits[-1]["member"] == 4 and pbt.members[4].source == first[3].trial_id
+
+
+def toy_training(pbt_or_random, budget, in_flight=3):
+    """A toy trainer where hparams matter: each epoch adds ``gain(lr)`` (best at lr=1e-2) to a
+    progress kept in the checkpoint; score = toy_score(arch) + 10 (1 - exp(-0.3 progress))."""
+    progress, best, pending, asked = {}, -math.inf, [], []
+    for _ in range(budget):
+        while len(pending) < in_flight:
+            t = pbt_or_random.ask()
+            if t is None:
+                break
+            pending.append(t)
+            asked.append(t)
+        t = pending.pop(0)
+        lr = t.hparams.get("lr", 1e-2)
+        start = progress[t.checkpoint_from] if t.checkpoint_from is not None else 0.0
+        progress[t.trial_id] = start + math.exp(-((math.log10(lr) + 2) ** 2))
+        score = toy_score(t.arch) + 10 * (1 - math.exp(-0.3 * progress[t.trial_id]))
+        pbt_or_random.tell(t, complete(t, score))
+        best = max(best, score)
+    return best, asked
+
+
+def test_pbt_beats_random_search_where_training_and_hparams_matter():
+    """Equal budgets of one-epoch trials over 10 fixed seeds; PBT's explore also moves lr toward 1e-2."""
+    pbt_best, rnd_best, drift = [], [], []
+    for seed in range(10):
+        pbt = PopulationBasedTraining(ToySpace(), population=16, interval=1, seed=seed)
+        best, asked = toy_training(pbt, 200)
+        pbt_best.append(best)
+        rnd_best.append(toy_training(RandomSearch(ToySpace(), seed=seed), 200)[0])
+        initial = [abs(math.log10(t.hparams["lr"]) + 2) for t in asked if t.checkpoint_from is None]
+        drift.append(np.mean([abs(math.log10(m.hparams["lr"]) + 2) for m in pbt.members]) - np.mean(initial))
+    assert np.mean(pbt_best) > np.mean(rnd_best) + 2.0
+    assert np.mean(drift) < 0
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return nas.load_dataset("digits")
+
+
+def test_exploit_really_copies_weights_and_retired_architectures_leave(digits):
+    """Real PyTorch training on digits: the exploiting child's first epoch starts at the donor's level."""
+    space = ToySpace()
+    pbt = PopulationBasedTraining(space, population=4, interval=1, resample_probability=0.0, seed=0)
+    ex = InProcessExecutor(space, digits, TrainSettings(epochs=1, seed=0), slots=1)
+    results = {t.trial_id: (t, r) for t, r in SearchLoop(pbt, ex, budget=12).run()}
+    assert all(r.ok for _, r in results.values())
+    initial_archs = {nas.types.arch_key(results[i][0].arch) for i in range(4)}
+    children = [t for t, _ in results.values()
+                if t.checkpoint_from is not None and results[t.checkpoint_from][0].member != t.member]
+    assert children, "the population of 4 saw no exploit in 12 segments"
+    for child in children:
+        donor_trial, donor = results[child.checkpoint_from]
+        fresh = next(r for t, r in results.values() if t.member == donor_trial.member and t.checkpoint_from is None)
+        first = results[child.trial_id][1].history[0]
+        assert first["epoch"] == donor.epoch + 1  # goes on from the donor's epoch
+        assert child.arch == donor_trial.arch
+        assert first["train_loss"] < 0.5 * fresh.history[0]["train_loss"]  # not from scratch
+        assert first["val_acc"] >= donor.score - 0.1
+    final = {nas.types.arch_key(a) for a in pbt.architectures()}
+    assert len(initial_archs) == 4 and final < initial_archs  # architectures only leave
+    # the first retirement's architecture was its member's alone (no copies before it): gone for good
+    assert nas.types.arch_key(pbt.exploits[0]["retired_arch"]) not in final
+
+
+def test_trainers_without_checkpoints_make_pbt_stop_asking_for_them():
+    """ScoreTrainer keeps no checkpoints: once a member's fresh segment proves it (at most population +
+    slots failed segments), PBT stops asking for checkpoints and segments train from scratch."""
+    space = ToySpace()
+    pbt = PopulationBasedTraining(space, population=4, seed=0)
+    ex = InProcessExecutor(space, None, trainer=functools.partial(ScoreTrainer, score_fn=toy_score), slots=2)
+    results = SearchLoop(pbt, ex, budget=30).run()
+    failed = [r for _, r in results if not r.ok]
+    assert not pbt.checkpoints and len(results) == 30
+    assert 0 < len(failed) <= 4 + 2 and all("no checkpoint is kept" in r.error for r in failed)
+    assert all(t.checkpoint_from is None for t, _ in results[-10:])
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"population": 0}, "population must be an integer >= 1, got 0"),
+    ({"quantile": 0.7}, "quantile must be in \\[0.0, 0.5\\]"),
+    ({"interval": 0}, "interval must be an integer >= 1"),
+    ({"resample_probability": 2}, "resample_probability must be in"),
+    ({"hparams": {"lr": {"low": 0.1, "high": 0.01}}}, "hparam 'lr': low < high"),
+    ({"hparams": {"lr": {"low": 0.0, "high": 0.1}}}, "low > 0 on a log scale"),
+    ({"hparams": {"lr": {"min": 0.1}}}, "hparam 'lr': a range is"),
+    ({"hparams": {"batch_size": []}}, "hparam 'batch_size': give a range"),
+    ({"hparams": {}}, "hparams must be a non-empty mapping"),
+])
+def test_bad_options_are_named(options, message):
+    with pytest.raises(ValueError, match=message):
+        PopulationBasedTraining(ToySpace(), **options)
