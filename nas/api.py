@@ -28,11 +28,14 @@ import pandas as pd
 from nas import registry
 from nas.data import Dataset, load_dataset
 from nas.executor import Executor, InProcessExecutor
-from nas.journal import Journal, RunDir, results_frame
+from nas.journal import Journal, RunDir, read_journal, results_frame
 from nas.loop import Callback, SearchLoop
+from nas.resume import STATE_FILE, SavedState, StopSignal, check_same_run, load_state
 from nas.space import SearchSpace
+from nas.status import monitoring_callbacks
 from nas.strategy import Strategy
 from nas.trainer import TorchTrainer, TrainerFactory, TrainSettings
+from nas.types import Result, Trial
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,11 @@ class SearchConfig:
             raise ValueError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTORS)}")
         if not isinstance(self.strategy_options, Mapping):
             raise ValueError(f"strategy_options must be a mapping, got {self.strategy_options!r}")
+        if not self.cpus_per_trial > 0:
+            raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
+        if not (0 <= self.gpus_per_trial <= 1 or float(self.gpus_per_trial).is_integer() and self.gpus_per_trial > 1):
+            raise ValueError(f"gpus_per_trial must be a fraction in [0, 1] (0.25 packs 4 trials on a GPU) or a "
+                             f"whole number of GPUs, got {self.gpus_per_trial!r}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> SearchConfig:
@@ -168,6 +176,8 @@ def search(
     gpus_per_trial: float = 0.0,
     max_retries: int = 2,
     callbacks: list[Callback] | None = None,
+    resume: bool = False,
+    stop: StopSignal | None = None,
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
 
@@ -175,6 +185,13 @@ def search(
     ``workers`` trainer actors on the local or given Ray cluster), ``"inprocess"``, or an Executor.
     The run directory (default ``runs/<time>-<space>-<strategy>``) holds the journal, the config and
     the best weights. ``df.attrs`` holds ``run_dir`` and the run's summary.
+
+    ``resume=True`` continues the run in ``run_dir`` after a crash or an interrupt: pass the same
+    space, strategy, options, seed, data and training settings (a difference is a ValueError naming
+    it); ``budget`` may be raised. Finished trials come from the journal, the strategy from its saved
+    state, and trials that were in flight run again under their own ids (see :mod:`nas.resume`).
+    ``stop`` (a :class:`nas.resume.StopSignal`) ends the search gracefully when requested;
+    ``df.attrs["interrupted"]`` then says so.
     """
     space_obj = resolve_space(space)
     strat = strategy if isinstance(strategy, Strategy) else make_strategy(
@@ -182,11 +199,15 @@ def search(
     dataset = data if isinstance(data, Dataset) else load_dataset(data, seed=seed)
     settings = settings or TrainSettings(seed=seed)
     run = RunDir(run_dir or default_run_dir(space_spec(space_obj), strat.name))
-    run.create({
+    config = {
         "space": space_spec(space_obj), "strategy": strat.name, "strategy_options": dict(strategy_options or {}),
         "budget": budget, "workers": workers, "dataset": dataset.name, "seed": seed,
         "settings": dataclasses.asdict(settings), "created": datetime.datetime.now().isoformat(),
-    })
+        "data": data if isinstance(data, str) else None,
+        "executor": executor if isinstance(executor, str) else type(executor).__name__,
+        "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_retries": max_retries,
+    }
+    journaled, saved = open_run(run, config, space_obj, resume=resume, given_run_dir=run_dir is not None)
     own_executor = not isinstance(executor, Executor)
     if isinstance(executor, Executor):
         ex = executor
@@ -203,8 +224,11 @@ def search(
         raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     try:
         with Journal(run) as journal:
-            loop = SearchLoop(strat, ex, budget=budget, journal=journal, callbacks=callbacks or [],
-                              best_weights=run.path / "best.pt")
+            monitors = monitoring_callbacks(run.path, given=callbacks or [],
+                                            ray_namespace=f"nas-{run.path.name}" if executor == "ray" else None)
+            loop = SearchLoop(strat, ex, budget=budget, journal=journal, callbacks=[*(callbacks or []), *monitors],
+                              best_weights=run.path / "best.pt", state_path=run.path / STATE_FILE, stop=stop)
+            loop.restore(journaled, saved)
             loop.run()
     finally:
         if own_executor:
@@ -212,8 +236,33 @@ def search(
     df = results_frame(loop.results(), space_obj.format)
     df.attrs["run_dir"] = str(run.path)
     df.attrs["summary"] = loop.summary()
+    df.attrs["interrupted"] = loop.interrupted
     write_best(run, space_obj, loop)
     return df
+
+
+def open_run(run: RunDir, config: dict[str, Any], space: SearchSpace, *, resume: bool,
+             given_run_dir: bool) -> tuple[list[tuple[Trial, Result]], SavedState | None]:
+    """Create the run directory, or (``resume``) check that ``config`` is the same search as the one
+    there and load its journal and saved strategy state."""
+    if not resume:
+        run.create(config)
+        return [], None
+    if not given_run_dir:
+        raise ValueError("resume=True needs the run_dir of the run to continue")
+    prior = run.config()  # not a run directory, or an incompatible version: a clear error
+    check_same_run(run, prior, config)
+    journaled = list(read_journal(run.path))
+    for trial, _ in journaled:
+        try:
+            space.validate(trial.arch)
+        except ValueError as e:
+            raise ValueError(f"cannot resume {str(run.path)!r}: its journal holds trial {trial.trial_id}, "
+                             f"which is not in space {config['space']!r} ({e})") from None
+    saved = load_state(run.path / STATE_FILE)
+    run.write_config({**prior, "budget": config["budget"],
+                      "resumed": [*prior.get("resumed", []), datetime.datetime.now().isoformat()]})
+    return journaled, saved
 
 
 def write_best(run: RunDir, space: SearchSpace, loop: SearchLoop) -> None:

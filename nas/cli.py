@@ -22,7 +22,7 @@ from typing import Any
 from nas import registry
 
 #: Modules that add subcommands: each has ``register(subparsers)``; their handlers are ``args.handler``.
-COMMAND_MODULES: list[str] = ["nas.bench.cli"]
+COMMAND_MODULES: list[str] = ["nas.bench.cli", "nas.monitor_cli"]
 
 
 class UsageError(ValueError):
@@ -108,6 +108,11 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-amp", dest="amp", action="store_const", const=False, default=None,
                    help="no bf16 autocast on GPUs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (after a crash or Ctrl-C) "
+                   "with the options in its run.json; only --budget (raised) and --address may be given")
+    p.add_argument("--on-interrupt", choices=["cancel", "wait"], default="cancel",
+                   help="on Ctrl-C: cancel the running trials (a resume re-runs them) or wait for them to "
+                   "finish; a second Ctrl-C aborts at once (default: cancel)")
     p.set_defaults(handler=cmd_search)
 
 
@@ -124,21 +129,59 @@ def search_config(args: argparse.Namespace) -> Any:
     return SearchConfig.from_mapping(values)
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    from nas.api import connect, search
-    from nas.progress import ProgressBar
+def resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The SearchConfig and TrainSettings of the run in ``args.resume``, its budget raised by --budget."""
+    from nas.api import SearchConfig
+    from nas.journal import RunDir
+    from nas.resume import resume_settings
     from nas.trainer import TrainSettings
 
-    cfg = search_config(args)
-    settings: TrainSettings = cfg.settings()
+    given = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(SearchConfig)
+             if getattr(args, f.name, None) is not None and f.name not in ("budget", "address")]
+    given += ["--config"] * bool(args.config) + ["-o"] * bool(args.option)
+    if given:
+        raise UsageError(f"--resume takes the run's options from its run.json; only --budget (to raise it) "
+                         f"and --address may be given, not {' '.join(given)}")
+    values = resume_settings(args.resume)
+    values.update({k: getattr(args, k) for k in ("budget", "address") if getattr(args, k) is not None})
+    names = {f.name for f in dataclasses.fields(TrainSettings)}
+    saved = RunDir(args.resume).config()["settings"]
+    return SearchConfig.from_mapping(values), TrainSettings(**{k: v for k, v in saved.items() if k in names})
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from nas.api import connect, default_run_dir, search
+    from nas.progress import ProgressBar
+    from nas.resume import StopSignal, stop_on_sigint
+
+    if args.resume:
+        cfg, settings = resume_config(args)
+    else:
+        cfg = search_config(args)
+        settings = cfg.settings()
+    cfg.run_dir = cfg.run_dir or default_run_dir(cfg.space, cfg.strategy)
     if cfg.executor == "ray":
         connect(cfg.address, dashboard=cfg.dashboard)
+        import ray
+
+        if cfg.gpus_per_trial > 0 and not ray.cluster_resources().get("GPU"):
+            print(f"no GPU in the Ray cluster: --gpus-per-trial {cfg.gpus_per_trial:g} ignored, training on CPUs")
     t0 = time.time()
-    df = search(cfg.space, cfg.strategy, budget=cfg.budget, workers=cfg.workers, data=cfg.dataset,
-                executor=cfg.executor, settings=settings, strategy_options=cfg.strategy_options,
-                seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
-                gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
-                callbacks=[] if args.quiet else [ProgressBar()])
+    stop = StopSignal(args.on_interrupt)
+    try:
+        with stop_on_sigint(stop):
+            df = search(cfg.space, cfg.strategy, budget=cfg.budget, workers=cfg.workers, data=cfg.dataset,
+                        executor=cfg.executor, settings=settings, strategy_options=cfg.strategy_options,
+                        seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
+                        gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
+                        callbacks=[] if args.quiet else [ProgressBar()], resume=bool(args.resume), stop=stop)
+    except KeyboardInterrupt:
+        print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
+        return 130
+    if df.attrs.get("interrupted"):
+        print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume {df.attrs['run_dir']}",
+              file=sys.stderr)
+        return 130
     wall = time.time() - t0
     summary = df.attrs["summary"]
     run_dir = df.attrs["run_dir"]

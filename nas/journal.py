@@ -4,7 +4,9 @@
 - ``trials.jsonl``  one line per finished trial (COMPLETE or FAILED), appended and fsynced as it finishes
 - ``best.json``     the best architecture so far; ``best.pt`` its trained weights (where the trainer saves)
 
-A line cut short by a crash mid-write is ignored on reading: every line before it is intact.
+A line cut short by a crash mid-write is ignored on reading: every line before it is intact; and
+opening the journal to append again (a resumed run) first cuts that torn tail off, so the next record
+starts on a line of its own.
 """
 
 from __future__ import annotations
@@ -54,14 +56,21 @@ class RunDir:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ValueError(f"cannot create run directory {str(self.path)!r}: {e.strerror}") from None
-        if not os.access(self.path, os.W_OK):
-            raise ValueError(f"run directory {str(self.path)!r} is not writable")
+        try:  # a real write, not os.access: root ignores permission bits, read-only mounts do not
+            fd, probe = tempfile.mkstemp(dir=self.path, prefix=".write-test.")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise ValueError(f"run directory {str(self.path)!r} is not writable: {e.strerror}") from None
         if self.trials_path.exists() and not exist_ok:
             raise ValueError(
                 f"run directory {str(self.path)!r} already holds a run; pass --resume to continue it "
                 "or choose another --run-dir"
             )
-        atomic_write(self.config_path, json.dumps({"format": FORMAT_VERSION, **config}, indent=2,
+        self.write_config(config)
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        atomic_write(self.config_path, json.dumps({**config, "format": FORMAT_VERSION}, indent=2,
                                                   default=str).encode())
 
     def config(self) -> dict[str, Any]:
@@ -84,6 +93,7 @@ class Journal:
 
     def __init__(self, run_dir: RunDir) -> None:
         self.run_dir = run_dir
+        cut_torn_tail(run_dir.trials_path)
         self._file = open(run_dir.trials_path, "a", encoding="utf-8")  # noqa: SIM115 (lives with the run)
 
     def append(self, trial: Trial, result: Result) -> None:
@@ -100,6 +110,34 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def cut_torn_tail(path: Path) -> int:
+    r"""Truncate ``path`` after its last newline (a record cut short by a crash); bytes removed.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "t.jsonl"
+    >>> _ = p.write_bytes(b'{"a": 1}\n{"b": ')
+    >>> cut_torn_tail(p), p.read_bytes()
+    (6, b'{"a": 1}\n')
+    """
+    if not path.is_file():
+        return 0
+    with open(path, "rb+") as f:
+        size = end = f.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            cut = f.read(end - start).rfind(b"\n")
+            if cut >= 0:
+                end = start + cut + 1
+                break
+            end = start
+        if end < size:
+            f.truncate(end)
+            f.flush()
+            os.fsync(f.fileno())
+        return size - end
 
 
 def read_journal(path: str | os.PathLike[str]) -> Iterator[tuple[Trial, Result]]:

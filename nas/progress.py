@@ -25,7 +25,8 @@ class ProgressBar(Callback):
         best = f"{loop.best_score:.4f}" if loop.best_score is not None else "-"
         elapsed = max(loop.elapsed, 1e-9)
         failed = loop.count(TrialState.FAILED)
-        return (f"[{bar}] {done}/{budget} trials | best {best} | busy {loop.running}/{loop.executor.slots}"
+        slots = loop.executor.slots
+        return (f"[{bar}] {done}/{budget} trials | best {best} | busy {min(loop.running, slots)}/{slots}"
                 f" | failed {failed} | {done / elapsed:.2f} trials/s")
 
     def _draw(self, loop: SearchLoop) -> None:

@@ -30,7 +30,9 @@ def ray_local(_ray_session):
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+        # address="local": always a private cluster, never one that a `ray start` elsewhere left running
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=False)
     return ray
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import ray
@@ -69,12 +72,32 @@ def test_actors_are_named_and_use_their_cpu_share(ray_local):
         ex.shutdown()
 
 
-def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local):
+class BlocksOnFirstAttempt:
+    """Its first trial blocks until the worker is killed; the retry (marker present) answers at once."""
+
+    def __init__(self, data, settings, *, marker):
+        self.marker = marker
+        self.inner = ScoreTrainer(data, settings, score_fn=toy_score)
+
+    def run(self, trial, space, checkpoint):
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            threading.Event().wait()  # forever: only the kill ends this attempt
+        return self.inner.run(trial, space, checkpoint)
+
+
+def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tmp_path):
+    marker = str(tmp_path / "started")
     ex = RayExecutor(ToySpace(), None, workers=1, max_retries=1,
-                     trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+                     trainer=functools.partial(BlocksOnFirstAttempt, marker=marker))
     try:
         trial = RandomSearch(ToySpace(), seed=0).ask()
         ex.submit(trial)
+        assert ex.poll(timeout=0) == []
+        deadline = time.monotonic() + 60
+        while not os.path.exists(marker) and time.monotonic() < deadline:  # the trial is running
+            time.sleep(0.01)
+        assert os.path.exists(marker)
         ray.kill(ex.actor(0))
         results = []
         while not results:
@@ -86,9 +109,19 @@ def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local):
         ex.shutdown()
 
 
-def test_actors_that_cannot_start_fail_the_search_with_their_error(ray_local):
-    with pytest.raises(RuntimeError, match="cuda"):
+def test_cuda_without_a_gpu_request_is_refused(ray_local):
+    with pytest.raises(ValueError, match="device='cuda' needs a GPU per trial"):
         RayExecutor(ToySpace(), nas.load_dataset("digits"), TrainSettings(device="cuda"), workers=1)
+
+
+class CannotStart:
+    def __init__(self, data, settings):
+        raise RuntimeError("trainer refuses to start")
+
+
+def test_actors_that_cannot_start_fail_the_search_with_their_error(ray_local):
+    with pytest.raises(RuntimeError, match="trainer refuses to start"):
+        RayExecutor(ToySpace(), None, workers=1, trainer=CannotStart)
 
 
 def test_too_many_workers_for_the_cluster(ray_local):

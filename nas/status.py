@@ -1,0 +1,227 @@
+"""``nas status RUN_DIR``: a run's progress from its directory, while it runs or after.
+
+The journal (``trials.jsonl``) gives the finished trials; ``status.json``, which :class:`StatusFile`
+rewrites (atomically, at most once a second) while a search runs, adds what only the live loop knows:
+the trials running now, and whether the loop is still going. Throughput is finished trials per second
+of the run's wall time; the ETA is the trials left at that rate (or the time budget left, if sooner).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nas.journal import RunDir, atomic_write, read_journal, results_frame
+from nas.loop import Callback, SearchLoop
+from nas.types import Result, Trial, TrialState
+
+STATUS_FILE = "status.json"
+
+
+def population_size(strategy: object) -> int:
+    """Members in a strategy's population, duck-typed: ``len(strategy.population)`` where that is a
+    sized collection, else ``len(strategy.members)``, else 0 (random search keeps no population).
+
+    >>> class S: population = [1, 2, 3]
+    >>> population_size(S()), population_size(object())
+    (3, 0)
+    """
+    for attr in ("population", "members"):
+        value = getattr(strategy, attr, None)
+        if value is not None and not isinstance(value, (int, str)) and hasattr(value, "__len__"):
+            return len(value)
+    return 0
+
+
+def loop_status(loop: SearchLoop, state: str) -> dict[str, Any]:
+    """The loop's state as plain values (what ``status.json`` and the ``nas-search`` actor hold)."""
+    best = loop.best
+    return {
+        "state": state, "updated": time.time(), "strategy": loop.strategy.name,
+        "finished": loop.finished, "failed": loop.count(TrialState.FAILED), "running": loop.running,
+        "budget": loop.budget if loop.budget < 2**62 else None, "time_budget": loop.time_budget,
+        "workers": loop.executor.slots, "elapsed": loop.elapsed, "best_score": loop.best_score,
+        "best_trial": best[0].trial_id if best else None, "population": population_size(loop.strategy),
+        "strategy_seconds": loop.strategy_seconds,
+    }
+
+
+class StatusFile(Callback):
+    """Keeps ``<run_dir>/status.json`` up to date with the loop's state (at most every ``interval``
+    seconds, and always at start and end), for ``nas status``."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], interval: float = 1.0) -> None:
+        self.path = Path(run_dir) / STATUS_FILE
+        self.interval = interval
+        self._last = 0.0
+        self._started = 0.0
+
+    def _write(self, loop: SearchLoop, state: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        status = loop_status(loop, state) | {"started": self._started, "pid": os.getpid(),
+                                             "host": socket.gethostname()}
+        atomic_write(self.path, json.dumps(status, default=str).encode())
+
+    def on_start(self, loop: SearchLoop) -> None:
+        self._started = time.time()  # wall clock, whatever clock the executor keeps
+        self._write(loop, "running", force=True)
+
+    def on_submit(self, loop: SearchLoop, trial: Trial) -> None:
+        self._write(loop, "running")
+
+    def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
+        self._write(loop, "running")
+
+    def on_end(self, loop: SearchLoop) -> None:
+        self._write(loop, end_state(loop), force=True)
+
+
+def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,
+                         given: Sequence[Callback] = ()) -> list[Callback]:
+    """What ``nas.search`` adds to the ``given`` callbacks of every run: a :class:`StatusFile`, and on
+    Ray (``ray_namespace`` given) a :class:`nas.metrics.MetricsCallback` whose ``nas-search`` actor lives
+    in that namespace; none of a kind already given."""
+    callbacks: list[Callback] = []
+    if not any(isinstance(cb, StatusFile) for cb in given):
+        callbacks.append(StatusFile(run_dir))
+    if ray_namespace is not None:
+        from nas.metrics import MetricsCallback
+
+        if not any(isinstance(cb, MetricsCallback) for cb in given):
+            callbacks.append(MetricsCallback(Path(run_dir).name, namespace=ray_namespace))
+    return callbacks
+
+
+def end_state(loop: SearchLoop) -> str:
+    if getattr(loop, "interrupted", False):
+        return "interrupted"
+    return "finished" if loop.finished >= loop.budget or loop.out_of_time() else "stopped"
+
+
+def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
+    """A run's config and its trials (one row each, in finishing order); architectures in the space's
+    one-line form when the space can be resolved here, else as JSON."""
+    from nas.api import resolve_space
+
+    cfg = RunDir(run_dir).config()
+    try:
+        fmt = resolve_space(cfg["space"]).format
+    except Exception:  # a custom space that does not import here
+        fmt = None
+    return cfg, results_frame(list(read_journal(run_dir)), fmt)
+
+
+def read_live(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    path = Path(run_dir) / STATUS_FILE
+    try:
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _alive(live: dict[str, Any]) -> bool:
+    """Whether the process that writes status.json still runs (knowable only on its own host)."""
+    if live.get("state") != "running":
+        return False
+    if live.get("host") != socket.gethostname():
+        return True  # another machine: trust the file
+    try:
+        os.kill(int(live["pid"]), 0)
+    except (ProcessLookupError, KeyError, ValueError, TypeError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
+    """Everything ``nas status`` prints, as values."""
+    cfg, df = load_run(run_dir)
+    live = read_live(run_dir)
+    now = time.time() if now is None else now
+    budget = cfg.get("budget")
+    if live and live.get("budget"):
+        budget = live["budget"]
+    counts = df.state.value_counts().to_dict() if len(df) else {}
+    alive = bool(live and _alive(live))
+    live_state = (live or {}).get("state")
+    if live_state == "running":
+        state = "running" if alive else "died"  # the writer is gone without saying so (killed)
+    elif live_state:
+        state = str(live_state)
+    else:
+        state = "finished" if budget and len(df) >= budget else "unknown (no status.json)"
+    started = (live or {}).get("started") or (float(df.start_time.min()) if len(df) else None)
+    end = now if alive else (float(df.end_time.max()) if len(df) else None)
+    elapsed = max(end - started, 0.0) if started is not None and end is not None else 0.0
+    finished = len(df)
+    # this session's trials (a resumed run's journal also holds earlier sessions')
+    session = df[df.end_time >= started] if started is not None and len(df) else df
+    throughput = len(session) / elapsed if elapsed > 0 else 0.0
+    workers = (live or {}).get("workers") or cfg.get("workers")
+    done = df[df.state == "COMPLETE"]
+    best = done.loc[done.score.idxmax()] if len(done) else None
+    left = max(budget - finished, 0) if budget else None
+    eta = None
+    if alive and left is not None and throughput > 0:
+        eta = left / throughput
+    if alive and live and live.get("time_budget"):
+        remaining = live["time_budget"] - live.get("elapsed", 0) - (now - live.get("updated", now))
+        eta = max(remaining, 0.0) if eta is None else min(eta, max(remaining, 0.0))
+    return {
+        "run_dir": str(run_dir), "space": cfg.get("space"), "strategy": cfg.get("strategy"),
+        "workers": workers, "budget": budget, "state": state,
+        "updated_ago": now - live["updated"] if live and "updated" in live else None,
+        "finished": finished, "complete": int(counts.get("COMPLETE", 0)), "failed": int(counts.get("FAILED", 0)),
+        "running": int(live.get("running", 0)) if alive and live else 0,
+        "best_score": float(best.score) if best is not None else None,
+        "best_trial": int(best.trial_id) if best is not None else None,
+        "best_arch": str(best.arch) if best is not None else None,
+        "elapsed": elapsed, "throughput": throughput, "left": left, "eta": eta,
+        "utilization": float(session.duration.sum()) / (elapsed * workers) if elapsed > 0 and workers else None,
+    }
+
+
+def _duration(seconds: float) -> str:
+    """
+    >>> _duration(42.0), _duration(129.0), _duration(7325.0)
+    ('42 s', '2 min 09 s', '2 h 02 min')
+    """
+    s = int(round(seconds))
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def format_status(st: dict[str, Any]) -> str:
+    lines = [f"run       {st['run_dir']}  ({st['space']} / {st['strategy']}, budget {st['budget']}, "
+             f"{st['workers']} workers)"]
+    state = st["state"]
+    if st["updated_ago"] is not None and state == "running":
+        state += f" (updated {_duration(st['updated_ago'])} ago)"
+    lines.append(f"state     {state}")
+    lines.append(f"trials    {st['finished']}/{st['budget']} finished: {st['complete']} COMPLETE, "
+                 f"{st['failed']} FAILED, {st['running']} RUNNING")
+    if st["best_score"] is not None:
+        lines.append(f"best      {st['best_score']:.4f} (trial {st['best_trial']}): {st['best_arch']}")
+    else:
+        lines.append("best      - (no trial completed yet)")
+    util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
+    lines.append(f"speed     {st['throughput']:.3f} trials/s over {_duration(st['elapsed'])}{util}")
+    if st["eta"] is not None:
+        lines.append(f"ETA       {_duration(st['eta'])} ({st['left']} trials left)")
+    elif st["state"] != "running" and st["left"]:
+        lines.append(f"ETA       - ({st['left']} trials left; the run is not running)")
+    return "\n".join(lines)

@@ -1,0 +1,193 @@
+"""Bad input, each with a clear error: broken spaces, oversized models, misshapen data, malformed
+configs, run directories that cannot be written or resumed. (Unknown names on the command line, a
+malformed TOML file and a too-large model in the trainer are in test_cli.py and test_loop.py.)"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nas
+from nas.cli import main
+from nas.journal import read_journal
+from nas.resume import STATE_FILE
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.trainer import ScoreTrainer, TrainSettings
+
+FAST = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
+TOY = functools.partial(ScoreTrainer, score_fn=toy_score)
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code, err, message):
+    assert code == 2 and message in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+class NeverBuilds(nas.SearchSpace):
+    def dims(self):
+        return {"width": [1, 2, 3], "depth": [1, 2, 3]}
+
+    def build(self, arch, task):
+        raise RuntimeError("no such layer: Conv7d")
+
+
+class NotAModule(NeverBuilds):
+    def build(self, arch, task):
+        return "a string"
+
+
+@pytest.mark.parametrize(("space", "message"), [
+    (NeverBuilds(), "NeverBuilds.build failed for width=.*RuntimeError: no such layer: Conv7d"),
+    (NotAModule(), "NotAModule.build must return a torch.nn.Module, got str"),
+])
+def test_a_space_whose_build_always_fails_stops_the_search_early(tmp_path, space, message):
+    """Five failed builds in a row and nothing else: the space is broken, not the candidates."""
+    with pytest.raises(nas.InvalidSpace, match="the space's build failed for each of the first 5 trials, "
+                       r"so the search stops \(fix the space, then resume\): " + message):
+        nas.search(space, "random", budget=9, executor="inprocess", settings=TrainSettings(epochs=1),
+                   run_dir=tmp_path / "run")
+    errors = [r.error for _, r in read_journal(tmp_path / "run")]
+    assert len(errors) == 5 and all(e.startswith("InvalidSpace") for e in errors)  # each one recorded
+
+
+def test_a_broken_space_on_the_command_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "brokenspace.py").write_text(
+        "import nas\n\nclass Broken(nas.SearchSpace):\n"
+        "    def dims(self):\n        return {'a': [1, 2, 3], 'b': [1, 2]}\n\n"
+        "    def build(self, arch, task):\n        raise KeyError('missing block')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, _, err = cli(capsys, "search", "--space", "brokenspace:Broken", "--executor", "inprocess", "--quiet",
+                       "--epochs", "1", "--budget", "6", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
+    one_line_error(code, err, "Broken.build failed for a=")
+
+
+def test_too_large_models_fail_as_trials_and_the_search_finishes(tmp_path):
+    df = nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=tmp_path / "run",
+                    settings=TrainSettings(epochs=1, max_params=100))
+    assert len(df) == 3 and (df.state == "FAILED").all()
+    assert df.error.str.contains(r"MemoryError: model has [\d,]+ parameters, over max_params=100").all()
+
+
+@pytest.mark.parametrize(("arrays", "message"), [
+    ({"x": np.zeros(12), "y": np.zeros(12)}, "x_train must have shape (samples, *input_shape), got (9,)"),
+    ({"x": np.zeros((12, 4)), "y": np.zeros((12, 2))}, "y must have shape (12,) to match x (12, 4), got (12, 2)"),
+    ({"x": np.zeros((12, 4)), "y": np.zeros(12), "x_val": np.zeros((3, 5)), "y_val": np.zeros(3)},
+     "train inputs (4,) and validation inputs (5,) differ"),
+    ({"inputs": np.zeros((12, 4))}, "needs arrays 'x' and 'y', has ['inputs']"),
+])
+def test_datasets_with_the_wrong_shape(tmp_path, capsys, arrays, message):
+    np.savez(tmp_path / "data.npz", **arrays)
+    code, _, err = cli(capsys, "search", *FAST, "--dataset", str(tmp_path / "data.npz"),
+                       "--run-dir", str(tmp_path / "r"))
+    one_line_error(code, err, message)
+
+
+def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
+    with pytest.raises(ValueError, match="unknown search space 'nb202'; known: .*nb201"):
+        nas.search("nb202", executor="inprocess", run_dir=tmp_path / "a")
+    with pytest.raises(ValueError, match="unknown strategy 'annealing'; known: .*evolution.*random"):
+        nas.search("toy", "annealing", executor="inprocess", run_dir=tmp_path / "b")
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("bad.yaml", "space: [toy\n", "is malformed"),
+    ("list.toml", "", "must hold a table of options"),
+    ("list.yaml", "- toy\n", "must hold a table of options, got list"),
+    ("run.json", "{}", "must end in .toml, .yaml or .yml"),
+])
+def test_malformed_config_files(tmp_path, capsys, name, text, message):
+    (tmp_path / name).write_text(text)
+    if name == "list.toml":
+        (tmp_path / name).write_text("[[runs]]\nspace = 'toy'\n")
+        message = "unknown config keys ['runs']"
+    code, _, err = cli(capsys, "search", "--config", str(tmp_path / name))
+    one_line_error(code, err, message)
+
+
+def test_run_directories_that_cannot_be_written(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a directory")
+    code, _, err = cli(capsys, "search", *FAST, "--run-dir", str(tmp_path / "file" / "run"))
+    one_line_error(code, err, "cannot create run directory")
+    if Path("/sys/fs").is_dir():  # read-only even for root, unlike a chmod-ed directory
+        code, _, err = cli(capsys, "search", *FAST, "--run-dir", "/sys/fs")
+        one_line_error(code, err, "run directory '/sys/fs' is not writable")
+
+
+# -- resuming what cannot be resumed ---------------------------------------------------------------------
+@pytest.fixture
+def finished_run(tmp_path):
+    nas.search(ToySpace(), "evolution", budget=4, executor="inprocess", trainer=TOY, run_dir=tmp_path / "run",
+               strategy_options={"population": 2, "sample_size": 2})
+    return tmp_path / "run"
+
+
+def resume(run_dir, **kw):
+    args = {"budget": 6, "executor": "inprocess", "trainer": TOY, "strategy_options": {"population": 2,
+                                                                                       "sample_size": 2}}
+    return nas.search(ToySpace(), kw.pop("strategy", "evolution"), run_dir=run_dir, resume=True, **{**args, **kw})
+
+
+def test_resuming_a_different_search_names_the_differences(finished_run):
+    with pytest.raises(ValueError, match=r"it is a different search \(strategy: run has 'evolution', this call "
+                       r"'random'; strategy_options: .*seed: run has 0, this call 7"):
+        resume(finished_run, strategy="random", strategy_options={}, seed=7)
+    with pytest.raises(ValueError, match=r"settings.epochs: run has 5, this call 2"):
+        resume(finished_run, settings=TrainSettings(epochs=2))
+    with pytest.raises(ValueError, match="budget may only be raised when resuming: .* has budget 4, got 3"):
+        resume(finished_run, budget=3)
+    assert len(resume(finished_run)) == 6  # and the right call goes on
+
+
+def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
+    cfg = json.loads((finished_run / "run.json").read_text())
+    (finished_run / "run.json").write_text(json.dumps({**cfg, "format": 99}))
+    with pytest.raises(ValueError, match=r"written by an incompatible version \(format 99, this version reads 1\)"):
+        resume(finished_run)
+    (finished_run / "run.json").write_text(json.dumps(cfg))
+
+    journal = finished_run / "trials.jsonl"
+    lines = journal.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["trial"]["arch"] = {"conv": 3}
+    journal.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
+    with pytest.raises(ValueError, match="its journal holds trial 1, which is not in space 'toy'"):
+        resume(finished_run)
+    journal.write_text("\n".join(lines) + "\n")
+
+    state = finished_run / STATE_FILE
+    saved = state.read_bytes()
+    state.write_bytes(b"\x80\x04 not a pickle")
+    with pytest.raises(ValueError, match="strategy.pkl is corrupt or not a saved strategy state"):
+        resume(finished_run)
+    state.write_bytes(pickle.dumps({"format": 0}))
+    with pytest.raises(ValueError, match="strategy.pkl was written by an incompatible version"):
+        resume(finished_run)
+    state.unlink()
+    with pytest.raises(ValueError, match="no saved strategy state"):
+        resume(finished_run)
+    state.write_bytes(saved)
+
+    with pytest.raises(ValueError, match="is not a run directory"):
+        resume(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="resume=True needs the run_dir"):
+        nas.search(ToySpace(), executor="inprocess", trainer=TOY, resume=True)
+
+
+def test_cli_resume_takes_only_the_budget(finished_run, capsys, tmp_path):
+    code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--epochs", "3", "-o", "population=5")
+    one_line_error(code, err, "only --budget (to raise it) and --address may be given, not --epochs -o")
+    code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--budget", "2")
+    one_line_error(code, err, "budget may only be raised when resuming")
+    code, _, err = cli(capsys, "search", "--resume", str(tmp_path))
+    one_line_error(code, err, "is not a run directory (no run.json)")

@@ -1,0 +1,165 @@
+"""Faults survived on a real Ray cluster: killed trainer actors, an unplaceable replacement, a node that
+leaves a multi-node cluster. Each search must finish its budget with every trial journaled exactly once."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import sys
+import time
+
+import pytest
+import ray
+
+import nas
+from nas.journal import read_journal
+from nas.ray_executor import RayExecutor
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.strategies.random import RandomSearch
+from nas.trainer import ScoreTrainer
+
+pytestmark = pytest.mark.ray
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
+
+
+def slow_toy_score(arch, seconds=0.2):
+    time.sleep(seconds)  # long enough for a kill to land mid-trial
+    return toy_score(arch)
+
+
+SLOW = functools.partial(ScoreTrainer, score_fn=slow_toy_score)
+
+
+def accounted_for(df, run_dir, budget):
+    """Exactly ``budget`` trials, ids 0..budget-1, each journaled once."""
+    journaled = [t.trial_id for t, _ in read_journal(run_dir)]
+    assert len(df) == budget and sorted(journaled) == list(range(budget)) == sorted(df.trial_id)
+
+
+class Killer(nas.Callback):
+    """Kills trainer actors when given numbers of trials have finished: by SIGKILL to the actor's
+    process, or by ``ray.kill``."""
+
+    def __init__(self, plan):
+        self.plan, self.pids = plan, {}
+
+    def on_start(self, loop):
+        ex = loop.executor
+        self.pids = {i: ray.get(ex.actor(i).info.remote())["pid"] for i in range(ex.slots)}
+
+    def on_result(self, loop, trial, result):
+        for how, slot in self.plan.get(loop.finished, []):
+            if how == "sigkill":
+                os.kill(self.pids[slot], signal.SIGKILL)
+            else:
+                ray.kill(loop.executor.actor(slot))
+
+
+@pytest.mark.parametrize(("max_retries", "plan"), [
+    (3, {3: [("sigkill", 0)], 8: [("ray.kill", 1)], 12: [("ray.kill", 0), ("ray.kill", 1)]}),
+    (0, {3: [("ray.kill", 1)]}),
+])
+def test_actors_killed_during_a_search(ray_local, tmp_path, max_retries, plan):
+    budget = 20
+    killer = Killer(plan)
+    df = nas.search(ToySpace(), "random", budget=budget, workers=2, trainer=SLOW, seed=0, max_retries=max_retries,
+                    run_dir=tmp_path / "run", callbacks=[killer])
+    accounted_for(df, tmp_path / "run", budget)
+    failed = df[df.state == "FAILED"]
+    if max_retries:
+        assert failed.empty  # every killed trial was retried on a replacement and completed
+    else:  # a trial whose worker died is recorded as FAILED at once, and the search goes on
+        assert len(failed) >= 1 and failed.error.str.startswith("worker died 1 times").all()
+    assert (df[df.state == "COMPLETE"].score == df[df.state == "COMPLETE"].arch.map(
+        lambda a: toy_score(ToySpace().parse(a)))).all()
+
+
+def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, caplog):
+    ex = RayExecutor(ToySpace(), None, workers=2, trainer=SLOW)
+    ex.start_timeout = 3  # for replacements (the pool itself may take longer to start on a busy machine)
+    hog = None
+    try:
+        strategy = RandomSearch(ToySpace(), seed=0)
+        trials = [strategy.ask() for _ in range(2)]
+        for t in trials:
+            ex.submit(t)
+        ray.kill(ex.actor(1))
+
+        @ray.remote(num_cpus=1)
+        class Hog:
+            def ready(self):
+                return True
+
+        hog = Hog.remote()
+        ray.get(hog.ready.remote())  # the dead worker's CPU is taken: its replacement cannot start
+        results = []
+        with caplog.at_level(logging.WARNING, logger="nas.ray_executor"):
+            while len(results) < 2:
+                results += ex.poll(timeout=10)
+            assert sorted(t.trial_id for t, _ in results) == [0, 1]
+            assert all(r.ok for _, r in results)  # trial 1 ran again, on the worker that is left
+            while not ex.retired:  # each poll waits at most until the replacement's deadline
+                assert ex.poll(timeout=10) == []
+        assert ex.slots == 1 and ex.retired == [1] and ex.free_slots() == 1 + ex.prefetch  # its tokens
+        assert "not placed and started within 3 s" in caplog.text
+    finally:
+        ex.shutdown()
+        if hog is not None:
+            ray.kill(hog)
+
+
+@pytest.fixture
+def cluster():
+    """A head and two worker nodes (1 CPU each) on this machine; Ray is left uninitialised after."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()  # the session's ray_local cluster: its fixture starts it again when next asked
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    nodes = [c.add_node(num_cpus=1) for _ in range(2)]
+    ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+    c.wait_for_nodes()
+    try:
+        yield c, nodes
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+class NodeRemover(nas.Callback):
+    """Once trials have finished on two nodes, removes a worker node that ran some (so holds a trainer
+    actor, whose replacement Ray places on the spare node); once the replacement has finished a trial,
+    removes the other worker node (now no node can take a replacement, and the pool shrinks)."""
+
+    def __init__(self, cluster, nodes):
+        self.cluster, self.nodes, self.removed, self.seen = cluster, nodes, [], []
+
+    def on_result(self, loop, trial, result):
+        if result.node not in self.seen:
+            self.seen.append(result.node)
+        if not self.removed and len(self.seen) == 2 and loop.finished >= 4:
+            self._remove(next(n for n in self.nodes if n.node_id[:12] in self.seen), loop)
+        elif len(self.removed) == 1 and len(self.seen) == 3:  # the replacement ran a trial on the third node
+            self._remove(next(n for n in self.nodes if n is not self.removed[0][0]), loop)
+
+    def _remove(self, node, loop):
+        self.cluster.remove_node(node)
+        self.removed.append((node, loop.finished, time.time()))
+
+
+def test_nodes_leave_mid_search_and_it_finishes_on_the_head(cluster, tmp_path):
+    c, nodes = cluster
+    head = ray.get_runtime_context().get_node_id()[:12]
+    budget = 40
+    remover = NodeRemover(c, nodes)
+    trainer = functools.partial(ScoreTrainer, score_fn=functools.partial(slow_toy_score, seconds=0.4))
+    df = nas.search(ToySpace(), "random", budget=budget, workers=2, trainer=trainer, seed=0, max_retries=3,
+                    run_dir=tmp_path / "run", callbacks=[remover])
+    accounted_for(df, tmp_path / "run", budget)
+    assert (df.state == "COMPLETE").all()  # trials on the lost nodes ran again elsewhere
+    assert len(remover.removed) == 2 and df.node.nunique() == 3  # on all three nodes, in turn
+    last_removal = remover.removed[1][2]
+    assert set(df[df.start_time > last_removal].node) == {head}  # the pool shrank to the head

@@ -1,0 +1,134 @@
+"""Search metrics: recorded by the driver, read back off Ray's real Prometheus export endpoint."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+import nas
+from nas.metrics import (
+    EXPORTED_NAMES,
+    METRICS,
+    MetricsCallback,
+    metrics_export_url,
+    parse_prometheus,
+    population_size,
+    scrape,
+)
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.status import StatusFile, monitoring_callbacks
+from nas.strategies.evolution import RegularizedEvolution
+from nas.strategies.random import RandomSearch
+from nas.trainer import ScoreTrainer
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "dashboards" / "nas.json"
+
+
+def score_or_nan(arch):
+    """The toy objective, except that architectures with d4 == 1 'diverge' (a NaN score: FAILED).
+    With seed 0 the first random architecture has d4 == 1 and the next three d4 == 4, so the run has
+    failures and completions whatever order Ray finishes its trials in."""
+    return math.nan if arch["d4"] == 1 else toy_score(arch)
+
+
+def test_population_size_is_duck_typed():
+    assert population_size(RegularizedEvolution(ToySpace(), population=4, sample_size=2, seed=0)) == 0
+    evo = RegularizedEvolution(ToySpace(), population=4, sample_size=2, seed=0)
+    evo.population.extend([object()] * 3)
+    assert population_size(evo) == 3
+    assert population_size(RandomSearch(ToySpace(), seed=0)) == 0
+
+
+def test_parse_prometheus_reads_labels_and_values():
+    text = ('# HELP ray_nas_best_score best\n# TYPE ray_nas_best_score gauge\n'
+            'ray_nas_best_score{run="a \\"b\\"",strategy="evolution"} -4.0\n'
+            'ray_other 1\nray_nas_trials_started_total{run="r"} 12.0\n')
+    assert parse_prometheus(text, "ray_nas_") == [
+        ("ray_nas_best_score", {"run": 'a "b"', "strategy": "evolution"}, -4.0),
+        ("ray_nas_trials_started_total", {"run": "r"}, 12.0),
+    ]
+
+
+def test_exported_names_follow_rays_conventions():
+    assert "ray_nas_trials_started_total" in EXPORTED_NAMES
+    assert {"ray_nas_trial_duration_seconds_bucket", "ray_nas_trial_duration_seconds_count",
+            "ray_nas_trial_duration_seconds_sum"} <= EXPORTED_NAMES
+    assert all(re.fullmatch(r"nas_[a-z_]+", spec.name) for spec in METRICS)
+
+
+def _values(samples, run, name, **labels):
+    return [v for n, lab, v in samples
+            if n == name and lab.get("run") == run and all(lab.get(k) == x for k, x in labels.items())]
+
+
+@pytest.mark.ray
+def test_a_ray_search_exports_its_metrics_and_status(ray_local, tmp_path):
+    run = "metrics-run"
+    # what nas.search attaches on Ray, given explicitly to keep a handle on its actor (and record at once)
+    metrics = MetricsCallback(run, namespace=f"nas-{run}", interval=0.0)
+    df = nas.search(ToySpace(), "evolution", budget=12, workers=2, seed=0, run_dir=tmp_path / run,
+                    strategy_options={"population": 4, "sample_size": 2}, callbacks=[metrics],
+                    trainer=functools.partial(ScoreTrainer, score_fn=score_or_nan))
+    failed = int((df.state == "FAILED").sum())
+    assert len(df) == 12 and 0 < failed < 12
+    best = df[df.state == "COMPLETE"].score.max()
+
+    # the driver's loop, as the named actor in the run's namespace holds it
+    assert ray.get_actor("nas-search", namespace=f"nas-{run}")._actor_id == metrics.actor._actor_id
+    status = ray.get(metrics.actor.status.remote())
+    assert status["state"] == "finished" and status["finished"] == 12 and status["workers"] == 2
+    assert status["best_score"] == best and status["failed"] == failed and status["running"] == 0
+
+    # Ray's metrics agent exports on its own period: poll the endpoint until the run's final values show
+    url = metrics_export_url()
+    deadline = time.monotonic() + 90
+    while True:
+        samples = scrape(url)
+        done = (_values(samples, run, "ray_nas_trials_finished_total") == [12.0]
+                and _values(samples, run, "ray_nas_busy_workers") == [0.0]
+                and sum(_values(samples, run, "ray_nas_strategy_seconds_count")) == 24.0)
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)  # polling interval, bounded by the deadline
+    assert done, f"the run's metrics did not reach the endpoint {url}: {samples}"
+    assert _values(samples, run, "ray_nas_trials_started_total", strategy="evolution") == [12.0]
+    assert _values(samples, run, "ray_nas_trials_failed_total") == [float(failed)]
+    assert _values(samples, run, "ray_nas_best_score") == [best]
+    assert _values(samples, run, "ray_nas_workers") == [2.0]
+    assert _values(samples, run, "ray_nas_budget") == [12.0]
+    assert _values(samples, run, "ray_nas_population_size") == [4.0]
+    assert sum(_values(samples, run, "ray_nas_trial_duration_seconds_count")) == 12.0
+    assert _values(samples, run, "ray_nas_trial_duration_seconds_count", state="FAILED") == [float(failed)]
+    asks = _values(samples, run, "ray_nas_strategy_seconds_count", op="ask")
+    assert asks == [12.0] and _values(samples, run, "ray_nas_strategy_seconds_count", op="tell") == [12.0]
+    strategy_time = sum(_values(samples, run, "ray_nas_strategy_time_seconds_total"))
+    assert strategy_time == pytest.approx(df.attrs["summary"]["strategy_seconds"], rel=1e-6)
+
+    # every series the Grafana dashboard queries is one the endpoint really carries
+    exprs = [t["expr"] for p in json.loads(DASHBOARD.read_text())["panels"] for t in p["targets"]]
+    queried = {n for e in exprs for n in re.findall(r"\bray_nas_[a-z_]+", e)}
+    seen = {n for n, lab, _ in samples if lab.get("run") == run}
+    assert queried <= seen, f"queried but never exported: {queried - seen}"
+
+    # the run directory's status file says it finished
+    assert json.loads((tmp_path / run / "status.json").read_text())["state"] == "finished"
+
+
+
+@pytest.mark.ray
+def test_nas_search_attaches_monitoring_by_default_on_ray_only(ray_local, tmp_path):
+    kinds = [type(cb) for cb in monitoring_callbacks(tmp_path, ray_namespace="nas-x")]
+    assert kinds == [StatusFile, MetricsCallback]
+    assert [type(cb) for cb in monitoring_callbacks(tmp_path)] == [StatusFile]  # not on Ray
+    given = [MetricsCallback("x", status_actor=False)]
+    assert [type(cb) for cb in monitoring_callbacks(tmp_path, ray_namespace="nas-x", given=given)] == [StatusFile]

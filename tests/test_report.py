@@ -1,0 +1,115 @@
+"""`nas status` and `nas report` on a real (small, in-process, really trained) run."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import time
+
+import pytest
+
+import nas
+from nas.cli import main
+from nas.report import pareto_front, write_report
+from nas.search_spaces.toy import ToySpace
+from nas.status import STATUS_FILE, format_status, run_status
+from nas.trainer import TrainSettings
+
+BUDGET = 6
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """Regularized evolution over the toy space's real MLPs on digits, 1 epoch each, in this process."""
+    path = tmp_path_factory.mktemp("report") / "run"
+    nas.search(ToySpace(), "evolution", budget=BUDGET, executor="inprocess", seed=0, run_dir=path,
+               strategy_options={"population": 3, "sample_size": 2},
+               settings=TrainSettings(epochs=1, batch_size=128, seed=0))
+    return path
+
+
+def test_status_of_a_finished_run(run_dir, capsys):
+    assert main(["status", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "state     finished" in out
+    assert f"trials    {BUDGET}/{BUDGET} finished: {BUDGET} COMPLETE, 0 FAILED, 0 RUNNING" in out
+    assert re.search(r"best      0\.\d{4} \(trial \d+\): d0=", out)
+    assert re.search(r"speed     \d+\.\d{3} trials/s", out) and "ETA" not in out
+    assert main(["status", str(run_dir), "--watch", "5"]) == 0  # not running: prints once, returns
+
+
+def test_status_of_a_running_and_of_a_killed_run(run_dir, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("run.json", "trials.jsonl"):
+        (copy / name).write_bytes((run_dir / name).read_bytes())
+    live = json.loads((run_dir / STATUS_FILE).read_text())
+    now = live["updated"] + 2.0
+    # a live writer (this process) with a budget of 10: 4 trials left at the run's rate
+    (copy / STATUS_FILE).write_text(json.dumps({**live, "state": "running", "budget": 10, "running": 1,
+                                                "pid": os.getpid()}))
+    st = run_status(copy, now=now)
+    assert st["state"] == "running" and st["running"] == 1 and st["left"] == 4
+    assert st["eta"] == pytest.approx(4 / st["throughput"])
+    assert "ETA" in format_status(st) and "(4 trials left)" in format_status(st)
+    # the writer is gone without saying so (pid above any Linux pid_max)
+    (copy / STATUS_FILE).write_text(json.dumps({**live, "state": "running", "budget": 10, "pid": 4_194_304 + 7}))
+    st = run_status(copy, now=now)
+    assert st["state"] == "died" and st["eta"] is None and st["running"] == 0
+
+
+def test_report_has_three_plots_and_the_top_trials(run_dir, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert main(["report", str(run_dir), "--out", str(out), "--top", "3"]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    page = out.read_text()
+    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert [alt for alt, _ in images] == [
+        "Best score so far against time", "Score of every trial against time, coloured by strategy",
+        "Pareto front: score against parameter count"]
+    assert all(base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n" for _, png in images)
+    table = page[page.index('<table'):page.index("</table>")]
+    assert "top-trials" in table and table.count("<tr>") == 3  # 3 body rows (the header row is styled)
+    assert "params" in table and re.search(r"<td>\d{1,3}(,\d{3})*</td>", table)  # real parameter counts
+
+
+def test_report_default_path_and_bad_input(run_dir, tmp_path, capsys):
+    assert write_report(run_dir) == run_dir / "report.html"
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
+    assert main(["report", str(run_dir), "--top", "0"]) == 2
+    assert main(["status", str(run_dir), "--watch", "0"]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "run.json").write_text((run_dir / "run.json").read_text())
+    assert main(["report", str(empty)]) == 2
+    assert "no finished trial yet" in capsys.readouterr().err
+    assert main(["status", str(empty)]) == 0  # a run that has not finished a trial yet
+    assert f"0/{BUDGET} finished" in capsys.readouterr().out
+
+
+def test_pareto_front_keeps_only_undominated_points():
+    params = [100, 50, 200, 50, 400]
+    scores = [0.8, 0.6, 0.9, 0.7, 0.85]
+    assert pareto_front(params, scores) == [3, 0, 2]
+
+
+def test_status_file_is_written_while_the_loop_runs(tmp_path):
+    """The status file exists (state running) before the first trial finishes."""
+    seen = []
+
+    class Peek(nas.Callback):
+        def on_result(self, loop, trial, result):
+            if not seen:
+                seen.append(json.loads((tmp_path / "run" / STATUS_FILE).read_text()))
+
+    from nas.search_spaces.toy import toy_score
+    from nas.trainer import ScoreTrainer
+
+    start = time.time()
+    nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=tmp_path / "run", callbacks=[Peek()],
+               trainer=lambda data, settings: ScoreTrainer(data, settings, score_fn=toy_score))
+    assert seen[0]["state"] == "running" and seen[0]["budget"] == 3 and seen[0]["started"] >= start - 1
+    assert json.loads((tmp_path / "run" / STATUS_FILE).read_text())["state"] == "finished"

@@ -1,0 +1,272 @@
+"""Resume after a crash or an interrupt: nothing lost, nothing duplicated.
+
+In-process tests crash the driver at chosen points (a BaseException the platform does not catch, like
+a kill, raised from the strategy or the trainer) and check that the resumed run's journal is exactly the
+uninterrupted run's. Subprocess tests kill a real `nas search` on a real Ray cluster with SIGKILL and
+SIGINT, then resume it from the command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import nas
+from nas.executor import InProcessExecutor
+from nas.journal import read_journal
+from nas.resume import STATE_FILE, StopSignal, load_state, stop_on_sigint
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.strategies.evolution import RegularizedEvolution
+from nas.trainer import ScoreTrainer, TrainSettings
+
+OPTIONS = {"population": 6, "sample_size": 3}
+BUDGET = 24
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing in the platform catches it."""
+
+
+class CrashingEvolution(RegularizedEvolution):
+    """Regularized evolution that 'dies' at its n-th ask or tell (registered name: still evolution)."""
+
+    def __init__(self, space, *, at, **kw):
+        super().__init__(space, **kw)
+        self.at, self.calls = at, {"ask": 0, "tell": 0}
+
+    def _count(self, what):
+        self.calls[what] += 1
+        if self.at == (what, self.calls[what]):
+            raise Crash(f"{what} #{self.calls[what]}")
+
+    def ask(self):
+        self._count("ask")
+        return super().ask()
+
+    def tell(self, trial, result):
+        self._count("tell")  # the result is already journaled: the crash comes before the tell
+        super().tell(trial, result)
+
+
+def trainer(crash_at_trial=None):
+    def score(arch, calls=[0]):  # noqa: B006 (a counter across calls)
+        calls[0] += 1
+        if calls[0] == crash_at_trial:
+            raise Crash(f"trial #{calls[0]}")
+        return toy_score(arch)
+
+    return functools.partial(ScoreTrainer, score_fn=score)
+
+
+def run(tmp_path, strategy="evolution", *, resume=False, crash_at_trial=None, budget=BUDGET, **kw):
+    ex = InProcessExecutor(ToySpace(), None, trainer=trainer(crash_at_trial), slots=3)
+    return nas.search(ToySpace(), strategy, budget=budget, executor=ex, seed=3, strategy_options=OPTIONS,
+                      run_dir=tmp_path / "run", resume=resume, **kw)
+
+
+def journal_rows(path):
+    return [(t.trial_id, nas.arch_key(t.arch), r.state.value, r.score) for t, r in read_journal(path / "run")]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reference")
+    run(path)
+    return journal_rows(path)
+
+
+@pytest.mark.parametrize("crash", [("ask", 2), ("ask", 11), ("tell", 1), ("tell", 9), ("trial", 7),
+                                   ("trial", BUDGET)])
+def test_resume_after_a_crash_gives_the_uninterrupted_run(tmp_path, reference, crash):
+    what, n = crash
+    with pytest.raises(Crash):
+        if what == "trial":
+            run(tmp_path, crash_at_trial=n)
+        else:
+            run(tmp_path, CrashingEvolution(ToySpace(), at=crash, seed=3, **OPTIONS))
+    finished_before = len(journal_rows(tmp_path))
+    assert finished_before < BUDGET
+    df = run(tmp_path, resume=True)
+    assert len(df) == BUDGET and df.trial_id.is_unique
+    assert journal_rows(tmp_path) == reference  # same trials, same order, same scores: nothing lost or doubled
+    assert df.attrs["summary"]["resumed"] == finished_before
+
+
+def test_two_crashes_and_a_torn_journal_line(tmp_path, reference):
+    with pytest.raises(Crash):
+        run(tmp_path, CrashingEvolution(ToySpace(), at=("tell", 5), seed=3, **OPTIONS))
+    with pytest.raises(Crash):
+        run(tmp_path, CrashingEvolution(ToySpace(), at=("ask", 6), seed=3, **OPTIONS), resume=True)
+    journal = tmp_path / "run" / "trials.jsonl"
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + whole.splitlines(keepends=True)[-1][:40])  # a record cut mid-write
+    (tmp_path / "run" / f".{STATE_FILE}.tmp123").write_bytes(b"half a pickle")  # an atomic write cut short
+    run(tmp_path, resume=True)
+    assert journal_rows(tmp_path) == reference
+
+
+def test_raising_the_budget_and_resuming_a_finished_run(tmp_path):
+    first = run(tmp_path, budget=10)
+    assert first.trial_id.tolist() == list(range(10))
+    rows = journal_rows(tmp_path)
+    again = run(tmp_path, budget=10, resume=True)
+    assert len(again) == 10 and again.attrs["summary"]["resumed"] == 10 and journal_rows(tmp_path) == rows
+    more = run(tmp_path, budget=BUDGET, resume=True)
+    assert sorted(more.trial_id) == list(range(BUDGET))
+    assert journal_rows(tmp_path)[:10] == rows
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["budget"] == BUDGET
+
+
+@pytest.mark.parametrize("mode", ["cancel", "wait"])
+def test_stop_request_cancels_or_awaits_in_flight_trials(tmp_path, reference, mode):
+    stop = StopSignal(mode)
+
+    class StopAtThree(nas.Callback):
+        def on_result(self, loop, trial, result):
+            if loop.finished == 3:
+                stop.request()
+
+    df = run(tmp_path, stop=stop, callbacks=[StopAtThree()])
+    assert df.attrs["interrupted"]
+    saved = load_state(tmp_path / "run" / STATE_FILE)
+    if mode == "wait":  # the two other running trials finished and were journaled
+        assert len(df) == 5 and saved.inflight == []
+    else:  # cancelled: not journaled, saved as in flight, re-run on resume
+        assert len(df) == 3 and [t.trial_id for t in saved.inflight] == [3, 4]
+    assert saved.journaled == len(df)
+    run(tmp_path, resume=True)
+    if mode == "cancel":  # the same trials in the same order as if nothing had happened
+        assert journal_rows(tmp_path) == reference
+    else:  # awaiting changes when the strategy hears of trials 3 and 4, so later asks differ
+        assert sorted(row[0] for row in journal_rows(tmp_path)) == list(range(BUDGET))
+
+
+def test_first_sigint_requests_a_stop_and_the_second_aborts(capsys):
+    stop, before = StopSignal("wait"), signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), stop_on_sigint(stop):
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested
+        os.kill(os.getpid(), signal.SIGINT)
+    assert "Ctrl-C again aborts at once" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+# -- a real `nas search` killed, then resumed ---------------------------------------------------------
+SLOW_SPACE = """
+    import time
+    import torch
+    import nas
+
+    class Slow(nas.SearchSpace):
+        '''Each build takes a while, so a search can be killed mid-way.'''
+
+        def dims(self):
+            return {"hidden": [8, 16, 32], "act": ["relu", "tanh"], "depth": [1, 2]}
+
+        def build(self, arch, task):
+            time.sleep(SECONDS)
+            layers, width = [torch.nn.Flatten()], 64
+            for _ in range(arch["depth"]):
+                layers += [torch.nn.Linear(width, arch["hidden"]), torch.nn.ReLU()]
+                width = arch["hidden"]
+            return torch.nn.Sequential(*layers, torch.nn.Linear(width, task.num_classes))
+"""
+
+
+def cli(tmp_path, *argv, seconds):
+    """``nas search ARGV`` in a new process, in ``tmp_path`` (Ray ships the driver's directory, and so
+    the space module there, to its workers)."""
+    (tmp_path / "slowspace.py").write_text(textwrap.dedent(SLOW_SPACE).replace("SECONDS", str(seconds)))
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.Popen([sys.executable, "-m", "nas.cli", "search", *argv], env=env, text=True, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def kill_session(sid):
+    """SIGKILL what is left of the processes a killed driver started (Ray's agents outlive it)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.getsid(int(entry)) == sid:
+                    os.kill(int(entry), signal.SIGKILL)
+
+
+def wait_for_journal(proc, run_dir, lines, timeout=240.0):
+    """Poll the journal (bounded) until it holds ``lines`` records; the search must still be running."""
+    journal = run_dir / "trials.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if journal.exists() and len(journal.read_bytes().splitlines()) >= lines:
+            return
+        assert proc.poll() is None, f"the search ended early: {proc.communicate()}"
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"no {lines} journal records within {timeout} s: {proc.communicate()}")
+
+
+def finish(proc, timeout=300):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, out, err
+
+
+SEARCH = ["--space", "slowspace:Slow", "--strategy", "evolution", "--workers", "2", "--epochs", "1",
+          "-o", "population=4", "-o", "sample_size=2", "--quiet"]
+
+
+@pytest.mark.ray
+def test_sigkill_mid_search_then_resume_with_the_python_api(tmp_path, ray_local, monkeypatch):
+    """`nas search` without --address starts its own Ray, which dies with it when it is SIGKILLed; the
+    Python API resumes the run on another cluster (the session's)."""
+    run_dir, budget = tmp_path / "run", 14
+    proc = cli(tmp_path, *SEARCH, "--budget", str(budget), "--run-dir", str(run_dir), seconds=0.4)
+    wait_for_journal(proc, run_dir, 3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    kill_session(proc.pid)
+    before = [t.trial_id for t, _ in read_journal(run_dir)]
+    assert 3 <= len(before) < budget
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import slowspace  # the module of the space, shipped to this session's workers by value
+
+    ray_local.cloudpickle.register_pickle_by_value(slowspace)
+    df = nas.search("slowspace:Slow", "evolution", budget=budget, workers=2, seed=0, run_dir=run_dir,
+                    strategy_options={"population": 4, "sample_size": 2}, settings=TrainSettings(epochs=1),
+                    resume=True)
+    after = [t.trial_id for t, _ in read_journal(run_dir)]
+    assert after[:len(before)] == before and df.attrs["summary"]["resumed"] == len(before)
+    assert sorted(after) == list(range(budget)) == sorted(df.trial_id)  # the budget: none lost, none twice
+
+
+@pytest.mark.ray
+def test_sigint_stops_gracefully_and_prints_how_to_resume(tmp_path, ray_local):
+    """On a running cluster (the session's), as with `ray start` and `--address`."""
+    run_dir, budget = tmp_path / "run", 10
+    address = ["--address", ray_local.get_runtime_context().gcs_address]
+    proc = cli(tmp_path, *SEARCH, *address, "--budget", str(budget), "--run-dir", str(run_dir), seconds=1.0)
+    wait_for_journal(proc, run_dir, 1)
+    proc.send_signal(signal.SIGINT)
+    code, _, err = finish(proc)
+    done = [t.trial_id for t, _ in read_journal(run_dir)]
+    assert code == 130, err
+    assert f"interrupted: {len(done)} trials finished; resume with: nas search --resume {run_dir}" in err
+    assert 1 <= len(done) < budget
+    saved = load_state(run_dir / STATE_FILE)
+    # cancelled, kept for the resume: 2 workers, each running one trial and holding one queued (prefetch)
+    assert saved.journaled == len(done) and len(saved.inflight) <= 4
+    code, out, err = finish(cli(tmp_path, "--resume", str(run_dir), "--budget", str(budget + 2), "--quiet",
+                                *address, seconds=0.1))
+    assert code == 0, err
+    assert sorted(t.trial_id for t, _ in read_journal(run_dir)) == list(range(budget + 2))
