@@ -10,6 +10,7 @@ back as a FAILED result carrying the error text: a candidate never brings the se
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import math
@@ -17,7 +18,7 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -59,6 +60,9 @@ class TrainSettings:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be one of auto, cpu, cuda; got {self.device!r}")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise ValueError(f"threads must be None (the worker's CPU share) or an integer >= 1, got {self.threads!r}")
 
     def for_trial(self, trial: Trial) -> dict[str, Any]:
         """The hyperparameters a trial trains with: these defaults, overridden by ``trial.hparams``."""
@@ -103,7 +107,26 @@ def run_safely(
 class TorchTrainer:
     """Real training: ``space.build(arch)``, the trial's optimizer and hparams, ``epochs`` epochs of
     minibatch SGD on the training split, accuracy on the validation split after every epoch.
-    The score is the last epoch's validation accuracy."""
+    The score is the last epoch's validation accuracy.
+
+    Speed: the dataset is copied to the device once, when the trainer starts; minibatches are index
+    gathers on the device (no DataLoader, no per-batch host copy); the loss is summed on the device and
+    read once per epoch (one host sync per epoch, not per step); optimizers use their fused kernels.
+    On CUDA: bf16 autocast where the GPU supports it (``amp``), TF32 matmuls, cuDNN autotuning and
+    channels-last convolutions. On CPU: ``threads`` torch threads while a trial runs (a Ray actor already
+    runs at its CPU share). Process-wide torch flags are set for a trial and restored after it.
+
+    >>> from nas.data import load_dataset
+    >>> from nas.search_spaces.macro import MacroSpace
+    >>> arch = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3,
+    ...         "kernel_2": 3, "activation": "relu", "norm": "batch", "dropout": 0.0}
+    >>> trainer = TorchTrainer(load_dataset("digits"), TrainSettings(epochs=1, device="cpu", threads=1))
+    >>> result, checkpoint = trainer.run(Trial(0, arch), MacroSpace(), None)
+    >>> result.ok, result.metrics["device"], len(result.history)
+    (True, 'cpu', 1)
+    """
+
+    eval_batch_size = 2048
 
     def __init__(self, data: Dataset, settings: TrainSettings, *, worker: str | None = None) -> None:
         self.settings = settings
@@ -112,53 +135,89 @@ class TorchTrainer:
         if want_cuda and not torch.cuda.is_available():
             raise RuntimeError("device='cuda' was asked for, but this worker sees no CUDA device")
         self.device = torch.device("cuda" if want_cuda else "cpu")
-        if settings.threads is not None:
-            torch.set_num_threads(settings.threads)
-        # The whole dataset lives on the device once: no per-batch host copies.
-        self.x_train = torch.from_numpy(np.asarray(data.x_train)).to(self.device)
+        cuda = self.device.type == "cuda"
+        x_train = torch.from_numpy(np.asarray(data.x_train))
+        self.memory_format = (
+            torch.channels_last if settings.channels_last and cuda and x_train.dim() == 4 else torch.contiguous_format
+        )
+        # The whole dataset lives on the device once: no per-batch host copies. Stored channels-last
+        # where that applies, so that every gathered minibatch already is.
+        self.x_train = x_train.to(self.device).contiguous(memory_format=self.memory_format)
         self.y_train = torch.from_numpy(np.asarray(data.y_train)).to(self.device)
-        self.x_val = torch.from_numpy(np.asarray(data.x_val)).to(self.device)
+        self.x_val = torch.from_numpy(np.asarray(data.x_val)).to(self.device).contiguous(
+            memory_format=self.memory_format)
         self.y_val = torch.from_numpy(np.asarray(data.y_val)).to(self.device)
+        self._probe = x_train[:2].clone()  # on the host: materialises lazy modules without a device sync
         self.worker, self.node = worker_identity()
         if worker:
             self.worker = worker
-        self.autocast = (
-            settings.amp and self.device.type == "cuda" and torch.cuda.is_bf16_supported()
-        )
-        self.memory_format = (
-            torch.channels_last
-            if settings.channels_last and self.device.type == "cuda" and self.x_train.dim() == 4
-            else torch.contiguous_format
-        )
-        self._warm_up()
+        self.autocast = settings.amp and cuda and torch.cuda.is_bf16_supported()
+        with self._torch_flags():
+            self._warm_up()
+
+    @contextlib.contextmanager
+    def _torch_flags(self) -> Iterator[None]:
+        """Thread count (CPU) and cuDNN autotuning + TF32 matmuls (CUDA) for the duration of a trial."""
+        threads = torch.get_num_threads()
+        benchmark, precision = torch.backends.cudnn.benchmark, torch.get_float32_matmul_precision()
+        if self.settings.threads is not None:
+            torch.set_num_threads(self.settings.threads)
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True  # a search trains the same shapes over and over
+            torch.set_float32_matmul_precision("high")  # TF32 on Ampere and later for the fp32 paths
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
+            torch.backends.cudnn.benchmark = benchmark
+            torch.set_float32_matmul_precision(precision)
 
     def _warm_up(self) -> None:
-        """Pay torch's one-off costs (the first optimizer step imports a lot: ~2 s) when the worker
-        starts, not inside the first trial's timing."""
+        """Pay torch's one-off costs (the first optimizer step imports a lot: ~2 s; CUDA context and
+        kernels) when the worker starts, not inside the first trial's timing."""
         layer = torch.nn.Linear(2, 1).to(self.device)
-        opt = torch.optim.Adam(layer.parameters())
-        layer(torch.zeros(1, 2, device=self.device)).sum().backward()
+        opt = torch.optim.Adam(layer.parameters(), fused=True)
+        with self._autocast():
+            out = layer(torch.zeros(1, 2, device=self.device)).float().sum()
+        out.backward()
         opt.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.autocast:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes | None]:
-        return run_safely(trial, lambda: self._train(trial, space, checkpoint), self.worker, self.node)
+        def body() -> tuple[Result, bytes | None]:
+            with self._torch_flags():
+                return self._train(trial, space, checkpoint)
 
-    def _optimizer(self, model: torch.nn.Module, hp: Mapping[str, Any]) -> torch.optim.Optimizer:
-        params = model.parameters()
+        return run_safely(trial, body, self.worker, self.node)
+
+    @staticmethod
+    def _optimizer(model: torch.nn.Module, hp: Mapping[str, Any]) -> torch.optim.Optimizer:
+        """The trial's optimizer with its fused kernel (CPU and CUDA; one kernel for all parameters
+        instead of a loop over them: on CPU, 10x faster steps for a small network)."""
+        params = [p for p in model.parameters() if p.requires_grad]
+        fused = bool(params) and all(p.is_floating_point() for p in params)
         if hp["optimizer"] == "sgd":
             return torch.optim.SGD(params, lr=hp["lr"], momentum=hp["momentum"],
-                                   weight_decay=hp["weight_decay"])
+                                   weight_decay=hp["weight_decay"], fused=fused or None)
         cls = torch.optim.AdamW if hp["optimizer"] == "adamw" else torch.optim.Adam
-        return cls(params, lr=hp["lr"], weight_decay=hp["weight_decay"])
+        return cls(params, lr=hp["lr"], weight_decay=hp["weight_decay"], fused=fused or None)
 
     def _train(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes]:
         s = self.settings
         hp = s.for_trial(trial)
         torch.manual_seed(s.seed * 1_000_003 + trial.trial_id)
         model = space.check_build(trial.arch, self.task)
-        with torch.no_grad():  # materialise lazy modules before counting or moving parameters
-            model.eval()
-            model(self.x_train[:2].cpu())
+        if any(torch.nn.parameter.is_lazy(p) for p in model.parameters()):
+            with torch.no_grad():  # materialise lazy modules before counting or moving parameters
+                model.eval()
+                model(self._probe)
         n_params = sum(p.numel() for p in model.parameters())
         if n_params > s.max_params:
             raise MemoryError(f"model has {n_params:,} parameters, over max_params={s.max_params:,}")
@@ -179,49 +238,52 @@ class TorchTrainer:
         loss_fn = torch.nn.CrossEntropyLoss()
         n = len(self.x_train)
         bs = min(hp["batch_size"], n)
+        end = n - 1 if n > 1 and n % bs == 1 else n  # a last batch of one sample cannot train BatchNorm
         t0 = time.perf_counter()
         for epoch in range(start_epoch, start_epoch + epochs):
             model.train()
             order = torch.randperm(n, device=self.device)
-            total, seen = 0.0, 0
-            for i in range(0, n, bs):
-                idx = order[i : i + bs]
-                x = self.x_train[idx].contiguous(memory_format=self.memory_format)
-                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-                    loss = loss_fn(model(x), self.y_train[idx])
+            total = torch.zeros((), device=self.device)  # summed on the device: no sync per step
+            for i in range(0, end, bs):
+                idx = order[i : min(i + bs, end)]
+                with self._autocast():
+                    loss = loss_fn(model(self.x_train[idx]), self.y_train[idx])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-                total += float(loss.detach()) * len(idx)
-                seen += len(idx)
-            train_loss = total / seen
+                total.add_(loss.detach().float(), alpha=len(idx))
+            train_loss = float(total) / end
             if not math.isfinite(train_loss):
                 raise FloatingPointError(f"training loss became {train_loss} in epoch {epoch + 1}")
             val_loss, val_acc = self.evaluate(model)
             history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
                             "val_acc": val_acc})
+        train_seconds = time.perf_counter() - t0
         score = finite_score(history[-1]["val_acc"]) if history else None
         if score is None:
             raise FloatingPointError("validation accuracy is not finite")
-        metrics = {**history[-1], "params": n_params, "train_seconds": time.perf_counter() - t0,
-                   "samples_per_second": n * epochs / max(time.perf_counter() - t0, 1e-9),
-                   "device": self.device.type, "hparams": hp}
+        metrics = {**history[-1], "params": n_params, "train_seconds": train_seconds,
+                   "samples_per_second": end * epochs / max(train_seconds, 1e-9),
+                   "device": self.device.type, "threads": torch.get_num_threads(), "hparams": hp}
         result = Result(trial.trial_id, TrialState.COMPLETE, score=score, metrics=metrics,
                         history=history, epoch=start_epoch + epochs)
         return result, self.checkpoint(model, opt, hp, start_epoch + epochs, trial.arch)
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> tuple[float, float]:
+        """Validation loss and accuracy, summed on the device and read once."""
         model.eval()
-        loss_sum, correct = 0.0, 0
-        for i in range(0, len(self.x_val), 2048):
-            x = self.x_val[i : i + 2048].contiguous(memory_format=self.memory_format)
-            y = self.y_val[i : i + 2048]
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+        loss_sum = torch.zeros((), device=self.device)
+        correct = torch.zeros((), dtype=torch.int64, device=self.device)
+        for i in range(0, len(self.x_val), self.eval_batch_size):
+            x = self.x_val[i : i + self.eval_batch_size]
+            y = self.y_val[i : i + self.eval_batch_size]
+            with self._autocast():
                 logits = model(x)
-            loss_sum += float(torch.nn.functional.cross_entropy(logits.float(), y, reduction="sum"))
-            correct += int((logits.argmax(1) == y).sum())
-        return loss_sum / len(self.x_val), correct / len(self.x_val)
+            loss_sum += torch.nn.functional.cross_entropy(logits.float(), y, reduction="sum")
+            correct += (logits.argmax(1) == y).sum()
+        loss, right = torch.stack([loss_sum, correct.double()]).tolist()  # one device sync
+        return loss / len(self.x_val), int(right) / len(self.x_val)
 
     @staticmethod
     def checkpoint(model: torch.nn.Module, opt: torch.optim.Optimizer, hp: Mapping[str, Any], epoch: int,

@@ -1,0 +1,271 @@
+"""``nas bench train``: how fast the platform trains one candidate, against a bare PyTorch loop, and how
+much packing several trials on one GPU raises the aggregate throughput.
+
+One command prints, side by side:
+
+1. per device (the CPU; CUDA where present) and per model: samples per second of a *bare loop* (the
+   obvious minimal loop a user writes: data moved to the device once, ``randperm`` + index slicing,
+   ``torch.optim.Adam``, a validation pass per epoch) and of :class:`nas.trainer.TorchTrainer` on the same
+   model, data, batch size, optimizer, learning rate and epochs; interleaved ``--repeats`` times after a
+   warm-up round, medians reported, and their ratio (ours / bare; > 1 is faster);
+2. on a GPU only: the aggregate samples per second of 1, 2, 4 and 8 trials packed on it through
+   :class:`nas.ray_executor.RayExecutor` with ``gpus_per_trial = 1/k`` (Ray fractional GPUs).
+
+Samples/s = training samples seen (training split x epochs) / wall time of the whole trial: building the
+model, training, validating every epoch and (ours) writing the checkpoint; on CPU the ratio is also given
+by CPU time, which other processes on a shared machine disturb less. Speed is printed, never asserted.
+Models: by default a mid-size NAS-Bench-201 cell (Dong & Yang 2020) and a two-block CNN of the macro space.
+``--dataset synthetic-32`` (3x32x32 images, ``--samples`` of them) gives the GPU real work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from nas.data import Dataset, load_dataset
+from nas.space import SearchSpace
+from nas.trainer import TorchTrainer, TrainSettings
+from nas.types import Arch, Trial
+
+#: The default models: a mid-size nb201 cell (3 convolutions, a pool and two skips) and a 2-block CNN.
+DEFAULT_ARCHS = {
+    "nb201": "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|",
+    "macro": "depth=2,width_0=32,width_1=64,width_2=64,kernel_0=3,kernel_1=3,kernel_2=3,activation=relu,"
+             "norm=batch,dropout=0.0",
+}
+PACKS = (1, 2, 4, 8)
+
+
+def bench_dataset(name: str, *, samples: int = 10_000, seed: int = 0) -> Dataset:
+    """A dataset by name; ``synthetic-32`` is this bench's larger image task (3x32x32, 10 classes)."""
+    if name != "synthetic-32":
+        return load_dataset(name, seed=seed)
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(10, 3, 32, 32)).astype(np.float32)
+    y = rng.integers(10, size=samples)
+    x = centers[y] + rng.normal(scale=2.0, size=(samples, 3, 32, 32)).astype(np.float32)
+    return Dataset.from_arrays(x, y, seed=seed, name="synthetic-32")
+
+
+def bare_loop(space: SearchSpace, arch: Arch, data: dict[str, torch.Tensor], task: Any, *, epochs: int,
+              batch_size: int, lr: float, seed: int) -> tuple[float, float]:
+    """The plain loop a user would write; ``data`` is already on the device. Returns (seconds, val acc)."""
+    x, y, x_val, y_val = data["x_train"], data["y_train"], data["x_val"], data["y_val"]
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    model = space.build(arch, task).to(x.device)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    n, acc = len(x), 0.0
+    for _ in range(epochs):
+        model.train()
+        perm = torch.randperm(n, device=x.device)
+        for i in range(0, n, batch_size):
+            idx = perm[i : i + batch_size]
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            correct = sum(int((model(x_val[i : i + 2048]).argmax(1) == y_val[i : i + 2048]).sum())
+                          for i in range(0, len(x_val), 2048))
+        acc = correct / len(x_val)
+    return time.perf_counter() - t0, acc
+
+
+def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, epochs: int, batch_size: int,
+            lr: float, repeats: int, amp: bool, seed: int = 0) -> dict[str, Any]:
+    """Bare loop and TorchTrainer, interleaved ``repeats`` times after one warm-up round of each."""
+    settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device=device, amp=amp, seed=seed)
+    trainer = TorchTrainer(dataset, settings)  # puts the data on the device, as the bare loop's copy below
+    tensors = {k: torch.from_numpy(np.asarray(getattr(dataset, k))).to(device)
+               for k in ("x_train", "y_train", "x_val", "y_val")}
+    samples = len(dataset.x_train) * epochs
+    bare_rates, ours_rates, bare_acc, ours_acc = [], [], 0.0, 0.0
+    bare_cpu, ours_cpu = [], []  # CPU seconds: on a busy shared machine, steadier than wall time
+    for r in range(repeats + 1):
+        c0 = time.process_time()
+        seconds, bare_acc = bare_loop(space, arch, tensors, dataset.task, epochs=epochs, batch_size=batch_size,
+                                      lr=lr, seed=seed)
+        c1 = time.process_time()
+        t0 = time.perf_counter()
+        result, _ = trainer.run(Trial(0, arch, epochs=epochs), space, None)
+        ours_seconds = time.perf_counter() - t0
+        c2 = time.process_time()
+        if not result.ok:
+            raise RuntimeError(f"TorchTrainer failed on {space.format(arch)}: {result.error}")
+        ours_acc = float(result.score or 0.0)
+        if r:  # round 0 warms up both (kernels, allocator, autotuning)
+            bare_rates.append(samples / seconds)
+            ours_rates.append(samples / ours_seconds)
+            bare_cpu.append(c1 - c0)
+            ours_cpu.append(c2 - c1)
+    bare, ours = statistics.median(bare_rates), statistics.median(ours_rates)
+    params = sum(p.numel() for p in space.build(arch, dataset.task).parameters())
+    return {"device": device, "space": space.registered_name or type(space).__name__, "params": params,
+            "bare": bare, "ours": ours, "ratio": ours / bare, "bare_acc": bare_acc, "ours_acc": ours_acc,
+            "bare_all": bare_rates, "ours_all": ours_rates, "amp": bool(trainer.autocast),
+            "cpu_time_ratio": statistics.median(bare_cpu) / max(statistics.median(ours_cpu), 1e-9)}
+
+
+def packing(space: SearchSpace, arch: Arch, dataset: Dataset, *, epochs: int, batch_size: int, lr: float,
+            packs: Sequence[int], trials_per_worker: int, amp: bool) -> list[dict[str, Any]]:
+    """Aggregate samples/s of k trainer actors sharing one GPU (``gpus_per_trial = 1/k``)."""
+    import ray
+
+    from nas.ray_executor import RayExecutor
+
+    settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device="cuda", amp=amp)
+    cpus = ray.cluster_resources().get("CPU", 1)
+    rows = []
+    for k in packs:
+        ex = RayExecutor(space, dataset, settings, workers=k, gpus_per_trial=1 / k,
+                         cpus_per_trial=min(1.0, cpus / k), namespace=f"nas-bench-train-{k}")
+        try:
+            run_trials(ex, space, arch, k, 0)  # warm-up: one trial per actor (CUDA context, cuDNN tuning)
+            t0 = time.perf_counter()
+            results = run_trials(ex, space, arch, k * trials_per_worker, 1000)
+            wall = time.perf_counter() - t0
+        finally:
+            ex.shutdown()
+        bad = [r for r in results if not r.ok or r.metrics.get("device") != "cuda"]
+        if bad:
+            raise RuntimeError(f"{len(bad)} packed trials failed or ran off the GPU: {bad[0].error}")
+        per_trial = statistics.median(r.metrics["samples_per_second"] for r in results)
+        rows.append({"trials": k, "gpus_per_trial": 1 / k, "aggregate": len(results) * len(dataset.x_train)
+                     * epochs / wall, "per_trial": per_trial, "wall": wall})
+    for row in rows:
+        row["speedup"] = row["aggregate"] / rows[0]["aggregate"]
+    return rows
+
+
+def run_trials(ex: Any, space: SearchSpace, arch: Arch, count: int, first_id: int) -> list[Any]:
+    """Keep every slot of ``ex`` busy until ``count`` trials of ``arch`` are done."""
+    submitted = 0
+    results: list[Any] = []
+    while len(results) < count:
+        while submitted < count and ex.free_slots():
+            ex.submit(Trial(first_id + submitted, arch))
+            submitted += 1
+        done = ex.poll(timeout=60)
+        if not done and not ex.in_flight():
+            raise RuntimeError(f"the trainer pool stopped with {len(results)} of {count} trials done")
+        results += [result for _, result in done]
+    return results
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths)))
+                     for r in rows)
+
+
+def handler(args: argparse.Namespace) -> int:
+    for name, value, low in (("epochs", args.epochs, 1), ("repeats", args.repeats, 1),
+                             ("batch-size", args.batch_size, 1), ("samples", args.samples, 20),
+                             ("pack-trials", args.pack_trials, 1)):
+        if value < low:
+            raise ValueError(f"--{name} must be >= {low}, got {value}")
+    try:
+        packs = [int(v) for v in str(args.pack).split(",") if v.strip()]
+    except ValueError:
+        packs = []
+    if not packs or any(k < 1 for k in packs):
+        raise ValueError(f"--pack must be comma-separated trial counts >= 1 (e.g. 1,2,4,8), got {args.pack!r}")
+    from nas.api import resolve_space
+
+    spaces = args.space or list(DEFAULT_ARCHS)
+    if args.arch and len(spaces) != 1:
+        raise ValueError("--arch needs exactly one --space")
+    cases = []
+    for spec in spaces:
+        space = resolve_space(spec)
+        text = args.arch or DEFAULT_ARCHS.get(spec)
+        if text is None:
+            raise ValueError(f"space {spec!r} has no default architecture here: give one with --arch")
+        cases.append((space, space.parse(text)))
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    cuda = torch.cuda.is_available()
+    if args.device == "cuda" and not cuda:
+        raise ValueError("--device cuda was asked for, but torch sees no CUDA device")
+    devices = {"auto": ["cpu"] + (["cuda"] if cuda else []), "cpu": ["cpu"], "cuda": ["cuda"]}[args.device]
+    dataset = bench_dataset(args.dataset, samples=args.samples)
+    shape = "x".join(map(str, dataset.task.input_shape))
+    gpu = f", GPU {torch.cuda.get_device_name()}" if cuda else ", no GPU"
+    print(f"nas bench train: {dataset.name} ({len(dataset.x_train):,} train / {len(dataset.x_val):,} val, {shape}), "
+          f"{args.epochs} epochs, batch {args.batch_size}, adam lr {args.lr:g}, median of {args.repeats}; "
+          f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads{gpu}")
+    out: dict[str, Any] = {"dataset": dataset.name, "epochs": args.epochs, "batch_size": args.batch_size,
+                           "threads": torch.get_num_threads(), "compare": [], "packing": []}
+    rows = [["device", "space", "params", "bare loop samples/s", "nas trainer samples/s", "ours/bare",
+             "by CPU time", "val acc bare/ours"]]
+    for device in devices:
+        for space, arch in cases:
+            c = compare(space, arch, dataset, device, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                        repeats=args.repeats, amp=args.amp)
+            out["compare"].append(c)
+            rows.append([device + (" bf16" if c["amp"] else ""), c["space"], f"{c['params']:,}", f"{c['bare']:,.0f}",
+                         f"{c['ours']:,.0f}", f"{c['ratio']:.3f}",
+                         f"{c['cpu_time_ratio']:.3f}" if device == "cpu" else "-",
+                         f"{c['bare_acc']:.3f}/{c['ours_acc']:.3f}"])
+            print(table(rows).splitlines()[-1] if len(rows) > 2 else table(rows), flush=True)
+    if "cuda" not in devices:
+        print("packing trials on one GPU needs a GPU: skipped" + ("" if cuda else " (torch sees no CUDA device)"))
+    else:
+        from nas.api import connect
+
+        connect(args.address)
+        import ray
+
+        if not ray.cluster_resources().get("GPU"):
+            print("packing trials on one GPU needs a GPU in the Ray cluster: skipped (it has none)")
+        else:
+            space, arch = cases[0]
+            print(f"\ntrials packed on one GPU ({space.registered_name} {space.format(arch)}; "
+                  f"{args.pack_trials} timed trials per actor after one warm-up each):")
+            prows = [["trials", "gpus/trial", "aggregate samples/s", "per-trial samples/s", "speedup vs 1"]]
+            for p in packing(space, arch, dataset, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                             packs=packs, trials_per_worker=args.pack_trials, amp=args.amp):
+                out["packing"].append(p)
+                prows.append([str(p["trials"]), f"{p['gpus_per_trial']:.3g}", f"{p['aggregate']:,.0f}",
+                              f"{p['per_trial']:,.0f}", f"{p['speedup']:.2f}"])
+                print(table(prows).splitlines()[-1] if len(prows) > 2 else table(prows), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="our trainer against a bare PyTorch loop; trials packed on one GPU",
+                       description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--space", action="append", help="nb201, macro or module:attr (repeatable; default: nb201 "
+                   "and macro)")
+    p.add_argument("--arch", help="the architecture, in the space's format (default: a fixed mid-size one)")
+    p.add_argument("--dataset", default="digits", help="digits (default), synthetic, synthetic-32 or a .npz file")
+    p.add_argument("--samples", type=int, default=10_000, help="images in synthetic-32 (default 10000)")
+    p.add_argument("--epochs", type=int, default=3, help="epochs per trial (default 3)")
+    p.add_argument("--batch-size", type=int, default=64, help="minibatch size (default 64)")
+    p.add_argument("--lr", type=float, default=1e-2, help="Adam's learning rate (default 0.01)")
+    p.add_argument("--repeats", type=int, default=3, help="timed rounds of each, after a warm-up (default 3)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="auto: the CPU, and CUDA when present (default)")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's own)")
+    p.add_argument("--no-amp", dest="amp", action="store_false", help="no bf16 autocast in our trainer on GPUs")
+    p.add_argument("--pack", default=",".join(map(str, PACKS)), help="trials packed on one GPU (default 1,2,4,8)")
+    p.add_argument("--pack-trials", type=int, default=2, help="timed trials per packed actor (default 2)")
+    p.add_argument("--address", help="Ray cluster for the packing table (default: start a local one)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.set_defaults(handler=handler)
