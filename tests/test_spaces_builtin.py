@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import csv
 import doctest
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from nas.bench.nb201data import data_path
 from nas.registry import spaces
 from nas.search_spaces import macro, nb201
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import EDGE_NAMES, OPS, NB201Space, from_op_code, op_code
 from nas.space import InvalidArchitecture, Task
 
-NB201_CSV = Path(__file__).resolve().parents[2] / "shared/benchdata/nb201/nb201.csv"
+NB201_CSV = data_path()  # the NAS-Bench-201 table that ships with the package
 DIGITS = Task(input_shape=(1, 8, 8), num_classes=10)
 
 

@@ -1,0 +1,162 @@
+"""The NAS-Bench-201 table (Dong & Yang, "NAS-Bench-201", ICLR 2020) shipped with the package, and the
+benchmark protocol that answers a query from it.
+
+``nas/bench/data/nb201.csv`` holds all 15,625 cells (its README and licences are beside it): for
+CIFAR-10 (the ``cifar10-valid`` split), CIFAR-100 and ImageNet16-120, the 12-epoch validation accuracy
+(mean over seeds), the 200-epoch validation accuracy of each seed, and the 200-epoch training time.
+:func:`load_table` reads it once per process (about 0.1 s) and caches it.
+
+The protocol (:class:`NB201Benchmark`), as in the paper's searches with a time budget: a query of a
+cell returns its 12-epoch validation accuracy as the reward and costs its 12-epoch training time,
+0.06 x the 200-epoch training time; the cell a search ends with is judged by its 200-epoch
+validation accuracy, the mean over the seeds of the table (what the paper reports). :func:`simulate`
+runs one search on it: a registered strategy, the search loop and a
+:class:`nas.simulated.SimulatedExecutor`.
+
+>>> bench = NB201Benchmark("cifar10")
+>>> from nas.search_spaces.nb201 import from_op_code
+>>> reward, seconds, metrics = bench.query(from_op_code("334131"))
+>>> round(reward, 4), round(seconds, 2), round(metrics["valid_acc_200"], 2)
+(0.8283, 130.18, 90.77)
+>>> load_table().best("cifar10")
+(6111, 91.60666666666667)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nas.search_spaces.nb201 import EDGE_NAMES, OPS, NB201Space
+from nas.types import Arch
+
+#: dataset name -> column prefix in the csv
+DATASETS = {"cifar10": "c10", "cifar100": "c100", "imagenet16": "in16"}
+EPOCHS_FRACTION_12 = 12 / 200  # the 12-epoch schedule trains 0.06 of the 200-epoch time
+
+
+def data_path() -> Path:
+    """The csv inside the installed package."""
+    return Path(str(resources.files("nas.bench") / "data" / "nb201.csv"))
+
+
+def check_dataset(name: str) -> str:
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    return name
+
+
+_OP_INDEX = {op: str(i) for i, op in enumerate(OPS)}
+
+
+def arch_code(arch: Arch) -> str:
+    """The 6-digit op code (the csv's ``op_code``) of a cell; InvalidArchitecture if it is not one."""
+    try:
+        return "".join(_OP_INDEX[arch[name]] for name in EDGE_NAMES)  # type: ignore[index]
+    except (KeyError, TypeError):
+        NB201Space().validate(arch)  # raises with the decision and allowed options named
+        raise
+
+
+@dataclasses.dataclass(frozen=True)
+class NB201Table:
+    """The table as arrays, row i = NAS-Bench-201 index i. Per dataset: ``valid12`` (%), ``valid200``
+    (%, mean over seeds), ``seeds200`` (%, one list per cell), ``time200`` (seconds)."""
+
+    arch_str: tuple[str, ...]
+    index_of: dict[str, int]  # op code -> row
+    valid12: dict[str, np.ndarray]
+    valid200: dict[str, np.ndarray]
+    seeds200: dict[str, tuple[tuple[float, ...], ...]]
+    time200: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.arch_str)
+
+    def row(self, arch: Arch) -> int:
+        return self.index_of[arch_code(arch)]
+
+    def best(self, dataset: str) -> tuple[int, float]:
+        """The index and 200-epoch validation accuracy (mean over seeds) of the best cell."""
+        v = self.valid200[check_dataset(dataset)]
+        i = int(np.argmax(v))
+        return i, float(v[i])
+
+
+@functools.lru_cache(maxsize=4)
+def load_table(path: str | None = None) -> NB201Table:
+    """Read the csv (the shipped one unless ``path``) once per process."""
+    import pandas as pd
+
+    df = pd.read_csv(path or data_path(), dtype={"op_code": str})
+    if list(df["index"]) != list(range(len(df))):
+        raise ValueError(f"{path or data_path()}: rows are not NAS-Bench-201 indices 0..{len(df) - 1}")
+    valid12, valid200, seeds200, time200 = {}, {}, {}, {}
+    for name, p in DATASETS.items():
+        valid12[name] = df[f"{p}_valid_acc_12"].to_numpy(float)
+        seeds = tuple(tuple(float(x) for x in s.split(";")) for s in df[f"{p}_valid_acc_200_seeds"])
+        seeds200[name] = seeds
+        valid200[name] = np.array([sum(s) / len(s) for s in seeds])
+        time200[name] = df[f"{p}_train_time_200_s"].to_numpy(float)
+    return NB201Table(arch_str=tuple(df["arch_str"]), index_of=dict(zip(df["op_code"], range(len(df)))),
+                      valid12=valid12, valid200=valid200, seeds200=seeds200, time200=time200)
+
+
+class NB201Benchmark:
+    """Answers a query of a cell under the NAS-Bench-201 protocol, searching on ``dataset``.
+
+    ``query(arch)`` returns ``(reward, seconds, metrics)``: the 12-epoch validation accuracy as a
+    fraction (higher is better, as every score in the platform), the 12-epoch training time in
+    seconds, and metrics naming the cell's index and its 200-epoch validation accuracy (mean over
+    seeds) on every dataset of the table (``valid_acc_200``: on ``dataset``).
+    """
+
+    epochs = 12
+
+    def __init__(self, dataset: str = "cifar10", table: NB201Table | None = None) -> None:
+        self.dataset = check_dataset(dataset)
+        self.table = table or load_table()
+        self._reward = self.table.valid12[self.dataset] / 100.0
+        self._cost = self.table.time200[self.dataset] * EPOCHS_FRACTION_12
+
+    def query(self, arch: Arch) -> tuple[float, float, dict[str, Any]]:
+        i = self.table.row(arch)
+        metrics: dict[str, Any] = {"index": i, "valid_acc_12": float(self.table.valid12[self.dataset][i]),
+                                   "valid_acc_200": float(self.table.valid200[self.dataset][i])}
+        for name in DATASETS:
+            metrics[f"valid_acc_200_{name}"] = float(self.table.valid200[name][i])
+        return float(self._reward[i]), float(self._cost[i]), metrics
+
+    def mean_cost(self) -> float:
+        return float(self._cost.mean())
+
+    def __repr__(self) -> str:
+        return f"NB201Benchmark(dataset={self.dataset!r})"
+
+
+def simulate(strategy: str, seed: int, *, options: Mapping[str, Any] | None = None, search_dataset: str = "cifar10",
+             workers: int = 1, time_budget: float | None = 12_000.0, budget: int | None = None,
+             noise: float = 0.0) -> tuple[Any, Any]:
+    """One search on the simulated NAS-Bench-201: returns the finished loop and its executor. ``noise``:
+    std of Gaussian noise on each reward, in accuracy points (the executor's scores are fractions)."""
+    from nas.api import make_strategy
+    from nas.loop import SearchLoop
+    from nas.search_spaces.nb201 import NB201Space
+    from nas.simulated import SimulatedExecutor
+
+    space = NB201Space()
+    executor = SimulatedExecutor(space, NB201Benchmark(search_dataset), workers=workers, seed=seed,
+                                 noise=noise / 100)
+    loop = SearchLoop(make_strategy(strategy, space, seed=seed, options=options), executor, budget=budget,
+                      time_budget=time_budget, journal=None)
+    loop.run()
+    return loop, executor
+
+
+__all__ = ["DATASETS", "NB201Benchmark", "NB201Table", "arch_code", "load_table", "simulate"]

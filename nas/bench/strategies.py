@@ -1,0 +1,268 @@
+"""``nas bench strategies``: every registered strategy on NAS-Bench-201, side by side with the paper.
+
+The protocol of NAS-Bench-201 (Dong & Yang, ICLR 2020, Table 5): search on the CIFAR-10 ``valid``
+split with the 12-epoch validation accuracy as the reward, within 12,000 simulated seconds (each
+query costs its 12-epoch training time), one worker; then judge the best cell found (best reward)
+by its 200-epoch validation accuracy, the mean over the table's seeds, on the reported dataset.
+The paper searches on CIFAR-10 and reports the same cells on CIFAR-100 and ImageNet16-120; so does
+``--dataset`` here (``--search-dataset`` changes what is searched on).
+
+Each (strategy, seed) is one :class:`nas.loop.SearchLoop` over a :class:`nas.simulated.SimulatedExecutor`,
+without a journal. A strategy whose trials the table cannot answer (PBT: checkpoints, hyperparameters)
+is listed as not applicable, with the reason.
+
+>>> out = run_search("evolution", 0, time_budget=3000, options={"population": 10, "sample_size": 3})
+>>> out.trials > 20, 80 < out.valid200 < 92, out.curve[0][0] > 0
+(True, True, True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nas import registry
+
+#: NAS-Bench-201, Table 5: validation accuracy (%) after 200 epochs of the cell each method found,
+#: searching on CIFAR-10, mean +- std over 500 runs; "optimum" is the best cell of the benchmark.
+PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
+    "cifar10": {"REA": (91.19, 0.31), "REINFORCE": (91.09, 0.37), "RS": (90.93, 0.36), "BOHB": (90.82, 0.53),
+                "optimum": (91.61, 0.0)},
+    "cifar100": {"REA": (71.81, 1.12), "REINFORCE": (71.61, 1.12), "RS": (70.93, 1.09), "BOHB": (70.74, 1.29),
+                 "optimum": (73.49, 0.0)},
+    "imagenet16": {"REA": (45.15, 0.89), "REINFORCE": (45.05, 1.02), "RS": (44.45, 1.10), "BOHB": (44.26, 1.36),
+                   "optimum": (46.77, 0.0)},
+}
+#: our strategy -> the paper's method it implements
+PAPER_NAME = {"evolution": "REA", "rl": "REINFORCE", "random": "RS"}
+#: options the paper's runs used (its R-EA script: population 10, tournament of 3), where they apply
+PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {"evolution": {"population": 10, "sample_size": 3}}
+
+
+@dataclasses.dataclass
+class Outcome:
+    strategy: str
+    seed: int
+    trials: int = 0
+    best_index: int = -1
+    best_arch: str = ""
+    reward: float = float("nan")  # 12-epoch validation (%) on the search dataset: what the search saw
+    valid200: float = float("nan")  # 200-epoch validation (%) on the reported dataset: what is judged
+    strategy_seconds: float = 0.0
+    real_seconds: float = 0.0
+    curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (time, valid200) on change
+    not_applicable: str = ""
+
+
+def run_search(strategy: str, seed: int, *, dataset: str = "cifar10", search_dataset: str = "cifar10",
+               time_budget: float = 12_000.0, workers: int = 1, options: Mapping[str, Any] | None = None,
+               noise: float = 0.0) -> Outcome:
+    """One seeded run of the protocol. Only trials finished within ``time_budget`` count (as in the
+    paper's code, a query that would end past the budget is not paid for and not seen)."""
+    from nas.bench.nb201data import load_table, simulate
+    from nas.simulated import UnsupportedTrial
+
+    out = Outcome(strategy, seed)
+    t0 = time.perf_counter()
+    try:
+        loop, _ = simulate(strategy, seed, options=options, search_dataset=search_dataset, workers=workers,
+                           time_budget=time_budget, noise=noise)
+    except UnsupportedTrial as e:
+        out.not_applicable = str(e)
+        return out
+    out.real_seconds = time.perf_counter() - t0
+    out.strategy_seconds = loop.strategy_seconds
+    table = load_table()
+    done = sorted((r.end_time, r.score, r.metrics["index"]) for _, r in loop.results()
+                  if r.ok and r.end_time <= time_budget)
+    out.trials = len(done)
+    best = -np.inf
+    for end, score, index in done:
+        if score > best:
+            best, out.best_index = score, index
+            out.curve.append((end, float(table.valid200[dataset][index])))
+    if out.best_index >= 0:
+        out.best_arch = table.arch_str[out.best_index]
+        out.reward = float(table.valid12[search_dataset][out.best_index])
+        out.valid200 = float(table.valid200[dataset][out.best_index])
+    return out
+
+
+def _init_worker() -> None:
+    import torch
+
+    from nas.bench.nb201data import load_table
+
+    torch.set_num_threads(1)  # one process per core; strategies with torch models stay on theirs
+    load_table()
+
+
+def _run(job: tuple[str, int, dict[str, Any]]) -> Outcome:
+    strategy, seed, kwargs = job
+    return run_search(strategy, seed, **kwargs)
+
+
+def run_all(strategies: Sequence[str], seeds: Sequence[int], *, jobs: int = 1, **kwargs: Any) -> list[Outcome]:
+    """Every (strategy, seed), in ``jobs`` processes (1: in this one). Results do not depend on ``jobs``."""
+    options = kwargs.pop("options", {})
+    work = [(s, seed, {**kwargs, "options": options.get(s, {})}) for s in strategies for seed in seeds]
+    return pool_map(_run, work, jobs)
+
+
+def pool_map(fn: Callable[[Any], Any], work: Sequence[Any], jobs: int) -> list[Any]:
+    """``[fn(w) for w in work]``, in ``jobs`` fresh processes when ``jobs`` > 1 (same results, in order)."""
+    if jobs <= 1 or len(work) <= 1:
+        return [fn(w) for w in work]
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that has imported torch
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker) as pool:
+        return list(pool.map(fn, work, chunksize=max(1, len(work) // (8 * jobs))))
+
+
+def summary_rows(outcomes: Sequence[Outcome], dataset: str, search_dataset: str) -> list[dict[str, Any]]:
+    rows = []
+    published = PUBLISHED[dataset] if search_dataset == "cifar10" else {}
+    for name in dict.fromkeys(o.strategy for o in outcomes):
+        runs = [o for o in outcomes if o.strategy == name]
+        ok = [o for o in runs if not o.not_applicable and o.best_index >= 0]
+        paper = PAPER_NAME.get(name, "")
+        ref = published.get(paper)
+        row: dict[str, Any] = {"strategy": name, "runs": len(ok), "published": f"{paper} {ref[0]:.2f} +- {ref[1]:.2f}"
+                               if ref else ""}
+        if not ok:
+            row["note"] = "n/a: " + (runs[0].not_applicable if runs else "no runs")
+        else:
+            v = np.array([o.valid200 for o in ok])
+            row.update(mean=v.mean(), std=v.std(), trials=np.mean([o.trials for o in ok]),
+                       found_optimum=np.mean([o.best_index == np.argmax(_valid200(dataset)) for o in ok]),
+                       strategy_ms_per_trial=1e3 * sum(o.strategy_seconds for o in ok) / sum(o.trials for o in ok))
+        rows.append(row)
+    for paper, ref in published.items():
+        if paper not in PAPER_NAME.values() and paper != "optimum":
+            rows.append({"strategy": "", "published": f"{paper} {ref[0]:.2f} +- {ref[1]:.2f}"})
+    best = _valid200(dataset).max()
+    opt = published.get("optimum")
+    rows.append({"strategy": "optimum", "mean": best, "published": f"{opt[0]:.2f}" if opt else ""})
+    return rows
+
+
+def _valid200(dataset: str) -> np.ndarray:
+    from nas.bench.nb201data import load_table
+
+    return load_table().valid200[dataset]
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    head = f"{'strategy':10s} {'runs':>4s} {'trials':>6s} {'valid-200 (%)':>16s} {'optimum':>7s} " \
+           f"{'ms/trial':>8s}  published (Dong & Yang 2020)"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "std" in r:
+            acc = f"{r['mean']:.2f} +- {r['std']:.2f}"
+            lines.append(f"{r['strategy']:10s} {r['runs']:4d} {r['trials']:6.1f} {acc:>16s} "
+                         f"{r['found_optimum']:7.0%} {r['strategy_ms_per_trial']:8.3f}  {r['published']}")
+        elif "mean" in r:
+            lines.append(f"{r['strategy']:10s} {'':4s} {'':6s} {r['mean']:16.2f} {'':7s} {'':8s}  {r['published']}")
+        elif r.get("note"):
+            lines.append(f"{r['strategy']:10s} {r['note']}")
+        else:
+            lines.append(f"{'':10s} {'':4s} {'':6s} {'':16s} {'':7s} {'':8s}  {r['published']}")
+    return "\n".join(lines)
+
+
+def write_csv(outcomes: Sequence[Outcome], path: Path, **meta: Any) -> None:
+    import pandas as pd
+
+    cols = [f.name for f in dataclasses.fields(Outcome) if f.name != "curve"]
+    df = pd.DataFrame([{**meta, **{c: getattr(o, c) for c in cols}} for o in outcomes])
+    df.to_csv(path, index=False, float_format="%.4f")
+
+
+def parse_strategy_options(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["evolution.population=20"]`` -> ``{"evolution": {"population": 20}}``, over the protocol's."""
+    from nas.cli import parse_value
+
+    out = {k: dict(v) for k, v in PROTOCOL_OPTIONS.items()}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        strategy, dot, option = key.partition(".")
+        if not sep or not dot or not strategy or not option:
+            raise ValueError(f"option {pair!r} is not STRATEGY.KEY=VALUE (e.g. -o evolution.population=20)")
+        out.setdefault(strategy, {})[option] = parse_value(value)
+    return out
+
+
+def strategy_names(text: str | None) -> list[str]:
+    known = registry.strategies.names()
+    if not text:
+        return known
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for name in names:
+        registry.strategies.get(name)  # ValueError naming the known ones
+    return names
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    from nas.bench.nb201data import DATASETS
+
+    p.add_argument("--search-dataset", choices=list(DATASETS), default="cifar10",
+                   help="whose 12-epoch validation accuracy is the reward and whose time is charged "
+                        "(default: cifar10, as the paper)")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="STRATEGY.KEY=VALUE",
+                   help="a strategy option, e.g. -o evolution.population=20 (repeatable; "
+                        f"protocol defaults: {PROTOCOL_OPTIONS})")
+    p.add_argument("--noise", type=float, default=0.0,
+                   help="std of Gaussian noise added to each reward, in accuracy points (default 0)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    p.add_argument("--out", default="bench-results", help="directory for the CSV and the plot")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("strategies", help="every strategy on NAS-Bench-201, beside the published figures",
+                       description=__doc__.split("\n\n>>>")[0])
+    p.add_argument("--dataset", choices=list(PUBLISHED), default="cifar10",
+                   help="whose 200-epoch validation accuracy judges the cell found (default cifar10)")
+    p.add_argument("--strategies", help="comma-separated names (default: every registered strategy)")
+    p.add_argument("--seeds", type=int, default=100, help="seeded runs per strategy (default 100)")
+    p.add_argument("--time-budget", type=float, default=12_000.0, help="simulated seconds (default 12000)")
+    p.add_argument("--workers", type=int, default=1, help="simulated workers (default 1, as the paper)")
+    add_common(p)
+    p.set_defaults(handler=cmd_strategies)
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    for name in ("seeds", "workers", "jobs"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.time_budget > 0:
+        raise ValueError(f"--time-budget must be > 0, got {args.time_budget}")
+    names = strategy_names(args.strategies)
+    options = parse_strategy_options(args.option)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    outcomes = run_all(names, range(args.seeds), jobs=args.jobs, dataset=args.dataset,
+                       search_dataset=args.search_dataset, time_budget=args.time_budget, workers=args.workers,
+                       options=options, noise=args.noise)
+    wall = time.perf_counter() - t0
+    title = (f"NAS-Bench-201 {args.dataset} (search on {args.search_dataset} 12-epoch validation, "
+             f"{args.time_budget:g} simulated s, {args.workers} worker(s), {args.seeds} seeds)")
+    print(title)
+    print(format_table(summary_rows(outcomes, args.dataset, args.search_dataset)))
+    stem = out_dir / f"strategies-{args.dataset}"
+    write_csv(outcomes, stem.with_suffix(".csv"), dataset=args.dataset, search_dataset=args.search_dataset,
+              time_budget=args.time_budget, workers=args.workers, noise=args.noise)
+    from nas.bench.plot import plot
+
+    plot(outcomes, stem.with_suffix(".png"), time_budget=args.time_budget, title=title,
+         optimum=float(_valid200(args.dataset).max()))
+    print(f"{len(outcomes)} runs in {wall:.1f} s real time; wrote {stem}.csv and {stem}.png")
+    return 0

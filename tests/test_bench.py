@@ -1,0 +1,134 @@
+"""Small versions of the benchmarks: they run end to end and their figures are right (never how fast)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from nas.bench.nb201data import load_table
+from nas.bench.plot import curves_on_grid
+from nas.bench.scaling import scaling_rows, target_for
+from nas.bench.strategies import (
+    PROTOCOL_OPTIONS,
+    Outcome,
+    format_table,
+    parse_strategy_options,
+    run_all,
+    run_search,
+    summary_rows,
+)
+from nas.cli import main
+
+
+@pytest.fixture(scope="module")
+def random_and_evolution():
+    return run_all(["random", "evolution"], range(30), options=PROTOCOL_OPTIONS)
+
+
+def test_evolution_beats_random_on_average_over_fixed_seeds(random_and_evolution):
+    by = {s: [o for o in random_and_evolution if o.strategy == s] for s in ("random", "evolution")}
+    assert np.mean([o.reward for o in by["evolution"]]) > np.mean([o.reward for o in by["random"]])
+    assert np.mean([o.valid200 for o in by["evolution"]]) > np.mean([o.valid200 for o in by["random"]])
+
+
+def test_a_run_reports_the_200_epoch_accuracy_of_its_best_reward(random_and_evolution):
+    table = load_table()
+    for o in random_and_evolution:
+        assert o.trials > 50 and o.best_arch == table.arch_str[o.best_index]
+        assert o.valid200 == pytest.approx(table.valid200["cifar10"][o.best_index])
+        assert o.reward == pytest.approx(table.valid12["cifar10"][o.best_index])
+        times = [t for t, _ in o.curve]
+        assert times == sorted(times) and 0 < times[-1] <= 12_000  # nothing past the budget counts
+        assert o.curve[-1][1] == pytest.approx(o.valid200)
+
+
+def test_reported_dataset_judges_the_cell_searched_on_cifar10():
+    c10 = run_search("evolution", 0, options=PROTOCOL_OPTIONS["evolution"])
+    c100 = run_search("evolution", 0, dataset="cifar100", options=PROTOCOL_OPTIONS["evolution"])
+    assert c100.best_index == c10.best_index  # the same search: only the judge changes
+    assert c100.valid200 == pytest.approx(load_table().valid200["cifar100"][c10.best_index])
+
+
+def test_summary_table_puts_the_published_figures_beside_ours(random_and_evolution):
+    na = Outcome("pbt", 0, not_applicable="trial 3 asks for checkpoint_from=1; the tabular benchmark answers ...")
+    rows = summary_rows([*random_and_evolution, na], "cifar10", "cifar10")
+    text = format_table(rows)
+    assert "REA 91.19 +- 0.31" in text and "RS 90.93 +- 0.36" in text and "BOHB 90.82 +- 0.53" in text
+    assert "n/a: trial 3 asks for checkpoint_from=1; the tabular benchmark answers ..." in text
+    evo = next(r for r in rows if r["strategy"] == "evolution")
+    assert evo["runs"] == 30 and 89 < evo["mean"] < 91.62 and evo["std"] > 0
+    assert next(r for r in rows if r["strategy"] == "optimum")["mean"] == pytest.approx(91.6067, abs=1e-3)
+    assert "REA" not in format_table(summary_rows(random_and_evolution, "cifar10", "cifar100"))  # not comparable
+
+
+def test_curves_on_a_grid_are_step_functions():
+    o = Outcome("x", 0, curve=[(100.0, 80.0), (300.0, 90.0)])
+    values = curves_on_grid([o], np.array([0.0, 100.0, 200.0, 300.0, 1000.0]))
+    assert np.isnan(values[0, 0]) and values[0, 1:].tolist() == [80.0, 80.0, 90.0, 90.0]
+
+
+def test_strategy_options_parse_over_the_protocol_defaults():
+    opts = parse_strategy_options(["evolution.population=20", "rl.lr=0.01"])
+    assert opts["evolution"] == {"population": 20, "sample_size": 3} and opts["rl"] == {"lr": 0.01}
+    with pytest.raises(ValueError, match="is not STRATEGY.KEY=VALUE"):
+        parse_strategy_options(["population=20"])
+
+
+def test_results_do_not_depend_on_the_number_of_processes():
+    one = run_all(["random", "evolution"], [0, 1], time_budget=3_000, options=PROTOCOL_OPTIONS)
+    two = run_all(["random", "evolution"], [0, 1], time_budget=3_000, options=PROTOCOL_OPTIONS, jobs=2)
+    assert [(o.strategy, o.seed, o.best_index, o.trials) for o in one] == \
+           [(o.strategy, o.seed, o.best_index, o.trials) for o in two]
+
+
+def test_cli_strategies_writes_csv_and_png(tmp_path, capsys):
+    code = main(["bench", "strategies", "--strategies", "random,evolution", "--seeds", "3", "--jobs", "1",
+                 "--time-budget", "4000", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "REA 91.19 +- 0.31" in out and "6 runs in" in out
+    rows = list(csv.DictReader((tmp_path / "strategies-cifar10.csv").open()))
+    assert len(rows) == 6 and {r["strategy"] for r in rows} == {"random", "evolution"}
+    png = (tmp_path / "strategies-cifar10.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategies", "evolutoin"], "unknown strategy 'evolutoin'; known:"),
+    (["--seeds", "0"], "--seeds must be >= 1"),
+    (["-o", "evolution.population=0"], "population must be an integer >= 1"),
+])
+def test_cli_strategies_bad_input_is_one_line(tmp_path, capsys, argv, message):
+    code = main(["bench", "strategies", "--jobs", "1", "--out", str(tmp_path), "--seeds", "1", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_scaling_work_depth_and_parallelism():
+    target = target_for(0.01, "cifar10")
+    rows = scaling_rows("evolution", [1, 4, 16], seeds=[0, 1], trials=300, target=target,
+                        options=PROTOCOL_OPTIONS["evolution"])
+    assert [r["workers"] for r in rows] == [1, 4, 16]
+    assert rows[0]["parallelism"] == pytest.approx(1.0) and rows[0]["speedup"] == pytest.approx(1.0)
+    for r in rows:
+        assert r["reached"] == 2 and r["parallelism"] <= r["workers"] + 1e-9
+        assert r["depth"] >= r["work"] / r["workers"] - 1e-6 and r["strategy_us_per_trial"] > 0
+    assert rows[0]["depth"] > rows[1]["depth"] > rows[2]["depth"]
+
+
+def test_cli_scaling_writes_its_table(tmp_path, capsys):
+    code = main(["bench", "scaling", "--workers", "1,8", "--seeds", "2", "--trials", "200", "--target-top", "0.05",
+                 "--jobs", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "parallelism" in out and (tmp_path / "scaling-evolution.csv").is_file()
+    assert main(["bench", "scaling", "--target-top", "2", "--out", str(tmp_path)]) == 2
+
+
+@pytest.mark.ray
+def test_overhead_of_our_executor_on_trivial_trials(ray_local):
+    from nas.bench.overhead import derive, ours
+
+    row = derive(ours(20, 0.0, 2))
+    assert row["complete"] == 20 and row["wall"] > 0
+    assert 0 < row["loop_utilization"] <= 1
