@@ -18,9 +18,33 @@ import torch
 
 from nas.registry import register_space
 from nas.space import SearchSpace, Task
-from nas.types import Arch
+from nas.strategy import Strategy
+from nas.types import Arch, Result, Trial, TrialState
 
 TOY_OPTIMUM = {"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3}
+
+
+def toy_search(strategy: Strategy, budget: int, *, in_flight: int = 1) -> float:
+    """The best :func:`toy_score` that ``strategy`` finds in ``budget`` trials, asking ahead so that
+    ``in_flight`` trials are outstanding (as an asynchronous loop does). No executor: a strategy study.
+
+    >>> from nas.strategies.random import RandomSearch
+    >>> toy_search(RandomSearch(ToySpace(), seed=0), 3125, in_flight=4)  # every cell, once
+    0.0
+    """
+    best = -math.inf
+    pending: list[Trial] = []
+    for _ in range(budget):
+        while len(pending) < in_flight:
+            trial = strategy.ask()
+            if trial is None:
+                raise RuntimeError(f"strategy {strategy.name!r} proposed nothing with {len(pending)} in flight")
+            pending.append(trial)
+        trial = pending.pop(0)
+        score = toy_score(trial.arch)
+        strategy.tell(trial, Result(trial.trial_id, TrialState.COMPLETE, score=score))
+        best = max(best, score)
+    return best
 
 
 def toy_score(arch: Arch) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score
+from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
 from nas.types import Result, TrialState
@@ -89,13 +89,7 @@ def test_bad_options_are_named(options, message):
 
 
 def run(strategy, budget):
-    best = -np.inf
-    for _ in range(budget):
-        t = strategy.ask()
-        score = toy_score(t.arch)
-        strategy.tell(t, complete(t, score))
-        best = max(best, score)
-    return best
+    return toy_search(strategy, budget)
 
 
 def test_evolution_finds_the_known_optimum_and_beats_random():

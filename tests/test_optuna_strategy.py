@@ -11,7 +11,7 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState as OptunaState
 
 from nas.registry import spaces
-from nas.search_spaces.toy import ToySpace, toy_score
+from nas.search_spaces.toy import ToySpace, toy_score, toy_search
 from nas.strategies.optuna_sampler import SAMPLERS, OptunaStrategy
 from nas.strategies.random import RandomSearch
 from nas.types import Result, TrialState
@@ -21,16 +21,8 @@ def complete(trial, score):
     return Result(trial.trial_id, TrialState.COMPLETE, score=score)
 
 
-def run(strategy, budget, in_flight=3):
-    best, pending = -np.inf, []
-    for _ in range(budget):
-        while len(pending) < in_flight:
-            pending.append(strategy.ask())
-        t = pending.pop(0)
-        score = toy_score(t.arch)
-        strategy.tell(t, complete(t, score))
-        best = max(best, score)
-    return best
+def run(strategy, budget):
+    return toy_search(strategy, budget, in_flight=3)
 
 
 def test_ordered_numeric_decisions_are_int_distributions_the_rest_categorical():

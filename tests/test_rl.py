@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nas.registry import spaces
-from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score
+from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
 from nas.strategies.random import RandomSearch
 from nas.strategies.rl import RLController
 from nas.types import Result, TrialState
@@ -17,17 +17,8 @@ def complete(trial, score):
     return Result(trial.trial_id, TrialState.COMPLETE, score=score)
 
 
-def run(strategy, budget, in_flight=3):
-    """Best toy score after ``budget`` trials, with ``in_flight`` asks outstanding (as an async loop)."""
-    best, pending = -np.inf, []
-    for _ in range(budget):
-        while len(pending) < in_flight:
-            pending.append(strategy.ask())
-        t = pending.pop(0)
-        score = toy_score(t.arch)
-        strategy.tell(t, complete(t, score))
-        best = max(best, score)
-    return best
+def run(strategy, budget):
+    return toy_search(strategy, budget, in_flight=3)
 
 
 def test_one_action_per_decision_in_encode_order_on_every_space():
