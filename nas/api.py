@@ -227,7 +227,8 @@ def search(
             monitors = monitoring_callbacks(run.path, given=callbacks or [],
                                             ray_namespace=f"nas-{run.path.name}" if executor == "ray" else None)
             loop = SearchLoop(strat, ex, budget=budget, journal=journal, callbacks=[*(callbacks or []), *monitors],
-                              best_weights=run.path / "best.pt", state_path=run.path / STATE_FILE, stop=stop)
+                              best_weights=run.path / "best.pt", state_path=run.path / STATE_FILE, stop=stop,
+                              checkpoint_dir=run.path / "checkpoints")
             loop.restore(journaled, saved)
             loop.run()
     finally:

@@ -50,6 +50,11 @@ class Executor:
         """The saved state (model, optimizer, epoch) of a finished trial, if still kept."""
         raise NotImplementedError
 
+    def restore_checkpoint(self, trial_id: int, data: bytes) -> None:
+        """Keep ``data`` as the checkpoint of finished trial ``trial_id`` (read back from the run
+        directory on resume), so later trials can start from it."""
+        raise NotImplementedError
+
     def now(self) -> float | None:
         """The executor's clock when it is simulated; None for wall-clock executors."""
         return None
@@ -144,3 +149,6 @@ class InProcessExecutor(Executor):
 
     def checkpoint(self, trial_id: int) -> bytes | None:
         return self._ckpts.get(trial_id) if trial_id in self._ckpts else None  # type: ignore[return-value]
+
+    def restore_checkpoint(self, trial_id: int, data: bytes) -> None:
+        self._ckpts.put(trial_id, data)

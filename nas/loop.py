@@ -70,6 +70,7 @@ class SearchLoop:
         state_path: Path | None = None,
         stop: StopSignal | None = None,
         broken_space_trials: int | None = 5,
+        checkpoint_dir: Path | None = None,
     ) -> None:
         if budget is None and time_budget is None:
             raise ValueError("give a budget (trials) or a time_budget (seconds), or both")
@@ -99,6 +100,8 @@ class SearchLoop:
         self._journaled = 0  # journal records appended (and told), in journal order
         self._dirty = True  # something changed since the state was last saved
         self.broken_space_trials = broken_space_trials
+        self.checkpoint_dir = checkpoint_dir  # where checkpoints that later trials start from are kept
+        self._kept: collections.deque[int] = collections.deque()  # their trial ids, oldest first
         self._build_failures = 0  # finished trials whose space.build raised or returned a non-module
         self._space_ok = False  # some finished trial got past the build
 
@@ -193,6 +196,8 @@ class SearchLoop:
         record.result = result
         if result.start_time is not None and result.end_time is not None:
             self.busy_seconds += result.end_time - result.start_time
+        if result.ok and trial.save_checkpoint:
+            self._keep_checkpoint(trial.trial_id)  # before the journal: a journaled trial has its checkpoint
         if self.journal is not None:
             self.journal.append(trial, result)  # on disk before anyone else hears of it
         self._journaled += 1
@@ -280,8 +285,33 @@ class SearchLoop:
             if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
                 self.best = (trial, result)
         self.requeue.extend(t for t in saved.inflight if t.trial_id not in self.records)
+        self._restore_checkpoints()
         self._journaled = self.resumed = len(journaled)
         self._dirty = True
+
+    def _keep_checkpoint(self, trial_id: int) -> None:
+        """Write a finished trial's checkpoint (one that later trials may start from, as PBT's) to
+        ``checkpoint_dir``, so it outlives the driver; the oldest beyond the executor's bound go."""
+        if self.checkpoint_dir is None:
+            return
+        data = self.executor.checkpoint(trial_id)
+        if data is None:
+            return
+        self.checkpoint_dir.mkdir(exist_ok=True)
+        atomic_write(self.checkpoint_dir / f"{trial_id}.pt", data)
+        self._kept.append(trial_id)
+        while len(self._kept) > self.executor.checkpoint_keep:
+            (self.checkpoint_dir / f"{self._kept.popleft()}.pt").unlink(missing_ok=True)
+
+    def _restore_checkpoints(self) -> None:
+        if self.checkpoint_dir is None or not self.checkpoint_dir.is_dir():
+            return
+        kept = sorted(int(p.stem) for p in self.checkpoint_dir.glob("*.pt") if p.stem.isdigit())
+        for trial_id in kept:
+            record = self.records.get(trial_id)
+            if record is not None and record.result is not None and record.result.ok:
+                self.executor.restore_checkpoint(trial_id, (self.checkpoint_dir / f"{trial_id}.pt").read_bytes())
+                self._kept.append(trial_id)
 
     def _save_best_weights(self, trial: Trial) -> None:
         if self.best_weights is None:

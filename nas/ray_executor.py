@@ -329,6 +329,9 @@ class RayExecutor(Executor):
             log.warning("the checkpoint of trial %d was lost with its node", trial_id)
             return None
 
+    def restore_checkpoint(self, trial_id: int, data: bytes) -> None:
+        self._ckpts.put(trial_id, ray.put(data))
+
     def shutdown(self) -> None:
         for actor in self._actors:
             if actor is not None:

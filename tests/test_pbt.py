@@ -165,3 +165,19 @@ def test_trainers_without_checkpoints_make_pbt_stop_asking_for_them():
 def test_bad_options_are_named(options, message):
     with pytest.raises(ValueError, match=message):
         PopulationBasedTraining(ToySpace(), **options)
+
+
+def test_checkpoints_outlive_the_driver_so_a_resumed_pbt_run_continues_its_members(digits, tmp_path):
+    """Segments' checkpoints are written to the run directory; a resume (a new executor, nothing in
+    memory) reads them back, so members continue from their weights instead of restarting."""
+    run_dir = tmp_path / "run"
+    common = dict(executor="inprocess", data=digits, seed=0, run_dir=run_dir,
+                  settings=TrainSettings(epochs=1, seed=0), strategy_options={"population": 2, "quantile": 0.5})
+    nas.search("toy", "pbt", budget=4, **common)
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == ["0.pt", "1.pt", "2.pt", "3.pt"]
+    df = nas.search("toy", "pbt", budget=8, resume=True, **common)
+    resumed = df[df.trial_id >= 4]
+    assert len(resumed) == 4 and (resumed.state == "COMPLETE").all(), resumed.error.tolist()
+    epochs = dict(zip(df.trial_id, df.epochs))
+    for _, row in resumed.iterrows():  # each segment goes on from the epoch its source had reached
+        assert row.epochs == epochs[row.checkpoint_from] + 1
