@@ -1,5 +1,5 @@
-"""GPU-only checks (marker ``gpu``; skipped without CUDA). ``scripts/gpu_check.sh`` runs them with the
-packed search and ``nas bench train`` on a one-GPU machine."""
+"""GPU-only checks (marker ``gpu``: deselected in the default run, skipped without CUDA).
+``scripts/gpu_check.sh`` runs them with the packed search and ``nas bench train`` on a one-GPU machine."""
 
 from __future__ import annotations
 
@@ -35,8 +35,7 @@ def test_trainer_keeps_data_on_the_gpu_with_bf16_and_channels_last():
 def test_four_actors_share_one_gpu(ray_local):
     import ray
 
-    if not ray.cluster_resources().get("GPU"):
-        pytest.skip("the Ray cluster has no GPU")
+    assert ray.cluster_resources().get("GPU"), "CUDA is visible but the Ray cluster has no GPU"
     space = NB201Space()
     ex = RayExecutor(space, nas.load_dataset("digits"), TrainSettings(epochs=1), workers=4, cpus_per_trial=0.5,
                      gpus_per_trial=0.25, namespace="nas-test-gpu-pack")
