@@ -23,12 +23,15 @@ import pandas as pd
 from nas.types import Result, Trial
 
 FORMAT_VERSION = 1
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # (reading the umask means setting it; put it straight back)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a torn one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; the result should read like any new file
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

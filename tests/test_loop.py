@@ -172,3 +172,14 @@ def test_functools_partial_trainers_work_with_the_api(tmp_path):
     df = nas.search(ToySpace(), "random", budget=5, executor="inprocess", seed=0,
                     trainer=functools.partial(ScoreTrainer, score_fn=toy_score), run_dir=tmp_path / "r")
     assert len(df) == 5
+
+
+def test_run_files_are_readable_like_any_new_file(tmp_path, toy_trainer):
+    import os
+    import stat
+
+    nas.search(ToySpace(), "random", budget=2, executor="inprocess", trainer=toy_trainer, run_dir=tmp_path / "r")
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("run.json", "strategy.pkl", "best.json"):
+        assert stat.S_IMODE((tmp_path / "r" / name).stat().st_mode) == 0o666 & ~umask
