@@ -4,10 +4,9 @@ The pieces: :class:`SearchSpace` (what can be built), :class:`Strategy` (what to
 (where it trains), :class:`SearchLoop` (keeps every worker busy), and :func:`search` (all of it at once).
 """
 
-from nas.api import SearchConfig, connect, make_strategy, resolve_space, search
+from nas.api import SearchConfig, connect, load_results, load_run, make_strategy, resolve_space, search
 from nas.data import Dataset, load_dataset
 from nas.executor import Executor, InProcessExecutor
-from nas.journal import load_results
 from nas.loop import Callback, SearchLoop
 from nas.registry import register_space, register_strategy
 from nas.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
@@ -21,6 +20,6 @@ __all__ = [
     "Arch", "Callback", "Dataset", "Decision", "Executor", "InProcessExecutor", "InvalidArchitecture",
     "InvalidSpace", "Result", "ScoreTrainer", "SearchConfig", "SearchLoop", "SearchSpace", "SleepTrainer",
     "Strategy", "Task", "TorchTrainer", "TrainSettings", "Trial", "TrialState", "arch_hash", "arch_key",
-    "connect", "load_dataset", "load_results", "make_strategy", "register_space", "register_strategy",
+    "connect", "load_dataset", "load_results", "load_run", "make_strategy", "register_space", "register_strategy",
     "resolve_space", "search",
 ]

@@ -125,6 +125,22 @@ def space_spec(space: SearchSpace) -> str:
     return f"{type(space).__module__}:{type(space).__qualname__}"
 
 
+def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
+    """A run directory's config (run.json) and its trials, one row each in finishing order; architectures
+    in the space's one-line form where the space resolves here, else as canonical JSON."""
+    cfg = RunDir(run_dir).config()
+    try:
+        fmt = resolve_space(cfg["space"]).format
+    except Exception:  # a custom space that does not import here
+        fmt = None
+    return cfg, results_frame(list(read_journal(run_dir)), fmt)
+
+
+def load_results(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """The results table of a run directory (see :func:`load_run`)."""
+    return load_run(run_dir)[1]
+
+
 def make_strategy(name: str, space: SearchSpace, *, seed: int | None = None,
                   options: Mapping[str, Any] | None = None) -> Strategy:
     """A registered strategy with its options checked by name before construction."""

@@ -198,20 +198,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 # -- nas results / best -----------------------------------------------------------------------------
-def load_run(run_dir: str) -> Any:
-    from nas.api import resolve_space
-    from nas.journal import RunDir, read_journal, results_frame
-
-    cfg = RunDir(run_dir).config()
-    try:
-        fmt = resolve_space(cfg["space"]).format
-    except ValueError:
-        fmt = None  # a custom space that is not importable here: fall back to JSON architectures
-    return cfg, results_frame(list(read_journal(run_dir)), fmt)
-
-
 def cmd_results(args: argparse.Namespace) -> int:
     import pandas as pd
+
+    from nas.api import load_run
 
     _, df = load_run(args.run_dir)
     if args.csv:
@@ -238,6 +228,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
+    from nas.api import load_run
     from nas.journal import read_journal
 
     _, df = load_run(args.run_dir)

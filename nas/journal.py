@@ -181,8 +181,3 @@ def results_frame(records: list[tuple[Trial, Result]] | Iterator[tuple[Trial, Re
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"parent": "Int64", "member": "Int64", "checkpoint_from": "Int64"})
-
-
-def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """The results table of a run directory (see :func:`results_frame`)."""
-    return results_frame(list(read_journal(path)))

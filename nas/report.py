@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from nas.status import format_status, load_run, run_status
+from nas.api import load_run
+from nas.status import format_status, run_status
 
 
 def pareto_front(params: Sequence[float], scores: Sequence[float]) -> list[int]:

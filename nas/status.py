@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from nas.journal import RunDir, atomic_write, read_journal, results_frame
+from nas.journal import atomic_write
 from nas.loop import Callback, SearchLoop
 from nas.types import Result, Trial, TrialState
 
@@ -108,19 +106,6 @@ def end_state(loop: SearchLoop) -> str:
     return "finished" if loop.finished >= loop.budget or loop.out_of_time() else "stopped"
 
 
-def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
-    """A run's config and its trials (one row each, in finishing order); architectures in the space's
-    one-line form when the space can be resolved here, else as JSON."""
-    from nas.api import resolve_space
-
-    cfg = RunDir(run_dir).config()
-    try:
-        fmt = resolve_space(cfg["space"]).format
-    except Exception:  # a custom space that does not import here
-        fmt = None
-    return cfg, results_frame(list(read_journal(run_dir)), fmt)
-
-
 def read_live(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     path = Path(run_dir) / STATUS_FILE
     try:
@@ -146,6 +131,8 @@ def _alive(live: dict[str, Any]) -> bool:
 
 def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
     """Everything ``nas status`` prints, as values."""
+    from nas.api import load_run  # (nas.api attaches this module's callbacks: import here)
+
     cfg, df = load_run(run_dir)
     live = read_live(run_dir)
     now = time.time() if now is None else now

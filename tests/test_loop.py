@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import nas
+from nas.api import load_results
 from nas.executor import InProcessExecutor
-from nas.journal import Journal, RunDir, load_results, read_journal
+from nas.journal import Journal, RunDir, read_journal
 from nas.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.space import SearchSpace
