@@ -28,6 +28,8 @@ import tempfile
 import time
 from typing import Any
 
+from nas.bench import text_table
+
 
 def ours(n: int, seconds: float, workers: int, *, journal: bool = True) -> dict[str, Any]:
     """N trials of ``seconds`` each through our RayExecutor and loop (Ray must be initialised), with the
@@ -93,14 +95,13 @@ def derive(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'side':22s} {'sleep (ms)':>10s} {'trials':>6s} {'done':>5s} {'wall (s)':>8s} {'s/trial':>8s} "
-            f"{'lost s/trial':>12s} {'utilization':>11s} {'loop util.':>10s} {'actor start (s)':>15s}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r['side']:22s} {1e3 * r['sleep']:10.0f} {r['trials']:6d} {r['complete']:5d} {r['wall']:8.2f} "
-                     f"{r['per_trial']:8.4f} {r['lost_per_trial']:12.4f} {r['utilization']:11.3f} "
-                     f"{r.get('loop_utilization', float('nan')):10.3f} {r.get('actor_start', float('nan')):15.2f}")
-    return "\n".join(lines)
+    head = ["side", "sleep (ms)", "trials", "done", "wall (s)", "s/trial", "lost s/trial", "utilization",
+            "loop util.", "actor start (s)"]
+    return text_table([head] + [
+        [r["side"], f"{1e3 * r['sleep']:.0f}", str(r["trials"]), str(r["complete"]), f"{r['wall']:.2f}",
+         f"{r['per_trial']:.4f}", f"{r['lost_per_trial']:.4f}", f"{r['utilization']:.3f}",
+         f"{r.get('loop_utilization', float('nan')):.3f}", f"{r.get('actor_start', float('nan')):.2f}"]
+        for r in rows], rule=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

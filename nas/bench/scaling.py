@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from nas.bench import text_table
 from nas.bench.nb201data import simulate
 from nas.bench.strategies import add_common, parse_strategy_options, pool_map
 
@@ -96,15 +97,13 @@ def scaling_rows(strategy: str, workers: Sequence[int], *, seeds: Sequence[int],
 
 
 def format_rows(rows: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'workers':>7s} {'reached':>7s} {'time to target (s)':>18s} {'speed-up':>8s} {'trials to target':>16s} "
-            f"{'work (s)':>10s} {'depth (s)':>10s} {'parallelism':>11s} {'strategy us/trial':>17s} "
-            f"{'loop us/trial':>13s}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r['workers']:7d} {r['reached']:>3d}/{r['runs']:<3d} {r['time_to_target']:18.0f} "
-                     f"{r['speedup']:8.2f} {r['trials_to_target']:16.1f} {r['work']:10.0f} {r['depth']:10.0f} "
-                     f"{r['parallelism']:11.1f} {r['strategy_us_per_trial']:17.1f} {r['real_us_per_trial']:13.1f}")
-    return "\n".join(lines)
+    head = ["workers", "reached", "time to target (s)", "speed-up", "trials to target", "work (s)", "depth (s)",
+            "parallelism", "strategy us/trial", "loop us/trial"]
+    return text_table([head] + [
+        [str(r["workers"]), f"{r['reached']}/{r['runs']}", f"{r['time_to_target']:.0f}", f"{r['speedup']:.2f}",
+         f"{r['trials_to_target']:.1f}", f"{r['work']:.0f}", f"{r['depth']:.0f}", f"{r['parallelism']:.1f}",
+         f"{r['strategy_us_per_trial']:.1f}", f"{r['real_us_per_trial']:.1f}"]
+        for r in rows], rule=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

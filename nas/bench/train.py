@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nas.bench import text_table
 from nas.data import Dataset, load_dataset
 from nas.space import SearchSpace
 from nas.trainer import TorchTrainer, TrainSettings
@@ -162,12 +163,6 @@ def run_trials(ex: Any, space: SearchSpace, arch: Arch, count: int, first_id: in
     return results
 
 
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths)))
-                     for r in rows)
-
-
 def handler(args: argparse.Namespace) -> int:
     for name, value, low in (("epochs", args.epochs, 1), ("repeats", args.repeats, 1),
                              ("batch-size", args.batch_size, 1), ("samples", args.samples, 20),
@@ -219,7 +214,7 @@ def handler(args: argparse.Namespace) -> int:
                          f"{c['ours']:,.0f}", f"{c['ratio']:.3f}",
                          f"{c['cpu_time_ratio']:.3f}" if device == "cpu" else "-",
                          f"{c['bare_acc']:.3f}/{c['ours_acc']:.3f}"])
-            print(table(rows).splitlines()[-1] if len(rows) > 2 else table(rows), flush=True)
+            print(text_table(rows).splitlines()[-1] if len(rows) > 2 else text_table(rows), flush=True)
     if "cuda" not in devices:
         print("packing trials on one GPU needs a GPU: skipped" + ("" if cuda else " (torch sees no CUDA device)"))
     else:
@@ -240,7 +235,7 @@ def handler(args: argparse.Namespace) -> int:
                 out["packing"].append(p)
                 prows.append([str(p["trials"]), f"{p['gpus_per_trial']:.3g}", f"{p['aggregate']:,.0f}",
                               f"{p['per_trial']:,.0f}", f"{p['speedup']:.2f}"])
-                print(table(prows).splitlines()[-1] if len(prows) > 2 else table(prows), flush=True)
+                print(text_table(prows).splitlines()[-1] if len(prows) > 2 else text_table(prows), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
