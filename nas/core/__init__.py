@@ -1,0 +1,1 @@
+"""Core types: trials, results, spaces, strategies, schedulers, objectives, registries."""

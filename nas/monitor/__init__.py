@@ -1,0 +1,1 @@
+"""Monitoring: metrics, status, the progress display and the report."""

@@ -1,0 +1,1 @@
+"""Schedulers: pure, seeded objects that decide on intermediate results (ASHA, Hyperband, median)."""

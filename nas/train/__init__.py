@@ -1,0 +1,1 @@
+"""Training: the trial contract, the built-in trainer, datasets, augmentation, schedules, recipes, costs."""
