@@ -45,7 +45,10 @@ class Member:
 @register_strategy("evolution")
 class RegularizedEvolution(Strategy):
     """Options: ``population`` (P, default 50), ``sample_size`` (S, default 10, at most P), ``dedup``
-    (re-mutate up to a few times when a child was already proposed; default False, as in the paper)."""
+    (re-mutate up to a few times when a child is already in the population or in flight; default False,
+    as in the paper). Dedup looks only at the living population and the trials in flight, not at every
+    architecture ever asked: those are the ones a repeat would waste a slot beside, and the state (and its
+    snapshot) stays O(population + in flight), not O(trials)."""
 
     def __init__(
         self,
@@ -66,7 +69,7 @@ class RegularizedEvolution(Strategy):
         self.dedup = bool(dedup)
         self.population: collections.deque[Member] = collections.deque()  # oldest on the left
         self._random_asked = 0
-        self._seen: set[str] = set()
+        self._in_flight: dict[int, str] = {}  # with dedup: trial id -> arch key, until its result
 
     def ask(self) -> Trial:
         if self._random_asked < self.population_size or not self.population:
@@ -75,9 +78,10 @@ class RegularizedEvolution(Strategy):
         else:
             parent_member = self._tournament()
             arch, parent = self._mutate(parent_member.arch), parent_member.trial_id
+        trial = self.trial(arch, parent=parent)
         if self.dedup:
-            self._seen.add(arch_key(arch))
-        return self.trial(arch, parent=parent)
+            self._in_flight[trial.trial_id] = arch_key(arch)
+        return trial
 
     def _tournament(self) -> Member:
         k = min(self.sample_size, len(self.population))
@@ -87,13 +91,15 @@ class RegularizedEvolution(Strategy):
     def _mutate(self, arch: Arch) -> dict[str, Any]:
         child = self.space.mutate(arch, self.rng)
         if self.dedup:
+            taken = {arch_key(m.arch) for m in self.population} | set(self._in_flight.values())
             for _ in range(10):
-                if arch_key(child) not in self._seen:
+                if arch_key(child) not in taken:
                     break
                 child = self.space.mutate(arch, self.rng)
         return child
 
     def tell(self, trial: Trial, result: Result) -> None:
+        self._in_flight.pop(trial.trial_id, None)
         if not result.ok or result.score is None:
             return  # a failed candidate never becomes a parent; it takes no place in the population
         self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score)))
@@ -105,11 +111,11 @@ class RegularizedEvolution(Strategy):
             **super().state_dict(),
             "population": [dataclasses.asdict(m) for m in self.population],
             "random_asked": self._random_asked,
-            "seen": list(self._seen),  # order is irrelevant: it goes back into a set
+            "in_flight": dict(self._in_flight),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self.population = collections.deque(Member(**m) for m in state["population"])
         self._random_asked = int(state["random_asked"])
-        self._seen = set(state["seen"])
+        self._in_flight = {int(k): str(v) for k, v in state["in_flight"].items()}

@@ -14,7 +14,15 @@ Each decision of the space becomes one Optuna parameter of the same name:
 CMA-ES models only the ordered decisions; Optuna hands the categorical ones to its independent
 sampler (random, seeded), and a space without any ordered decision is refused with a ValueError.
 Each ask is ``study.ask(distributions)``; each tell is ``study.tell(value)``, or ``state=FAIL`` for a
-failed trial. The whole study (with its sampler's random state) is pickled in :meth:`state_dict`.
+failed trial.
+
+State, as data (never a pickle; see :mod:`nas.run.optuna_state`): with ``storage`` (a file path) the
+study lives in Optuna's own append-only journal file (``JournalStorage(JournalFileBackend(path))``,
+O(1) per trial), and :meth:`state_dict` holds only the trials in flight (our id -> Optuna number), the
+sampler's random state and the journal's length; :meth:`load_state_dict` cuts the journal back to that
+length (the asks and tells made after the snapshot are undone, as for every other strategy, whose state
+is the snapshot) and reopens the study, so the restored strategy asks exactly what the original asked
+next. Without ``storage`` the study is in memory and :meth:`state_dict` carries its trials as arrays.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
 >>> from nas.types import Result, TrialState
@@ -29,20 +37,24 @@ failed trial. The whole study (with its sampler's random state) is pickled in :m
 from __future__ import annotations
 
 import numbers
-import pickle
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState as OptunaState
 
 from nas.registry import register_strategy
+from nas.run.optuna_state import load_sampler, load_trials, sampler_state, trials_state
 from nas.space import SearchSpace
 from nas.strategy import Strategy, one_torch_thread
 from nas.types import Result, Trial
 
 SAMPLERS = ("tpe", "random", "cmaes", "gp")
+STUDY_NAME = "nas"
 
 
 def is_ordered(options: tuple[Any, ...]) -> bool:
@@ -87,20 +99,29 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, startup: int =
 @register_strategy("optuna")
 class OptunaStrategy(Strategy):
     """Options: ``sampler`` (one of tpe, random, cmaes, gp; default tpe), ``startup`` (random trials
-    before the model-based samplers take over; default 10)."""
+    before the model-based samplers take over; default 10), ``storage`` (a journal file for the study;
+    default None: in memory)."""
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, sampler: str = "tpe",
-                 startup: int = 10) -> None:
+                 startup: int = 10, storage: str | os.PathLike[str] | None = None) -> None:
         super().__init__(space, seed=seed)
         if isinstance(startup, bool) or not isinstance(startup, int) or startup < 0:
             raise ValueError(f"startup must be an integer >= 0, got {startup!r}")
+        if storage is not None and not isinstance(storage, (str, os.PathLike)):
+            raise ValueError(f"storage must be a file path or None, got {storage!r}")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler_seed = int(self.rng.integers(2**31 - 1))
         smp = make_sampler(sampler, sampler_seed, space, startup)
-        self.sampler_name = sampler
+        self.sampler_name, self.startup = sampler, startup
+        self.storage_path = None if storage is None else os.fspath(storage)
         self.distributions = distributions(space)
-        self.study = optuna.create_study(direction="maximize", sampler=smp)
+        self.study = self._open(smp)
         self.pending: dict[int, int] = {}  # our trial id -> optuna trial number
+
+    def _open(self, smp: optuna.samplers.BaseSampler) -> optuna.Study:
+        storage = None if self.storage_path is None else JournalStorage(JournalFileBackend(self.storage_path))
+        return optuna.create_study(direction="maximize", sampler=smp, storage=storage, study_name=STUDY_NAME,
+                                   load_if_exists=storage is not None)
 
     def ask(self) -> Trial:
         with one_torch_thread():  # the GP sampler fits its model with torch
@@ -115,14 +136,47 @@ class OptunaStrategy(Strategy):
         if number is None:
             return
         if result.ok and result.score is not None:
-            self.study.tell(number, float(result.score))
+            self.study.tell(number, float(result.score), skip_if_finished=True)
         else:
-            self.study.tell(number, state=OptunaState.FAIL)
+            self.study.tell(number, state=OptunaState.FAIL, skip_if_finished=True)
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "study": pickle.dumps(self.study), "pending": dict(self.pending)}
+        state = {**super().state_dict(), "sampler": self.sampler_name, "pending": dict(self.pending),
+                 "sampler_state": sampler_state(self.study.sampler)}
+        if self.storage_path is None:
+            state["trials"] = trials_state(self.study, self.distributions)
+        else:  # the journal is appended and fsynced by each ask and tell: its size is the study's state
+            state["journal_bytes"] = os.path.getsize(self.storage_path)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("sampler") != self.sampler_name:
+            raise ValueError(f"the snapshot is of sampler {state.get('sampler')!r}, this strategy uses "
+                             f"{self.sampler_name!r}")
+        if ("trials" in state) != (self.storage_path is None):
+            raise ValueError("the snapshot's optuna study is " + ("in memory" if "trials" in state else
+                             "in a journal storage") + f", this strategy's storage is {self.storage_path!r}")
         super().load_state_dict(state)
-        self.study = pickle.loads(state["study"])
+        smp = make_sampler(self.sampler_name, 0, self.space, self.startup)  # fresh caches; the rng is loaded
+        load_sampler(smp, state["sampler_state"])
+        if self.storage_path is None:
+            self.study = self._open(smp)
+            load_trials(self.study, state["trials"], self.distributions)
+        else:
+            self._rewind(int(state["journal_bytes"]))
+            self.study = self._open(smp)
         self.pending = {int(k): int(v) for k, v in state["pending"].items()}
+
+    def _rewind(self, size: int) -> None:
+        """Cut the journal back to its length at the snapshot (what came after it is replayed by the run)."""
+        path = self.storage_path
+        assert path is not None
+        have = os.path.getsize(path) if os.path.exists(path) else 0
+        if have < size:
+            raise ValueError(f"the optuna journal {path} holds {have} bytes, fewer than the {size} its "
+                             f"snapshot recorded: it does not belong to this snapshot")
+        if have > size:
+            with open(path, "r+b") as f:
+                f.truncate(size)
+                f.flush()
+                os.fsync(f.fileno())

@@ -57,7 +57,7 @@ from nas.types import Arch, Result, Trial
 
 DEFAULT_HPARAMS: dict[str, Any] = {"lr": {"low": 1e-4, "high": 1e-1, "log": True}}
 MISSING_CHECKPOINT = "no checkpoint is kept"  # the executors' error for an absent checkpoint_from
-EXPLOITS_KEPT = 1000
+EXPLOITS_KEPT = 100  # the latest retirements kept for inspection (the journal has them all)
 
 
 @dataclasses.dataclass

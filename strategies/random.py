@@ -9,43 +9,67 @@
 
 from __future__ import annotations
 
+import collections
+import hashlib
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from nas.registry import register_strategy
 from nas.space import SearchSpace
 from nas.strategy import Strategy
-from nas.types import Result, Trial, arch_key
+from nas.types import Arch, Result, Trial, arch_key
+
+DEDUP_WINDOW = 10_000  # asks remembered for dedup: 80 KB in a snapshot, however long the run
+
+
+def fingerprint(arch: Arch) -> int:
+    """A 63-bit hash of an architecture (a collision only costs one extra sample)."""
+    return int.from_bytes(hashlib.blake2b(arch_key(arch).encode(), digest_size=8).digest(), "little") >> 1
 
 
 @register_strategy("random")
 class RandomSearch(Strategy):
     """Uniform samples from the space. With ``dedup`` (the default) no architecture is proposed twice
-    until the space is exhausted, after which repeats are allowed again."""
+    within ``min(space size, 10,000)`` consecutive asks; a space no larger than that is exhausted before
+    any repeat, and a new round starts. Remembering a bounded window instead of every ask keeps the
+    snapshot O(1) in the run's length; in a larger space a repeat beyond the window is as likely as in
+    uniform sampling without any dedup."""
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, dedup: bool = True) -> None:
         super().__init__(space, seed=seed)
         self.dedup = bool(dedup)
-        self._seen: set[str] = set()
+        self._window = min(space.size, DEDUP_WINDOW)
+        self._recent: collections.deque[int] = collections.deque()  # fingerprints, oldest on the left
+        self._seen: set[int] = set()  # the same fingerprints, for lookup
 
     def ask(self) -> Trial:
         arch = self.space.sample(self.rng)
         if self.dedup:
-            if len(self._seen) >= self.space.size:
-                self._seen.clear()
+            if len(self._recent) >= self._window:
+                if self._window == self.space.size:  # the space is exhausted: a new round
+                    self._recent.clear()
+                    self._seen.clear()
+                else:
+                    self._seen.discard(self._recent.popleft())
             for _ in range(100):  # rejection sampling; cheap while the space is far from exhausted
-                if arch_key(arch) not in self._seen:
+                if fingerprint(arch) not in self._seen:
                     break
                 arch = self.space.sample(self.rng)
-            self._seen.add(arch_key(arch))
+            key = fingerprint(arch)
+            if key not in self._seen:
+                self._seen.add(key)
+                self._recent.append(key)
         return self.trial(arch)
 
     def tell(self, trial: Trial, result: Result) -> None:
         pass
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "seen": list(self._seen)}  # back into a set: order is irrelevant
+        return {**super().state_dict(), "recent": np.array(self._recent, dtype=np.int64)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
-        self._seen = set(state["seen"])
+        self._recent = collections.deque(int(k) for k in np.asarray(state["recent"]).tolist())
+        self._seen = set(self._recent)

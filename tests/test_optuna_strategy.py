@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-import pickle
-
 import numpy as np
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState as OptunaState
 
 from nas.registry import spaces
+from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score, toy_search
 from nas.strategies.optuna_sampler import SAMPLERS, OptunaStrategy
 from nas.strategies.random import RandomSearch
@@ -45,12 +43,12 @@ def test_failed_results_are_failed_optuna_trials():
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
-def test_every_sampler_searches_and_resumes_from_its_state(sampler):
+def test_every_sampler_searches_and_resumes_from_its_state(sampler, tmp_path):
     s = OptunaStrategy(ToySpace(), sampler=sampler, startup=3, seed=1)
     run(s, 5)  # leaves two trials in flight
-    state = pickle.loads(pickle.dumps(s.state_dict()))
+    write_snapshot(tmp_path / "s.json", s.state_dict())
     restored = OptunaStrategy(ToySpace(), sampler=sampler, startup=3, seed=99)
-    restored.load_state_dict(copy.deepcopy(state))
+    restored.load_state_dict(read_snapshot(tmp_path / "s.json"))
     a, b = [s.ask() for _ in range(3)], [restored.ask() for _ in range(3)]
     assert [t.to_dict() for t in a] == [t.to_dict() for t in b]
     for t in a:
