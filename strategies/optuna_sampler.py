@@ -119,9 +119,12 @@ class OptunaStrategy(Strategy):
         self.pending: dict[int, int] = {}  # our trial id -> optuna trial number
 
     def _open(self, smp: optuna.samplers.BaseSampler) -> optuna.Study:
-        storage = None if self.storage_path is None else JournalStorage(JournalFileBackend(self.storage_path))
-        return optuna.create_study(direction="maximize", sampler=smp, storage=storage, study_name=STUDY_NAME,
-                                   load_if_exists=storage is not None)
+        if self.storage_path is None:
+            return optuna.create_study(direction="maximize", sampler=smp)
+        storage = JournalStorage(JournalFileBackend(self.storage_path))
+        if any(s.study_name == STUDY_NAME for s in storage.get_all_studies()):  # load_if_exists would log
+            return optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=smp)  # a failed create
+        return optuna.create_study(direction="maximize", sampler=smp, storage=storage, study_name=STUDY_NAME)
 
     def ask(self) -> Trial:
         with one_torch_thread():  # the GP sampler fits its model with torch

@@ -76,3 +76,54 @@ def test_tpe_beats_random_search():
     rnd = [run(RandomSearch(ToySpace(), seed=s), 60) for s in range(10)]
     assert np.mean(tpe) > np.mean(rnd) + 1.5
     assert sum(b == 0.0 for b in tpe) >= 5
+
+
+def steps(strategy, pending, n, in_flight=3):
+    """``n`` rounds of asking until ``in_flight`` are out, then telling the oldest; returns the asks."""
+    asked = []
+    for _ in range(n):
+        while len(pending) < in_flight:
+            asked.append(strategy.ask())
+            pending.append(asked[-1])
+        t = pending.pop(0)
+        strategy.tell(t, complete(t, toy_score(t.arch)))
+    return asked
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "gp"])
+def test_a_journal_storage_keeps_the_snapshot_small_and_a_crash_after_it_resumes_exactly(sampler, tmp_path):
+    """The study lives in Optuna's journal file; the snapshot holds only what is in flight, the sampler's
+    random state and the journal's length. Asks and tells after the snapshot, then a crash: the restored
+    strategy cuts the journal back and asks exactly what the original asked after the snapshot."""
+    journal = tmp_path / "optuna.journal"
+    s = OptunaStrategy(ToySpace(), sampler=sampler, startup=3, seed=1, storage=journal)
+    pending: list = []
+    steps(s, pending, 8)
+    first = write_snapshot(tmp_path / "a.json", s.state_dict())
+    steps(s, pending, 12)
+    size = write_snapshot(tmp_path / "s.json", s.state_dict())
+    assert size < 8000 and abs(size - first) < 100, (first, size)  # two MT19937 states: 5 KB
+    at_snapshot, journal_bytes = list(pending), journal.stat().st_size
+    after = steps(s, pending, 6)  # then the driver dies
+    assert journal.stat().st_size > journal_bytes
+    restored = OptunaStrategy(ToySpace(), sampler=sampler, startup=3, seed=99, storage=journal)
+    restored.load_state_dict(read_snapshot(tmp_path / "s.json"))
+    assert journal.stat().st_size == journal_bytes and len(restored.study.trials) == 20 + 2
+    again = steps(restored, at_snapshot, 6)
+    assert [t.to_dict() for t in again] == [t.to_dict() for t in after]
+
+
+def test_a_journal_shorter_than_its_snapshot_or_of_another_kind_is_refused(tmp_path):
+    journal = tmp_path / "optuna.journal"
+    s = OptunaStrategy(ToySpace(), seed=1, storage=journal)
+    steps(s, [], 3)
+    write_snapshot(tmp_path / "s.json", s.state_dict())
+    state = read_snapshot(tmp_path / "s.json")
+    with pytest.raises(ValueError, match="in a journal storage, this strategy's storage is None"):
+        OptunaStrategy(ToySpace(), seed=1).load_state_dict(state)
+    with pytest.raises(ValueError, match="sampler 'tpe', this strategy uses 'random'"):
+        OptunaStrategy(ToySpace(), seed=1, sampler="random", storage=journal).load_state_dict(state)
+    other = tmp_path / "other.journal"
+    OptunaStrategy(ToySpace(), seed=1, storage=other).ask()
+    with pytest.raises(ValueError, match="fewer than the .* its snapshot recorded"):
+        OptunaStrategy(ToySpace(), seed=1, storage=other).load_state_dict(state)

@@ -194,9 +194,9 @@ def _encode_array(value: np.ndarray | torch.Tensor, tensors: dict[str, torch.Ten
         return _tagged("torch", name=name, device=str(value.device))
     if value.dtype.kind not in "biufc" or value.dtype.hasobject:
         raise ValueError(f"{where}: a numpy array of dtype {value.dtype} cannot be stored as data")
-    native = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("="))
+    native = value.astype(value.dtype.newbyteorder("="), order="C", copy=True)  # keeps 0-d arrays 0-d
     try:
-        tensors[name] = torch.from_numpy(native.copy())
+        tensors[name] = torch.from_numpy(native)
     except TypeError:
         raise ValueError(f"{where}: a numpy array of dtype {value.dtype} cannot be stored as data") from None
     return _tagged("numpy", name=name, dtype=value.dtype.str)
