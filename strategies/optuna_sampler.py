@@ -48,7 +48,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState as OptunaState
 
 from nas.registry import register_strategy
-from nas.run.optuna_state import load_sampler, load_trials, sampler_state, trials_state
+from nas.run.optuna_state import DataCmaEsSampler, load_sampler, load_trials, sampler_state, trials_state
 from nas.space import SearchSpace
 from nas.strategy import Strategy, one_torch_thread
 from nas.types import Result, Trial
@@ -88,7 +88,7 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, startup: int =
             import cmaes  # noqa: F401
         except ImportError:
             raise ValueError("sampler 'cmaes' needs the cmaes package: pip install cmaes") from None
-        return optuna.samplers.CmaEsSampler(
+        return DataCmaEsSampler(  # Optuna's CmaEsSampler, keeping its optimizer as data, not a pickle
             seed=seed, n_startup_trials=startup, warn_independent_sampling=False,
             independent_sampler=optuna.samplers.RandomSampler(seed=seed))
     if name == "gp":

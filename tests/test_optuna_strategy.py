@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
+import optuna
 import pytest
-from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState as OptunaState
 
 from nas.registry import spaces
+from nas.run.optuna_state import CMA_ATTR, DataCmaEsSampler
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score, toy_search
 from nas.strategies.optuna_sampler import SAMPLERS, OptunaStrategy
@@ -127,3 +131,50 @@ def test_a_journal_shorter_than_its_snapshot_or_of_another_kind_is_refused(tmp_p
     OptunaStrategy(ToySpace(), seed=1, storage=other).ask()
     with pytest.raises(ValueError, match="fewer than the .* its snapshot recorded"):
         OptunaStrategy(ToySpace(), seed=1, storage=other).load_state_dict(state)
+
+
+class WritesMarker:
+    """Loading this pickle creates a file: proof that loading ran code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("safe", [True, False])
+def test_cmaes_keeps_its_optimizer_as_data_and_never_loads_a_pickled_one(tmp_path, safe):
+    """A study (journal or snapshot) crafted to hold a pickled CMA-ES optimizer, as Optuna's own
+    CmaEsSampler writes one: our sampler never loads it; Optuna's would (the control proves the test can
+    fail), which is why the strategy uses ours."""
+    marker = tmp_path / "marker"
+    dists = {"x": FloatDistribution(-3, 3), "y": FloatDistribution(-3, 3)}
+    study = optuna.create_study()
+    study.add_trial(optuna.trial.create_trial(
+        params={"x": 0.0, "y": 0.0}, distributions=dists, value=1.0,
+        system_attrs={"cma:optimizer:0": pickle.dumps(WritesMarker(marker)).hex(), "cma:generation": 0}))
+    cls = DataCmaEsSampler if safe else optuna.samplers.CmaEsSampler
+    study.sampler = cls(seed=0, n_startup_trials=0, popsize=4)
+    if not safe:
+        with pytest.raises(AttributeError):  # the unpickled "optimizer" was a file it had just created
+            study.ask(dists)
+        assert marker.exists()
+        return
+    for _ in range(6):
+        t = study.ask(dists)
+        study.tell(t, t.params["x"] ** 2 + t.params["y"] ** 2)
+    assert not marker.exists()
+    assert any(k.startswith(CMA_ATTR) for t in study.trials for k in t.system_attrs)
+    assert not any(k.startswith("cma:optimizer") for t in study.trials[1:] for k in t.system_attrs)
+
+
+def test_cmaes_resumes_exactly_from_an_in_memory_snapshot(tmp_path):
+    s = OptunaStrategy(ToySpace(), sampler="cmaes", startup=3, seed=1)
+    pending: list = []
+    steps(s, pending, 30)
+    write_snapshot(tmp_path / "s.json", s.state_dict())
+    restored = OptunaStrategy(ToySpace(), sampler="cmaes", startup=3, seed=5)
+    restored.load_state_dict(read_snapshot(tmp_path / "s.json"))
+    a, b = steps(s, list(pending), 15), steps(restored, list(pending), 15)
+    assert [t.to_dict() for t in a] == [t.to_dict() for t in b]

@@ -3,9 +3,9 @@
 For every strategy (options: ``population`` where it has one, e.g. evolution and pbt), it first runs
 ``--population`` ask+tell pairs (so a population is full, a study holds that many trials, a controller
 has that many rewards), then times ``--pairs`` more (or as many as fit in ``--seconds``, at least 20),
-and prints the time per pair beside random search's, plus the cost of one pickled ``state_dict()``
-(the loop saves it after every round). Scores are analytic (no training), so only the strategy is
-timed. Figures are printed, never asserted.
+and prints the time per pair beside random search's, plus the cost and size of one snapshot
+(``state_dict()`` through :func:`nas.run.snapshot.write_snapshot`, fsyncs included). Scores are
+analytic (no training), so only the strategy is timed. Figures are printed, never asserted.
 
     python -m nas.bench.strategy_speed                      # population 1,000 on the toy space
     python -m nas.bench.strategy_speed --space macro --strategies evolution,rl --seconds 5
@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import pickle
+import pathlib
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from nas import registry
 from nas.api import make_strategy, resolve_space
+from nas.run.snapshot import write_snapshot
 from nas.space import SearchSpace
 from nas.types import Arch, Result, TrialState
 
@@ -61,14 +63,15 @@ def measure(name: str, space: SearchSpace, *, population: int = 1000, pairs: int
     strategy = make_strategy(name, space, seed=seed, options=options)
     _, warmup = _pairs(strategy, space, population, None)
     pairs, elapsed = _pairs(strategy, space, pairs, seconds)
-    state_s = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        blob = pickle.dumps(strategy.state_dict(), protocol=pickle.HIGHEST_PROTOCOL)
-        state_s.append(time.perf_counter() - t0)
+    state_s, size = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(3):
+            t0 = time.perf_counter()
+            size = write_snapshot(pathlib.Path(tmp) / "strategy.json", strategy.state_dict())
+            state_s.append(time.perf_counter() - t0)
     return {"strategy": name, "options": options, "warmup_s": warmup, "pairs": pairs,
             "us_per_pair": elapsed / pairs * 1e6, "state_ms": statistics.median(state_s) * 1e3,
-            "state_kb": len(blob) / 1024}
+            "state_kb": size / 1024}
 
 
 def report(rows: Sequence[dict[str, Any]], population: int, space: str) -> str:

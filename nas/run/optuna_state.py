@@ -7,10 +7,9 @@ OptunaStrategy` needs to resume exactly, and nothing that can run code when read
 - GPSampler's kernel-parameter cache (``_gprs_cache_list``: the starting point of the next kernel fit),
   as its three tensors per objective.
 - For an in-memory study, its trials as arrays: state, value and the parameter of every decision (the
-  parameters are option indices, so an int matrix with -1 where a trial has none). Trial attributes are
-  not kept: TPE, GP and random set none, and CMA-ES keeps a pickle of its optimizer there, which a
-  snapshot must never carry (with an in-memory study CMA-ES therefore restarts its search distribution
-  after a resume; a journal storage keeps it).
+  parameters are option indices, so an int matrix with -1 where a trial has none), and the trials'
+  system attributes (JSON data), but never Optuna's own CMA-ES optimizer, a pickle that could run code
+  when read: :class:`DataCmaEsSampler` stores its optimizer as data instead.
 
 >>> import optuna
 >>> from optuna.distributions import IntDistribution
@@ -18,7 +17,7 @@ OptunaStrategy` needs to resume exactly, and nothing that can run code when read
 >>> dists = {"x": IntDistribution(0, 9)}
 >>> a = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
 >>> for _ in range(3):
-...     a.tell(a.ask(dists), 1.0)
+...     _ = a.tell(a.ask(dists), 1.0)
 >>> state = {"trials": trials_state(a, dists), "rng": sampler_state(a.sampler)}
 >>> b = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
 >>> load_trials(b, state["trials"], dists); load_sampler(b.sampler, state["rng"])
@@ -28,6 +27,7 @@ OptunaStrategy` needs to resume exactly, and nothing that can run code when read
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -39,6 +39,9 @@ from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.trial import TrialState
 
 STATES = list(TrialState)  # stored by position: RUNNING, COMPLETE, PRUNED, FAIL, WAITING
+CMA_ATTR = "nas:cma"  # our data-encoded CMA-ES state, in trial system attributes (never Optuna's pickle)
+PICKLED = "cma:optimizer"  # Optuna's own CmaEsSampler's pickled optimizer: never carried, never read
+_ATTR_CHUNK = 2045  # optuna's limit on one system attribute's length (_SYSTEM_ATTR_MAX_LENGTH)
 
 
 def _random_states(obj: Any, prefix: str = "") -> Iterator[tuple[str, LazyRandomState]]:
@@ -54,7 +57,7 @@ def sampler_state(sampler: optuna.samplers.BaseSampler) -> dict[str, Any]:
     """The random states (and GPSampler's kernel cache) of ``sampler``, as arrays and numbers."""
     out: dict[str, Any] = {}
     for path, lazy in _random_states(sampler):
-        name, keys, pos, has_gauss, gauss = lazy.rng.get_state()
+        name, keys, pos, has_gauss, gauss = lazy.rng.get_state(legacy=True)
         out[path] = {"keys": np.asarray(keys, dtype=np.uint32), "pos": int(pos),
                      "has_gauss": int(has_gauss), "gauss": float(gauss)}
     cache = getattr(sampler, "_gprs_cache_list", None)
@@ -103,7 +106,11 @@ def trials_state(study: optuna.Study, distributions: Mapping[str, BaseDistributi
         for j, name in enumerate(names):
             if name in t.params:
                 params[i, j] = int(t.params[name])
-    return {"names": names, "params": params, "values": values, "states": states}
+    cma = [t.number for t in trials if t.state == TrialState.COMPLETE and f"{CMA_ATTR}:0" in t.system_attrs]
+    latest = max(cma, default=-1)  # CMA-ES reads only the latest completed trial's optimizer: drop older ones
+    attrs = {t.number: a for t in trials if (a := {k: v for k, v in t.system_attrs.items() if not (
+        k.startswith(PICKLED) or k.startswith(CMA_ATTR + ":") and t.number < latest)})}
+    return {"names": names, "params": params, "values": values, "states": states, "attrs": attrs}
 
 
 def load_trials(study: optuna.Study, state: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]
@@ -116,11 +123,90 @@ def load_trials(study: optuna.Study, state: Mapping[str, Any], distributions: Ma
         raise ValueError("optuna trials can only be restored into an empty study")
     params, values, states = state["params"], state["values"], state["states"]
     frozen = []
-    for row, value, s in zip(params.tolist(), values.tolist(), states.tolist()):
+    attrs = state.get("attrs", {})
+    for i, (row, value, s) in enumerate(zip(params.tolist(), values.tolist(), states.tolist())):
         if not 0 <= s < len(STATES):
             raise ValueError(f"unknown optuna trial state {s}")
         p = {n: v for n, v in zip(names, row) if v >= 0}
+        a = {str(k): v for k, v in attrs.get(i, {}).items() if not str(k).startswith(PICKLED)}
         frozen.append(optuna.trial.create_trial(
             state=STATES[s], params=p, distributions={n: distributions[n] for n in p},
-            value=None if STATES[s] != TrialState.COMPLETE else value))
+            value=None if STATES[s] != TrialState.COMPLETE else value, system_attrs=a))
     study.add_trials(frozen)
+
+
+class DataCmaEsSampler(optuna.samplers.CmaEsSampler):
+    """Optuna's CMA-ES sampler, storing its optimizer between generations as JSON data in the trials'
+    system attributes instead of Optuna's pickle (which a crafted journal or snapshot could use to run
+    code). A pickled optimizer found in a study is never loaded: the sampler starts a fresh one.
+
+    >>> import optuna
+    >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
+    >>> s = optuna.create_study(sampler=DataCmaEsSampler(seed=0, n_startup_trials=0, popsize=4))
+    >>> s.optimize(lambda t: (t.suggest_float("x", -3, 3) - 1) ** 2 + t.suggest_float("y", -3, 3) ** 2, 12)
+    >>> any(k.startswith(CMA_ATTR) for t in s.trials for k in t.system_attrs)
+    True
+    >>> any(k.startswith("cma:optimizer") for t in s.trials for k in t.system_attrs)
+    False
+    """
+
+    _current: Any = None
+
+    def _init_optimizer(self, *args: Any, **kwargs: Any) -> Any:
+        self._current = super()._init_optimizer(*args, **kwargs)
+        return self._current
+
+    def _restore_optimizer(self, completed_trials: list[optuna.trial.FrozenTrial]) -> Any:
+        self._current = None
+        for trial in reversed(completed_trials):
+            chunks = {k: v for k, v in trial.system_attrs.items() if k.startswith(CMA_ATTR + ":")}
+            if chunks:
+                text = "".join(chunks[f"{CMA_ATTR}:{i}"] for i in range(len(chunks)))
+                self._current = cma_from_data(json.loads(text))
+                break
+        return self._current
+
+    def _split_optimizer_str(self, optimizer_str: str) -> dict[str, str]:
+        # Optuna hands us its pickle of the optimizer; we store the same optimizer (the one just
+        # restored or made, then told) as data and drop the pickle.
+        text = json.dumps(cma_to_data(self._current), separators=(",", ":"))
+        return {f"{CMA_ATTR}:{i}": text[j:j + _ATTR_CHUNK] for i, j in enumerate(range(0, len(text), _ATTR_CHUNK))}
+
+
+def cma_to_data(optimizer: Any) -> dict[str, Any]:
+    """A ``cmaes.CMA`` optimizer's attributes as JSON data (arrays as nested lists, its RandomState's key)."""
+    attrs: dict[str, Any] = {}
+    for name, v in vars(optimizer).items():
+        if isinstance(v, np.random.RandomState):
+            _, keys, pos, has_gauss, gauss = v.get_state(legacy=True)
+            attrs[name] = {"rng": [np.asarray(keys).tolist(), int(pos), int(has_gauss), float(gauss)]}
+        elif isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+            attrs[name] = {"array": v.tolist(), "dtype": v.dtype.str, "shape": list(v.shape)}
+        elif v is None or isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
+            attrs[name] = {"value": v.item() if isinstance(v, np.generic) else v}
+        else:
+            raise ValueError(f"CMA-ES attribute {name!r} of type {type(v).__name__} is not data")
+    return {"class": type(optimizer).__name__, "attrs": attrs}
+
+
+def cma_from_data(data: Mapping[str, Any]) -> Any:
+    """The optimizer :func:`cma_to_data` described (only cmaes.CMA, the class our sampler options make)."""
+    import cmaes
+
+    if data.get("class") != "CMA":
+        raise ValueError(f"unsupported CMA-ES optimizer class {data.get('class')!r}")
+    optimizer = cmaes.CMA.__new__(cmaes.CMA)
+    for name, v in data["attrs"].items():
+        if "rng" in v:
+            rs = np.random.RandomState()
+            keys, pos, has_gauss, gauss = v["rng"]
+            rs.set_state(("MT19937", np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(gauss)))
+            setattr(optimizer, name, rs)
+        elif "array" in v:
+            dtype = np.dtype(v["dtype"])
+            if dtype.kind not in "biuf":
+                raise ValueError(f"CMA-ES attribute {name!r} has a non-numeric dtype {v['dtype']!r}")
+            setattr(optimizer, name, np.asarray(v["array"], dtype=dtype).reshape(v["shape"]))
+        else:
+            setattr(optimizer, name, v["value"])
+    return optimizer

@@ -152,53 +152,75 @@ def _tagged(tag: str, **fields: Any) -> dict[str, Any]:
     return {TAG: tag, **fields}
 
 
+class _Unstorable(ValueError):
+    """A value that is not data; ``path`` is filled in on the way out of the recursion (no cost otherwise)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what, self.path = what, ""
+
+
 def _encode(value: Any, tensors: dict[str, torch.Tensor], where: str) -> Any:
-    """``value`` as JSON data; arrays are moved into ``tensors`` and referred to by name."""
+    """``value`` as JSON data; arrays are moved into ``tensors`` and referred to by name. A ValueError
+    names the first value (by its path below ``where``) that cannot be stored."""
+    try:
+        return _enc(value, tensors)
+    except _Unstorable as e:
+        raise ValueError(f"{where}{e.path}: {e.what}") from None
+
+
+def _enc(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
-    if isinstance(value, (np.ndarray, torch.Tensor)):
-        return _encode_array(value, tensors, where)
-    if isinstance(value, np.generic):
-        if value.dtype.kind not in "biufc" or value.dtype.kind == "c":
-            raise ValueError(f"{where}: numpy scalar of dtype {value.dtype} cannot be stored as data")
-        return _tagged("npscalar", dtype=value.dtype.str, value=_encode(value.item(), tensors, where))
-    if isinstance(value, int):
+    if isinstance(value, float) and not isinstance(value, np.generic):
+        return value if math.isfinite(value) else _tagged("float", value=repr(float(value)))
+    if isinstance(value, int) and not isinstance(value, np.generic):
         return int(value) if -MAX_SAFE_INT <= value <= MAX_SAFE_INT else _tagged("int", value=str(int(value)))
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else _tagged("float", value=repr(float(value)))
-    if isinstance(value, bytes):
-        return _tagged("bytes", value=base64.b64encode(value).decode())
-    if isinstance(value, tuple):
-        return _tagged("tuple", items=[_encode(v, tensors, f"{where}[{i}]") for i, v in enumerate(value)])
-    if isinstance(value, list):
-        return [_encode(v, tensors, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
         if all(isinstance(k, str) for k in value) and TAG not in value:
-            return {k: _encode(v, tensors, f"{where}[{k!r}]") for k, v in value.items()}
-        items = []
-        for k, v in value.items():
+            return {k: _child(v, tensors, k) for k, v in value.items()}
+        for k in value:
             if not isinstance(k, (str, int, float, bool, tuple)) and k is not None:
-                raise ValueError(f"{where}: dict key {k!r} of type {type(k).__name__} cannot be stored as data")
-            items.append([_encode(k, tensors, where), _encode(v, tensors, f"{where}[{k!r}]")])
-        return _tagged("dict", items=items)
-    raise ValueError(f"{where}: a {type(value).__name__} cannot be stored in a snapshot; allowed: None, bool, "
-                     f"int, float, str, bytes, list, tuple, dict, numpy arrays and scalars, torch tensors")
+                raise _Unstorable(f"dict key {k!r} of type {type(k).__name__} cannot be stored as data")
+        return _tagged("dict", items=[[_enc(k, tensors), _child(v, tensors, k)] for k, v in value.items()])
+    if isinstance(value, list):
+        return [_child(v, tensors, i) for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return _tagged("tuple", items=[_child(v, tensors, i) for i, v in enumerate(value)])
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return _encode_array(value, tensors)
+    if isinstance(value, np.generic):
+        if value.dtype.kind not in "biuf":
+            raise _Unstorable(f"numpy scalar of dtype {value.dtype} cannot be stored as data")
+        return _tagged("npscalar", dtype=value.dtype.str, value=_enc(value.item(), tensors))
+    if isinstance(value, bytes):
+        return _tagged("bytes", value=base64.b64encode(value).decode())
+    raise _Unstorable(f"a {type(value).__name__} cannot be stored in a snapshot; allowed: None, bool, int, "
+                      f"float, str, bytes, list, tuple, dict, numpy arrays and scalars, torch tensors")
 
 
-def _encode_array(value: np.ndarray | torch.Tensor, tensors: dict[str, torch.Tensor], where: str) -> Any:
+def _child(value: Any, tensors: dict[str, torch.Tensor], key: Any) -> Any:
+    try:
+        return _enc(value, tensors)
+    except _Unstorable as e:
+        e.path = f"[{key!r}]{e.path}"
+        raise
+
+
+def _encode_array(value: np.ndarray | torch.Tensor, tensors: dict[str, torch.Tensor]) -> Any:
     name = f"t{len(tensors)}"
     if isinstance(value, torch.Tensor):
         if value.layout != torch.strided:
-            raise ValueError(f"{where}: a {value.layout} tensor cannot be stored; only dense tensors")
+            raise _Unstorable(f"a {value.layout} tensor cannot be stored; only dense tensors")
         tensors[name] = value.detach().to("cpu", copy=True).contiguous()
         return _tagged("torch", name=name, device=str(value.device))
     if value.dtype.kind not in "biufc" or value.dtype.hasobject:
-        raise ValueError(f"{where}: a numpy array of dtype {value.dtype} cannot be stored as data")
+        raise _Unstorable(f"a numpy array of dtype {value.dtype} cannot be stored as data")
     native = value.astype(value.dtype.newbyteorder("="), order="C", copy=True)  # keeps 0-d arrays 0-d
     try:
         tensors[name] = torch.from_numpy(native)
     except TypeError:
-        raise ValueError(f"{where}: a numpy array of dtype {value.dtype} cannot be stored as data") from None
+        raise _Unstorable(f"a numpy array of dtype {value.dtype} cannot be stored as data") from None
     return _tagged("numpy", name=name, dtype=value.dtype.str)
 
 
