@@ -70,6 +70,7 @@ class RegularizedEvolution(Strategy):
         self.population: collections.deque[Member] = collections.deque()  # oldest on the left
         self._random_asked = 0
         self._in_flight: dict[int, str] = {}  # with dedup: trial id -> arch key, until its result
+        self._taken: collections.Counter[str] = collections.Counter()  # with dedup: keys in population + flight
 
     def ask(self) -> Trial:
         if self._random_asked < self.population_size or not self.population:
@@ -80,7 +81,8 @@ class RegularizedEvolution(Strategy):
             arch, parent = self._mutate(parent_member.arch), parent_member.trial_id
         trial = self.trial(arch, parent=parent)
         if self.dedup:
-            self._in_flight[trial.trial_id] = arch_key(arch)
+            self._in_flight[trial.trial_id] = key = arch_key(arch)
+            self._taken[key] += 1
         return trial
 
     def _tournament(self) -> Member:
@@ -91,20 +93,30 @@ class RegularizedEvolution(Strategy):
     def _mutate(self, arch: Arch) -> dict[str, Any]:
         child = self.space.mutate(arch, self.rng)
         if self.dedup:
-            taken = {arch_key(m.arch) for m in self.population} | set(self._in_flight.values())
             for _ in range(10):
-                if arch_key(child) not in taken:
+                if arch_key(child) not in self._taken:
                     break
                 child = self.space.mutate(arch, self.rng)
         return child
 
     def tell(self, trial: Trial, result: Result) -> None:
-        self._in_flight.pop(trial.trial_id, None)
+        key = self._in_flight.pop(trial.trial_id, None)
+        if key is not None:
+            self._release(key)
         if not result.ok or result.score is None:
             return  # a failed candidate never becomes a parent; it takes no place in the population
         self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score)))
+        if self.dedup:
+            self._taken[arch_key(trial.arch)] += 1
         if len(self.population) > self.population_size:
-            self.population.popleft()  # the oldest dies, however good it was
+            dead = self.population.popleft()  # the oldest dies, however good it was
+            if self.dedup:
+                self._release(arch_key(dead.arch))
+
+    def _release(self, key: str) -> None:
+        self._taken[key] -= 1
+        if self._taken[key] <= 0:
+            del self._taken[key]
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -119,3 +131,6 @@ class RegularizedEvolution(Strategy):
         self.population = collections.deque(Member(**m) for m in state["population"])
         self._random_asked = int(state["random_asked"])
         self._in_flight = {int(k): str(v) for k, v in state["in_flight"].items()}
+        self._taken = collections.Counter(self._in_flight.values())
+        if self.dedup:
+            self._taken.update(arch_key(m.arch) for m in self.population)

@@ -58,6 +58,9 @@ class RandomSearch(Strategy):
                     break
                 arch = self.space.sample(self.rng)
             key = fingerprint(arch)
+            if key in self._seen and self._window == self.space.size:  # the round is as good as exhausted
+                self._recent.clear()
+                self._seen.clear()
             if key not in self._seen:
                 self._seen.add(key)
                 self._recent.append(key)

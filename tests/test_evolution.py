@@ -99,3 +99,27 @@ def test_evolution_finds_the_known_optimum_and_beats_random():
     assert np.mean(evo) > np.mean(rnd) + 1.0
     assert sum(b == 0.0 for b in evo) >= 10  # reaches TOY_OPTIMUM itself in most runs
     assert toy_score(TOY_OPTIMUM) == 0.0
+
+
+def test_dedup_avoids_the_population_and_the_trials_in_flight_and_survives_a_snapshot(tmp_path):
+    """With dedup a child is never an architecture of the living population or of a trial in flight (the
+    space is large enough for 10 re-mutations to find another); the state behind it is those two, so a
+    snapshot stays O(population + in flight) and a restored strategy dedups the same way."""
+    from nas.run.snapshot import read_snapshot, write_snapshot
+    from nas.types import arch_key
+
+    evo = RegularizedEvolution(ToySpace(), population=20, sample_size=5, seed=0, dedup=True)
+    pending = [evo.ask() for _ in range(8)]
+    for i in range(300):
+        t = pending.pop(0)
+        evo.tell(t, complete(t, toy_score(t.arch)))
+        taken = {arch_key(m.arch) for m in evo.population} | {arch_key(p.arch) for p in pending}
+        child = evo.ask()
+        assert arch_key(child.arch) not in taken
+        pending.append(child)
+        if i == 150:
+            write_snapshot(tmp_path / "s.json", evo.state_dict())
+            restored = RegularizedEvolution(ToySpace(), population=20, sample_size=5, seed=1, dedup=True)
+            restored.load_state_dict(read_snapshot(tmp_path / "s.json"))
+            assert restored._taken == evo._taken
+    assert len(evo._taken) <= 20 + 8
