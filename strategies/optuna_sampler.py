@@ -32,6 +32,23 @@ next. Without ``storage`` the study is in memory and :meth:`state_dict` carries 
 ...     s.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=toy_score(t.arch)))
 >>> len(s.study.trials), s.study.best_value > -5
 (30, True)
+
+With a journal storage, a snapshot, more asks, a crash, and a resume that asks the same again:
+
+>>> import pathlib, tempfile
+>>> from nas.run.snapshot import read_snapshot, write_snapshot
+>>> run = pathlib.Path(tempfile.mkdtemp())
+>>> s = OptunaStrategy(ToySpace(), seed=0, storage=run / "optuna.journal")
+>>> for _ in range(12):
+...     t = s.ask()
+...     s.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=toy_score(t.arch)))
+>>> write_snapshot(run / "strategy.json", s.state_dict()) < 8000   # not the study: it is in the journal
+True
+>>> lost = [s.ask().arch for _ in range(3)]                         # then the driver dies
+>>> again = OptunaStrategy(ToySpace(), seed=0, storage=run / "optuna.journal")
+>>> again.load_state_dict(read_snapshot(run / "strategy.json"))
+>>> [again.ask().arch for _ in range(3)] == lost
+True
 """
 
 from __future__ import annotations
