@@ -31,6 +31,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import tempfile
 from typing import Any
 
@@ -72,8 +73,9 @@ def write_snapshot(path: pathlib.Path, payload: dict) -> int:
     _atomic_write(path, text)
     written += len(text)
     keep = None if tensor_file is None else tensor_file["file"]
-    for old in path.parent.glob(f"{path.name}.*.safetensors"):  # earlier generations, now unreferenced
-        if old.name != keep:
+    generation = re.compile(re.escape(path.name) + r"\.[0-9a-f]{16}\.safetensors")
+    for old in path.parent.iterdir():  # earlier generations, now unreferenced
+        if old.name != keep and generation.fullmatch(old.name):
             old.unlink(missing_ok=True)
     return written
 
