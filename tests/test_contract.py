@@ -130,7 +130,7 @@ def test_snapshot_does_not_grow_with_the_run(name, tmp_path):
     if name == "optuna":
         pytest.skip("an in-memory optuna study holds every trial by design")
     d = Driver(make_strategy(name, ToySpace(), seed=0))
-    warm_up = 3200 if name == "random" else 800  # past every bound: random's dedup window is the toy space
+    warm_up = {"random": 3200, "pbt": 800}.get(name, 200)  # past each bound (random's dedup window, pbt's log)
     sizes = []
     for _ in range(8):
         d.steps(warm_up // 4)
