@@ -17,8 +17,9 @@ Each ask is ``study.ask(distributions)``; each tell is ``study.tell(value)``, or
 failed trial.
 
 State, as data (never a pickle; see :mod:`nas.run.optuna_state`): with ``storage`` (a file path) the
-study lives in Optuna's own append-only journal file (``JournalStorage(JournalFileBackend(path))``,
-O(1) per trial), and :meth:`state_dict` holds only the trials in flight (our id -> Optuna number), the
+study lives in Optuna's own append-only journal file (``JournalStorage`` over a
+:class:`~nas.run.optuna_state.SnapshotJournalBackend`: one fsync per snapshot, not ten per trial; O(1) per
+trial), and :meth:`state_dict` holds only the trials in flight (our id -> Optuna number), the
 sampler's random state and the journal's length; :meth:`load_state_dict` cuts the journal back to that
 length (the asks and tells made after the snapshot are undone, as for every other strategy, whose state
 is the snapshot) and reopens the study, so the restored strategy asks exactly what the original asked
@@ -61,11 +62,17 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState as OptunaState
 
 from nas.registry import register_strategy
-from nas.run.optuna_state import DataCmaEsSampler, load_sampler, load_trials, sampler_state, trials_state
+from nas.run.optuna_state import (
+    DataCmaEsSampler,
+    SnapshotJournalBackend,
+    load_sampler,
+    load_trials,
+    sampler_state,
+    trials_state,
+)
 from nas.space import SearchSpace
 from nas.strategy import Strategy, one_torch_thread
 from nas.types import Result, Trial
@@ -132,13 +139,15 @@ class OptunaStrategy(Strategy):
         self.sampler_name, self.startup = sampler, startup
         self.storage_path = None if storage is None else os.fspath(storage)
         self.distributions = distributions(space)
+        self._backend: SnapshotJournalBackend | None = None
         self.study = self._open(smp)
         self.pending: dict[int, int] = {}  # our trial id -> optuna trial number
 
     def _open(self, smp: optuna.samplers.BaseSampler) -> optuna.Study:
         if self.storage_path is None:
             return optuna.create_study(direction="maximize", sampler=smp)
-        storage = JournalStorage(JournalFileBackend(self.storage_path))
+        self._backend = SnapshotJournalBackend(self.storage_path)
+        storage = JournalStorage(self._backend)
         if any(s.study_name == STUDY_NAME for s in storage.get_all_studies()):  # load_if_exists would log
             return optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=smp)  # a failed create
         return optuna.create_study(direction="maximize", sampler=smp, storage=storage, study_name=STUDY_NAME)
@@ -163,10 +172,10 @@ class OptunaStrategy(Strategy):
     def state_dict(self) -> dict[str, Any]:
         state = {**super().state_dict(), "sampler": self.sampler_name, "pending": dict(self.pending),
                  "sampler_state": sampler_state(self.study.sampler)}
-        if self.storage_path is None:
+        if self._backend is None:
             state["trials"] = trials_state(self.study, self.distributions)
-        else:  # the journal is appended and fsynced by each ask and tell: its size is the study's state
-            state["journal_bytes"] = os.path.getsize(self.storage_path)
+        else:  # the journal, synced now, holds the study: its length is the study's state
+            state["journal_bytes"] = self._backend.sync()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
