@@ -1,6 +1,7 @@
 """Snapshot size against run length: each strategy driven on the simulated NAS-Bench-201 table (scores
 looked up, no training), ``--in-flight`` trials outstanding, its snapshot written after N trials for each
-N of ``--trials``; bytes (JSON + safetensors), write and read times are printed, never asserted. A size
+N of ``--trials``; bytes (JSON + safetensors), write and read times, and the search's own time up to N (ask/tell
+and journal appends; snapshots apart) are printed, never asserted. A size
 that stays flat as N grows is the point: a snapshot must be O(population), not O(trials).
 
     python -m nas.bench.snapshot_size --strategies random,evolution,pbt --trials 10000,100000
@@ -39,7 +40,7 @@ def measure(name: str, options: dict[str, Any], marks: Sequence[int], *, in_flig
         opts = {**options, **({"storage": str(d / "optuna.journal")} if journal else {})}
         strategy = make_strategy(name, space, seed=seed, options=opts)
         pending: list = []
-        told = 0
+        told, start = 0, time.perf_counter()
         for mark in sorted(marks):
             while told < mark:
                 while len(pending) < in_flight and (t := strategy.ask()) is not None:
@@ -48,6 +49,7 @@ def measure(name: str, options: dict[str, Any], marks: Sequence[int], *, in_flig
                 strategy.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=bench.query(t.arch)[0], epoch=1))
                 told += 1
             t0 = time.perf_counter()
+            drive_s = t0 - start
             size = write_snapshot(d / "strategy.json", strategy.state_dict())
             t1 = time.perf_counter()
             read_snapshot(d / "strategy.json")
@@ -55,7 +57,8 @@ def measure(name: str, options: dict[str, Any], marks: Sequence[int], *, in_flig
             side = d / "optuna.journal"
             rows.append({"strategy": name, "options": options, "trials": mark, "bytes": size,
                          "journal_bytes": side.stat().st_size if side.exists() else None,
-                         "write_ms": (t1 - t0) * 1e3, "read_ms": (t2 - t1) * 1e3})
+                         "write_ms": (t1 - t0) * 1e3, "read_ms": (t2 - t1) * 1e3, "drive_s": drive_s})
+            start += t2 - t0  # snapshot time apart from the search's
     return rows
 
 
@@ -76,12 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             options[key] = value
     marks = [int(x) for x in args.trials.split(",")]
     print(f"{'strategy':10s} {'options':28s} {'trials':>8s} {'snapshot B':>11s} {'journal B':>11s} "
-          f"{'write ms':>9s} {'read ms':>8s}")
+          f"{'write ms':>9s} {'read ms':>8s} {'search s':>9s}")
     for name in args.strategies.split(","):
         for r in measure(name, options, marks, in_flight=args.in_flight, journal=args.journal):
             jb = "-" if r["journal_bytes"] is None else f"{r['journal_bytes']:,}"
             print(f"{name:10s} {args.options or '-':28s} {r['trials']:>8,} {r['bytes']:>11,} {jb:>11s} "
-                  f"{r['write_ms']:9.1f} {r['read_ms']:8.1f}", flush=True)
+                  f"{r['write_ms']:9.1f} {r['read_ms']:8.1f} {r['drive_s']:9.1f}", flush=True)
     return 0
 
 
