@@ -48,12 +48,13 @@ class MedianStopping(Scheduler):
         self.best: dict[int, float] = {}
 
     def running_mean(self, trial_id: int, epoch: int) -> float | None:
-        """The mean of ``trial_id``'s scores at epochs <= ``epoch``; None if it has not reached ``epoch``."""
+        """The mean of ``trial_id``'s scores at epochs <= ``epoch``; None if it has not reached ``epoch``
+        or reported nothing up to it."""
         epochs = self.epochs.get(trial_id, [])
         if not epochs or epochs[-1] < epoch:
             return None
-        i = bisect.bisect_right(epochs, epoch)
-        return self.sums[trial_id][i - 1] / i
+        i = bisect.bisect_right(epochs, epoch)  # its reports at epochs <= epoch (a trial may skip some)
+        return self.sums[trial_id][i - 1] / i if i else None
 
     def _decide(self, trial_id: int, epoch: int, score: float) -> Decision:
         self.epochs.setdefault(trial_id, []).append(epoch)

@@ -1,0 +1,298 @@
+"""Schedulers: the contract every registered scheduler passes, then each algorithm on known answers.
+
+No Ray, no clocks: :class:`Sim` drives a scheduler as an asynchronous loop would (a few workers, trials
+interleaved epoch by epoch, promotions before new trials, some trials failing between rungs).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nas.core.scheduler import Phase, Promotion, make_scheduler
+from nas.registry import schedulers
+from nas.schedulers.asha import ASHA, rung_levels
+from nas.schedulers.hyperband import Hyperband, bracket_sizes
+from nas.schedulers.median import MedianStopping
+from nas.types import Decision
+
+C, S, P = Decision.CONTINUE, Decision.STOP, Decision.PAUSE
+CONFIGS = [(name, {}) for name in schedulers.names()] + [("asha", {"variant": "promotion"}),
+                                                        ("hyperband", {"variant": "promotion"})]
+IDS = [f"{n}-{o.get('variant', 'default')}" for n, o in CONFIGS]
+
+
+def curve(trial_id: int, epoch: int) -> float:
+    """A learning curve per trial: its quality (a fixed shuffle of ids) times a rising profile."""
+    quality = ((trial_id * 37) % 23) / 23
+    return quality * (1 - 0.6**epoch) + 0.01 * ((trial_id * epoch) % 5)
+
+
+class Sim:
+    """An asynchronous loop in miniature: ``workers`` slots; trial ``t`` fails at epoch 2 when ``t % 7 == 3``."""
+
+    def __init__(self, scheduler, n_trials: int = 40, workers: int = 3) -> None:
+        self.s, self.n_trials, self.workers = scheduler, n_trials, workers
+        self.running: dict[int, int] = {}  # trial -> epochs trained
+        self.next_id, self.steps = 0, 0
+        self.log: list[tuple] = []
+
+    def fill(self) -> None:
+        while len(self.running) < self.workers:
+            promotion = self.s.promote()
+            if promotion is not None:
+                assert promotion.trial_id not in self.running
+                self.running[promotion.trial_id] = promotion.epoch
+                self.log.append(("promote", promotion.trial_id, promotion.epoch, promotion.until))
+            elif self.next_id < self.n_trials:
+                self.s.on_start(self.next_id)
+                self.running[self.next_id] = 0
+                self.next_id += 1
+            else:
+                return
+
+    def step(self) -> bool:
+        self.fill()
+        if not self.running:
+            return False
+        order = sorted(self.running)
+        t = order[self.steps % len(order)]
+        self.steps += 1
+        epoch = self.running[t] + 1
+        if t % 7 == 3 and epoch == 2:
+            self.s.on_failed(t)
+            del self.running[t]
+            self.log.append(("failed", t))
+            return True
+        decision = self.s.on_report(t, epoch, curve(t, epoch))
+        self.log.append((t, epoch, decision.value))
+        if decision is C and epoch < self.s.max_epochs:
+            self.running[t] = epoch
+        else:
+            if decision is C:
+                self.s.on_result(t, epoch, curve(t, epoch))
+            del self.running[t]
+        return True
+
+    def run(self, max_steps: int = 100_000) -> list[tuple]:
+        while self.steps < max_steps and self.step():
+            pass
+        return self.log
+
+
+def new(name, options, seed=0, max_epochs=9):
+    return make_scheduler(name, max_epochs=max_epochs, seed=seed, options=options)
+
+
+# -- the contract --------------------------------------------------------------------------------
+@pytest.mark.parametrize(("name", "options"), CONFIGS, ids=IDS)
+def test_same_seed_same_decisions_and_only_allowed_ones(name, options):
+    a, b = Sim(new(name, options)).run(), Sim(new(name, options)).run()
+    assert a == b
+    allowed = {"CONTINUE", "STOP"} | ({"PAUSE"} if new(name, options).pauses else set())
+    decisions = {e[2] for e in a if isinstance(e[0], int)}
+    assert decisions <= allowed
+    assert any(e[0] == "failed" for e in a)
+
+
+@pytest.mark.parametrize(("name", "options"), CONFIGS, ids=IDS)
+def test_state_round_trip_mid_run_gives_the_same_decisions_after(name, options):
+    first = Sim(new(name, options))
+    for _ in range(70):
+        first.step()
+    done = len(first.log)
+    state = json.loads(json.dumps(first.s.state_dict()))  # snapshots are JSON
+    restored = new(name, options, seed=123)  # the seed must not matter: the state carries the rng
+    restored.load_state_dict(state)
+    second = Sim(restored)
+    second.running, second.next_id, second.steps = dict(first.running), first.next_id, first.steps
+    assert first.run()[done:] == second.run()
+    assert json.dumps(first.s.state_dict(), sort_keys=True) == json.dumps(second.s.state_dict(), sort_keys=True)
+
+
+@pytest.mark.parametrize(("name", "options"), CONFIGS, ids=IDS)
+def test_failures_unknown_and_late_reports_are_tolerated(name, options):
+    s = new(name, options)
+    sim = Sim(s)
+    sim.run()
+    failed = {e[1] for e in sim.log if e[0] == "failed"}
+    assert failed and all(s.trials[t].phase is Phase.FAILED for t in failed)
+    for t in failed:  # a failed trial is never promoted afterwards
+        after = sim.log[sim.log.index(("failed", t)):]
+        assert not any(e[0] == "promote" and e[1] == t for e in after)
+    t = min(failed)
+    assert s.on_report(t, 5, 0.9) is S  # a late report of a failed trial
+    assert s.on_report(1000, 1, 0.5) in (C, S, P)  # a trial it never saw starts on its first report
+    s.on_result(1001, 3, 0.4)  # ... or ends on its result
+    s.on_failed(1002)
+    assert s.trials[1001].phase in (Phase.DONE, Phase.STOPPED, Phase.PAUSED)  # as its epoch-3 report says
+    assert s.trials[1002].phase is Phase.FAILED
+    assert s.on_report(1003, 1, float("nan")) is S and s.on_report(1003, 2, 0.5) is S
+    assert s.on_report(1004, 1, 0.5) in (C, S, P)
+
+
+@pytest.mark.parametrize(("name", "options"), CONFIGS, ids=IDS)
+def test_a_repeated_epoch_changes_nothing(name, options):
+    sim = Sim(new(name, options))
+    for _ in range(30):
+        sim.step()
+    t = next(t for t, e in sorted(sim.running.items()) if e >= 1)
+    before = json.dumps(sim.s.state_dict(), sort_keys=True)
+    assert sim.s.on_report(t, 1, 0.0) is C  # a restart without its checkpoint reports epoch 1 again
+    assert json.dumps(sim.s.state_dict(), sort_keys=True) == before
+
+
+@pytest.mark.parametrize("name", schedulers.names())
+def test_bad_options_are_one_line_errors(name):
+    with pytest.raises(ValueError, match=r"unknown options \['nope'\] for scheduler .*; allowed: \["):
+        new(name, {"nope": 1})
+    with pytest.raises(ValueError, match="max_epochs must be an integer >= 1, got 0"):
+        new(name, {}, max_epochs=0)
+    with pytest.raises(ValueError, match="epoch must be an integer >= 1, got 0"):
+        new(name, {}).on_report(0, 0, 0.5)
+
+
+def test_unknown_scheduler_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown scheduler 'ashaa'; known: asha, hyperband, median, none"):
+        make_scheduler("ashaa", max_epochs=9)
+
+
+@pytest.mark.parametrize("options", [{"eta": 1}, {"eta": 0.5}, {"eta": True}, {"grace_period": 10},
+                                     {"grace_period": 0}, {"variant": "halving"}])
+@pytest.mark.parametrize("name", ["asha", "hyperband"])
+def test_asha_options_out_of_range(name, options):
+    with pytest.raises(ValueError, match=r"^(eta|grace_period|unknown ASHA variant)"):
+        new(name, options)
+
+
+@pytest.mark.parametrize("options", [{"grace_period": 10}, {"min_samples": 0}])
+def test_median_options_out_of_range(options):
+    with pytest.raises(ValueError, match=r"^(grace_period|min_samples)"):
+        new("median", options)
+
+
+# -- ASHA ---------------------------------------------------------------------------------------
+def test_rungs():
+    assert rung_levels(27, 1, 3) == (1, 3, 9, 27)
+    assert rung_levels(200, 12, 3) == (12, 36, 108, 200)
+    assert rung_levels(12, 12, 3) == (12,)
+    assert ASHA(max_epochs=100, grace_period=4, eta=2).rungs == (4, 8, 16, 32, 64, 100)
+
+
+def test_asha_stopping_keeps_the_top_third_of_what_each_rung_has_seen():
+    s = ASHA(max_epochs=27)
+    scores = [5, 1, 2, 8, 3, 4, 9, 0, 7]
+    # n results at the rung, rank r: continue iff r * 3 <= n or r == 1 (worked by hand)
+    assert [s.on_report(t, 1, v) for t, v in enumerate(scores)] == [C, S, S, C, S, S, C, S, C]
+    for epoch in (2, 3):  # the four survivors reach rung 3 in order 0, 3, 6, 8: 5, 8, 9, 7
+        decisions = [s.on_report(t, epoch, scores[t]) for t in (0, 3, 6, 8)]
+    assert decisions == [C, C, C, S]
+    assert s.on_report(1, 2, 10) is S  # stopped stays stopped
+
+
+def test_asha_stopping_agrees_with_a_sorted_reference_on_random_sequences():
+    rng = np.random.default_rng(0)
+    for eta in (2, 3, 4):
+        s = ASHA(max_epochs=64, eta=eta)
+        seen: list[float] = []
+        for t, v in enumerate(rng.normal(size=200).round(1)):  # rounded: ties happen
+            seen.append(float(v))
+            rank = 1 + sum(x > v for x in seen)
+            expected = C if rank == 1 or rank * eta <= len(seen) else S
+            assert s.on_report(t, 1, float(v)) is expected
+
+
+def test_asha_promotion_order():
+    s = ASHA(max_epochs=27, variant="promotion")
+    assert s.pauses
+    for t, v in enumerate([0.2, 0.5, 0.1]):
+        assert s.on_report(t, 1, v) is P
+    assert s.promote() == Promotion(1, 1, 3)  # best of three at rung 1
+    assert s.promote() is None
+    for t, v in zip((3, 4, 5), (0.4, 0.3, 0.05), strict=True):
+        s.on_report(t, 1, v)
+    assert s.promote() == Promotion(3, 1, 3)  # six results: the top two (1 and 3) may go up
+    assert s.promote() is None
+    for t, v in zip((6, 7, 8), (0.45, 0.35, 0.25), strict=True):
+        s.on_report(t, 1, v)
+    assert s.promote() == Promotion(6, 1, 3)  # nine: the top three 1, 6, 3
+    for t, v in ((1, 0.7), (3, 0.55), (6, 0.9)):
+        assert s.on_report(t, 2, v) is C and s.on_report(t, 3, v) is P
+    s.on_report(9, 1, 0.48)  # ten at rung 1: 9 is second best, so promotable there
+    # rung 3 holds 1 (0.7), 3 (0.55), 6 (0.9): its best goes before rung 1's candidate
+    assert s.promote() == Promotion(6, 3, 9)
+    assert s.promote() == Promotion(9, 1, 3)
+    assert s.promote() is None
+    assert s.rung_result(6) == (3, 0.9) and s.rung_result(2) == (1, 0.1) and s.rung_result(99) is None
+    assert s.on_report(6, 4, 0.9) is C and s.on_report(6, 9, 0.95) is P
+
+
+def test_asha_promotion_never_promotes_a_failed_or_running_trial():
+    s = ASHA(max_epochs=9, variant="promotion")
+    for t, v in enumerate([0.9, 0.5, 0.1]):
+        s.on_report(t, 1, v)
+    s.on_failed(0)
+    assert s.promote() is None  # 0 was the only top-1/3 trial
+    s.on_result(1, 1, 0.5)  # the paused run of trial 1 ends: it stays paused
+    assert s.trials[1].phase is Phase.PAUSED
+
+
+def test_a_trial_reaching_max_epochs_finishes_by_itself():
+    for variant in ("stopping", "promotion"):
+        s = ASHA(max_epochs=3, grace_period=3, variant=variant)
+        assert s.rungs == (3,)
+        assert [s.on_report(0, e, 0.5) for e in (1, 2, 3)] == [C, C, C]
+        s.on_result(0, 3, 0.6)
+        assert s.trials[0].phase is Phase.DONE
+
+
+# -- Hyperband ----------------------------------------------------------------------------------
+def test_hyperband_brackets_and_their_distribution():
+    assert bracket_sizes(4, 3) == [27, 12, 6, 4]  # JMLR 2018, Table 1 with R = 27 (s = 3, 2, 1, 0)
+    assert bracket_sizes(5, 3) == [81, 34, 15, 8, 5]  # R = 81, eta = 3
+    hb = Hyperband(max_epochs=27, seed=1)
+    assert [b.levels for b in hb.brackets] == [(1, 3, 9, 27), (3, 9, 27), (9, 27), (27,)]
+    n = 4900
+    for t in range(n):
+        hb.on_start(t)
+    counts = np.bincount(list(hb.bracket_of.values()), minlength=4) / n
+    assert np.allclose(counts, [27 / 49, 12 / 49, 6 / 49, 4 / 49], atol=0.02)
+
+
+def test_hyperband_judges_a_trial_within_its_bracket_only():
+    hb = Hyperband(max_epochs=27, seed=0)
+    for t in range(40):
+        hb.on_start(t)
+    in_bracket = {b: [t for t in range(40) if hb.bracket_of[t] == b] for b in range(4)}
+    first, second = in_bracket[0][:2]
+    assert hb.on_report(first, 1, 0.9) is C and hb.on_report(second, 1, 0.1) is S
+    lone = in_bracket[1][0]  # bracket 1 starts at rung 3: epoch 1 is no rung there
+    assert hb.on_report(lone, 1, 0.0) is C and hb.on_report(lone, 2, 0.0) is C
+    assert hb.on_report(lone, 3, 0.0) is C  # the first result at its rung 3
+    full = in_bracket[3][0]  # bracket 3 has no rung below 27: never stopped
+    assert all(hb.on_report(full, e, 0.0) is C for e in range(1, 28))
+
+
+# -- median stopping ----------------------------------------------------------------------------
+def test_median_rule_on_a_worked_example():
+    s = MedianStopping(max_epochs=10, min_samples=3, grace_period=2)
+    curves = {0: [0.2, 0.4, 0.6], 1: [0.3, 0.5, 0.7], 2: [0.1, 0.2, 0.3]}
+    for t, c in curves.items():
+        for e, v in enumerate(c, 1):
+            assert s.on_report(t, e, v) is C
+    # running means at epoch 2: 0.3, 0.4, 0.15 -> median 0.3
+    assert s.on_report(3, 1, 0.0) is C  # inside the grace period
+    assert s.on_report(3, 2, 0.29) is S  # best 0.29 < 0.3
+    assert s.on_report(4, 1, 0.31) is C and s.on_report(4, 2, 0.0) is C  # best so far 0.31 >= median
+    assert s.running_mean(0, 3) == pytest.approx(0.4) and s.running_mean(0, 4) is None
+
+
+def test_median_rule_waits_for_min_samples_and_ignores_failed_trials():
+    s = MedianStopping(max_epochs=10, min_samples=2)
+    s.on_report(0, 1, 0.9)
+    assert s.on_report(1, 1, 0.1) is C  # one other trial: too few
+    s.on_failed(0)
+    assert s.on_report(2, 1, 0.0) is C  # trial 0 failed: only trial 1 counts
+    assert s.on_report(3, 1, 0.01) is S  # trials 1, 2 (0.1, 0.0): median 0.05
