@@ -159,8 +159,8 @@ def test_unknown_scheduler_lists_the_known_ones():
         make_scheduler("ashaa", max_epochs=9)
 
 
-@pytest.mark.parametrize("options", [{"eta": 1}, {"eta": 0.5}, {"eta": True}, {"grace_period": 10},
-                                     {"grace_period": 0}, {"variant": "halving"}])
+@pytest.mark.parametrize("options", [{"eta": 1}, {"eta": 0.5}, {"eta": True}, {"eta": float("inf")}, {"eta": "3"},
+                                     {"grace_period": 10}, {"grace_period": 0}, {"variant": "halving"}])
 @pytest.mark.parametrize("name", ["asha", "hyperband"])
 def test_asha_options_out_of_range(name, options):
     with pytest.raises(ValueError, match=r"^(eta|grace_period|unknown ASHA variant)"):
@@ -229,6 +229,53 @@ def test_asha_promotion_order():
     assert s.on_report(6, 4, 0.9) is C and s.on_report(6, 9, 0.95) is P
 
 
+def test_asha_promotion_agrees_with_a_brute_force_reference():
+    """The definition written plainly (O(n) per rank), against the scheduler's sorted bookkeeping."""
+    rng = np.random.default_rng(3)
+    s = ASHA(max_epochs=27, variant="promotion")
+    levels = s.rungs
+    recorded: list[dict[int, list]] = [{} for _ in levels]  # trial -> [score, promoted]
+    state: dict[int, str] = {}
+
+    def reference():
+        for k in range(len(levels) - 2, -1, -1):
+            n = len(recorded[k])
+            candidates = [(-v, t) for t, (v, p) in recorded[k].items() if not p and state[t] == "paused"
+                          and (1 + sum(w > v for w, _ in recorded[k].values())) * 3 <= n]
+            if candidates:
+                t = min(candidates)[1]
+                recorded[k][t][1] = True
+                return Promotion(t, levels[k], levels[k + 1])
+        return None
+
+    def run_to_rung(t, start, k):
+        for epoch in range(start + 1, levels[k] + 1):
+            v = float(rng.integers(0, 50))  # ties happen
+            d = s.on_report(t, epoch, v)
+            if epoch == levels[k]:
+                assert d is (P if k < len(levels) - 1 else C)
+                recorded[k][t] = [v, False]
+                state[t] = "paused" if k < len(levels) - 1 else "done"
+            else:
+                assert d is C
+
+    for t in range(300):
+        state[t] = "running"
+        run_to_rung(t, 0, 0)
+        if rng.random() < 0.1:
+            victim = int(rng.choice(sorted(state)))
+            if state[victim] == "paused":
+                s.on_failed(victim)
+                state[victim] = "failed"
+        while (expected := reference()) is not None:
+            assert s.promote() == expected
+            state[expected.trial_id] = "running"
+            run_to_rung(expected.trial_id, expected.epoch, levels.index(expected.until))
+        assert s.promote() is None
+    assert sum(len(r) for r in recorded[1:]) > 50  # promotions happened, up to the top rung
+    assert recorded[-1]
+
+
 def test_asha_promotion_never_promotes_a_failed_or_running_trial():
     s = ASHA(max_epochs=9, variant="promotion")
     for t, v in enumerate([0.9, 0.5, 0.1]):
@@ -287,6 +334,32 @@ def test_median_rule_on_a_worked_example():
     assert s.on_report(3, 2, 0.29) is S  # best 0.29 < 0.3
     assert s.on_report(4, 1, 0.31) is C and s.on_report(4, 2, 0.0) is C  # best so far 0.31 >= median
     assert s.running_mean(0, 3) == pytest.approx(0.4) and s.running_mean(0, 4) is None
+
+
+def test_median_rule_agrees_with_a_brute_force_reference():
+    rng = np.random.default_rng(4)
+    s = MedianStopping(max_epochs=20, min_samples=3, grace_period=2)
+    curves: dict[int, list[tuple[int, float]]] = {}
+    failed: set[int] = set()
+    for t in range(60):
+        curves[t] = []
+        epoch = 0
+        while epoch < 20:
+            epoch += int(rng.integers(1, 3))  # some epochs skipped
+            epoch = min(epoch, 20)
+            v = float(rng.integers(0, 30)) / 10
+            others = [float(np.mean([x for e, x in c if e <= epoch])) for u, c in curves.items()
+                      if u != t and u not in failed and c and c[-1][0] >= epoch and c[0][0] <= epoch]
+            best = max([x for _, x in curves[t]] + [v])
+            stop = 2 <= epoch < 20 and len(others) >= 3 and best < float(np.median(others))
+            curves[t].append((epoch, v))
+            assert s.on_report(t, epoch, v) is (S if stop else C)
+            if stop:
+                break
+            if rng.random() < 0.03:
+                s.on_failed(t)
+                failed.add(t)
+                break
 
 
 def test_median_rule_waits_for_min_samples_and_ignores_failed_trials():

@@ -147,7 +147,9 @@ class Scheduler:
         """The trial failed; it is never promoted, and what it recorded at rungs stays."""
         trial_id = int(trial_id)
         self.on_start(trial_id)
-        self.trials[trial_id].phase = Phase.FAILED
+        if self.trials[trial_id].phase is not Phase.FAILED:
+            self.trials[trial_id].phase = Phase.FAILED
+            self._on_failed(trial_id)
 
     def promote(self) -> Promotion | None:
         """A paused trial to continue now (it is RUNNING again from here on), or None."""
@@ -158,6 +160,9 @@ class Scheduler:
 
     # -- for subclasses --------------------------------------------------------------------------
     def _on_start(self, trial_id: int) -> None:
+        pass
+
+    def _on_failed(self, trial_id: int) -> None:
         pass
 
     def _decide(self, trial_id: int, epoch: int, score: float) -> Decision:

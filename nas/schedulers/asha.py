@@ -29,10 +29,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import bisect
+import math
+import numbers
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from nas.core.scheduler import Phase, Promotion, Scheduler, check_int
+from nas.core.scheduler import ENDED, Phase, Promotion, Scheduler, check_int
 from nas.registry import register_scheduler
 from nas.types import Decision
 
@@ -55,34 +58,62 @@ def rung_levels(max_epochs: int, grace_period: int, eta: float) -> tuple[int, ..
 
 
 class Bracket:
-    """The rungs of one bracket: at each level, trial id -> [score, promoted]."""
+    """The rungs of one bracket: at each level, trial id -> [score, promoted]; the same results sorted
+    best first as (-score, trial id), and those not promoted yet likewise, so a rank costs O(log n) and
+    finding a promotion O(log n) per rung."""
 
     def __init__(self, levels: tuple[int, ...], eta: float) -> None:
         self.levels, self.eta = levels, eta
         self.recorded: list[dict[int, list[Any]]] = [{} for _ in levels]
+        self.ordered: list[list[tuple[float, int]]] = [[] for _ in levels]
+        self.waiting: list[list[tuple[float, int]]] = [[] for _ in levels]
 
     def record(self, trial_id: int, epoch: int, score: float) -> int | None:
         """Enter the result if ``epoch`` is a rung level; the rung's index, or None."""
         if epoch not in self.levels:
             return None
         k = self.levels.index(epoch)
-        self.recorded[k].setdefault(trial_id, [score, False])
+        if trial_id not in self.recorded[k]:
+            self.recorded[k][trial_id] = [score, False]
+            bisect.insort(self.ordered[k], (-score, trial_id))
+            bisect.insort(self.waiting[k], (-score, trial_id))
         return k
 
     def rank(self, k: int, score: float) -> int:
-        return 1 + sum(v > score for v, _ in self.recorded[k].values())
+        """1 + the number of results at rung ``k`` strictly better than ``score``."""
+        return 1 + bisect.bisect_left(self.ordered[k], -score, key=lambda entry: entry[0])
 
     def in_top(self, k: int, score: float) -> bool:
         return self.rank(k, score) * self.eta <= len(self.recorded[k])
 
-    def promotable(self, paused: Any) -> tuple[int, int] | None:
-        """(rung index, trial id) of the best paused, unpromoted top-1/eta trial at the highest rung."""
+    def promotable(self, phase: Callable[[int], Phase]) -> tuple[int, int] | None:
+        """(rung index, trial id) of the best paused, unpromoted top-1/eta trial at the highest rung
+        (ties: the lower trial id). Trials that ended while waiting (failed) leave the waiting list."""
         for k in range(len(self.levels) - 2, -1, -1):
-            candidates = [(-v, t) for t, (v, promoted) in self.recorded[k].items()
-                          if not promoted and paused(t) and self.in_top(k, v)]
-            if candidates:
-                return k, min(candidates)[1]
+            waiting = self.waiting[k]
+            i = 0
+            while i < len(waiting):
+                neg, trial_id = waiting[i]
+                state = phase(trial_id)
+                if state in ENDED:
+                    del waiting[i]
+                elif state is not Phase.PAUSED:
+                    i += 1
+                else:  # the best one waiting: if it is not in the top, none is
+                    if self.in_top(k, -neg):
+                        return k, trial_id
+                    break
         return None
+
+    def mark_promoted(self, k: int, trial_id: int) -> None:
+        entry = self.recorded[k][trial_id]
+        entry[1] = True
+        self.waiting[k].remove((-entry[0], trial_id))
+
+    def load(self, rungs: list[list[list[Any]]]) -> None:
+        self.recorded = [{int(t): [float(v), bool(p)] for t, v, p in rung} for rung in rungs]
+        self.ordered = [sorted((-v, t) for t, (v, _) in rung.items()) for rung in self.recorded]
+        self.waiting = [sorted((-v, t) for t, (v, p) in rung.items() if not p) for rung in self.recorded]
 
 
 @register_scheduler("asha")
@@ -93,17 +124,18 @@ class ASHA(Scheduler):
     def __init__(self, *, max_epochs: int, seed: int | None = None, eta: float = 3, grace_period: int = 1,
                  variant: str = "stopping") -> None:
         super().__init__(max_epochs=max_epochs, seed=seed)
-        if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not eta > 1:
-            raise ValueError(f"eta must be a number > 1, got {eta!r}")
+        if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not 1 < eta < math.inf:
+            raise ValueError(f"eta must be a finite number > 1, got {eta!r}")
         grace_period = check_int("grace_period", grace_period)
         if grace_period > self.max_epochs:
             raise ValueError(f"grace_period must be <= max_epochs ({self.max_epochs}), got {grace_period}")
         if variant not in VARIANTS:
             raise ValueError(f"unknown ASHA variant {variant!r}; known: {', '.join(VARIANTS)}")
-        self.eta, self.grace_period, self.variant = eta, grace_period, variant
+        self.eta: float = float(eta)
+        self.grace_period, self.variant = grace_period, variant
         self.pauses = variant == "promotion"
-        self.levels = rung_levels(self.max_epochs, grace_period, eta)
-        self.brackets = self._make_brackets()
+        self.levels: tuple[int, ...] = rung_levels(self.max_epochs, grace_period, eta)
+        self.brackets: list[Bracket] = self._make_brackets()
         self.bracket_of: dict[int, int] = {}
 
     def _make_brackets(self) -> list[Bracket]:
@@ -128,12 +160,12 @@ class ASHA(Scheduler):
         return Decision.STOP
 
     def _promote(self) -> Promotion | None:
-        def paused(t: int) -> bool:
-            return self.trials[t].phase is Phase.PAUSED
+        def phase(t: int) -> Phase:
+            return self.trials[t].phase
 
         best: tuple[int, int, int] | None = None  # (level, bracket, trial)
         for b, bracket in enumerate(self.brackets):
-            found = bracket.promotable(paused)
+            found = bracket.promotable(phase)
             if found is not None and (best is None or bracket.levels[found[0]] > best[0]):
                 best = (bracket.levels[found[0]], b, found[1])
         if best is None:
@@ -141,7 +173,7 @@ class ASHA(Scheduler):
         level, b, trial_id = best
         bracket = self.brackets[b]
         k = bracket.levels.index(level)
-        bracket.recorded[k][trial_id][1] = True
+        bracket.mark_promoted(k, trial_id)
         return Promotion(trial_id, level, bracket.levels[k + 1])
 
     def rung_result(self, trial_id: int) -> tuple[int, float] | None:
@@ -163,7 +195,7 @@ class ASHA(Scheduler):
         super().load_state_dict(state)
         self.bracket_of = {int(t): int(b) for t, b in state["bracket_of"]}
         for bracket, rungs in zip(self.brackets, state["recorded"], strict=True):
-            bracket.recorded = [{int(t): [float(v), bool(p)] for t, v, p in rung} for rung in rungs]
+            bracket.load(rungs)
 
 
 __all__ = ["ASHA", "Bracket", "rung_levels"]

@@ -21,7 +21,6 @@ Tune's median stopping does. No decision before ``grace_period`` epochs or with 
 from __future__ import annotations
 
 import bisect
-import statistics
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +45,8 @@ class MedianStopping(Scheduler):
         self.epochs: dict[int, list[int]] = {}
         self.sums: dict[int, list[float]] = {}
         self.best: dict[int, float] = {}
+        # epoch t -> sorted (running mean up to t, trial) of every trial past t: a median is O(1)
+        self.at_epoch: dict[int, list[tuple[float, int]]] = {}
 
     def running_mean(self, trial_id: int, epoch: int) -> float | None:
         """The mean of ``trial_id``'s scores at epochs <= ``epoch``; None if it has not reached ``epoch``
@@ -56,18 +57,31 @@ class MedianStopping(Scheduler):
         i = bisect.bisect_right(epochs, epoch)  # its reports at epochs <= epoch (a trial may skip some)
         return self.sums[trial_id][i - 1] / i if i else None
 
+    def _passed(self, trial_id: int, epochs: range) -> list[tuple[int, tuple[float, int]]]:
+        return [(t, (m, trial_id)) for t in epochs if (m := self.running_mean(trial_id, t)) is not None]
+
     def _decide(self, trial_id: int, epoch: int, score: float) -> Decision:
-        self.epochs.setdefault(trial_id, []).append(epoch)
+        epochs = self.epochs.setdefault(trial_id, [])
+        previous = epochs[-1] if epochs else 0
+        epochs.append(epoch)
         sums = self.sums.setdefault(trial_id, [])
         sums.append((sums[-1] if sums else 0.0) + score)
         self.best[trial_id] = max(self.best.get(trial_id, score), score)
-        if epoch < self.grace_period or epoch >= self.max_epochs:
-            return Decision.CONTINUE
-        means = [m for t in self.epochs if t != trial_id and self.trials[t].phase is not Phase.FAILED
-                 and (m := self.running_mean(t, epoch)) is not None]
-        if len(means) >= self.min_samples and self.best[trial_id] < statistics.median(means):
-            return Decision.STOP
-        return Decision.CONTINUE
+        decision = Decision.CONTINUE
+        others = self.at_epoch.get(epoch, [])  # this trial is not in it yet
+        if self.grace_period <= epoch < self.max_epochs and len(others) >= self.min_samples:
+            n = len(others)
+            median = others[n // 2][0] if n % 2 else (others[n // 2 - 1][0] + others[n // 2][0]) / 2
+            if self.best[trial_id] < median:
+                decision = Decision.STOP
+        for t, entry in self._passed(trial_id, range(previous + 1, epoch + 1)):
+            bisect.insort(self.at_epoch.setdefault(t, []), entry)
+        return decision
+
+    def _on_failed(self, trial_id: int) -> None:
+        if trial_id in self.epochs:
+            for t, entry in self._passed(trial_id, range(1, self.epochs[trial_id][-1] + 1)):
+                self.at_epoch[t].remove(entry)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -79,6 +93,13 @@ class MedianStopping(Scheduler):
         self.epochs, self.sums, self.best = {}, {}, {}
         for t, epochs, sums, best in state["curves"]:
             self.epochs[int(t)], self.sums[int(t)], self.best[int(t)] = list(epochs), list(sums), float(best)
+        self.at_epoch = {}
+        for t in self.epochs:
+            if self.trials[t].phase is not Phase.FAILED:
+                for epoch, entry in self._passed(t, range(1, self.epochs[t][-1] + 1)):
+                    self.at_epoch.setdefault(epoch, []).append(entry)
+        for entries in self.at_epoch.values():
+            entries.sort()
 
 
 __all__ = ["MedianStopping"]
