@@ -163,6 +163,18 @@ def simulate(strategy: str, seed: int, *, options: Mapping[str, Any] | None = No
 FIDELITY_EPOCHS = (12, 200)
 
 
+@functools.lru_cache(maxsize=4)
+def load_cell_costs(path: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per dataset, each cell's parameters (count) and inference latency (ms), from the csv's
+    ``*_params_M`` and ``*_latency_s`` columns (read once per process), for multi-objective runs."""
+    import pandas as pd
+
+    columns = [f"{p}_{c}" for p in DATASETS.values() for c in ("params_M", "latency_s")]
+    df = pd.read_csv(path or data_path(), usecols=columns)
+    return {name: ((df[f"{p}_params_M"].to_numpy(float) * 1e6).round(), df[f"{p}_latency_s"].to_numpy(float) * 1e3)
+            for name, p in DATASETS.items()}
+
+
 def step_epochs(step: int) -> int:
     """The schedule a scheduler's step (its "epoch" 1 or 2) stands for on the table: 12 or 200 epochs.
 
@@ -181,6 +193,7 @@ def query_epochs(arch: Arch, epochs: int, *, dataset: str = "cifar10", table: NB
                  seed: int | None = None) -> tuple[float, float, dict[str, Any]]:
     """``(reward, seconds, metrics)`` of training ``arch`` on ``dataset`` for ``epochs`` (12 or 200).
 
+    The metrics add the cell's parameters and inference latency (ms) as the table gives them.
     The reward is the validation accuracy as a fraction: at 12 epochs the table's mean over seeds; at
     200 the mean over seeds, or one seed's (``seed`` modulo the seeds the cell has). The seconds are what
     that schedule costs FROM SCRATCH: the 12-epoch schedule 0.06 of the 200-epoch time, the 200-epoch
@@ -194,6 +207,9 @@ def query_epochs(arch: Arch, epochs: int, *, dataset: str = "cifar10", table: NB
     [(0.8283, 130.18), (0.9077, 2169.64)]
     >>> round(query_epochs(cell, 200, seed=2)[0], 4)
     0.9088
+    >>> metrics = query_epochs(cell, 12)[2]
+    >>> metrics["params"], round(metrics["latency_ms"], 3)
+    (802426, 16.853)
     >>> query_epochs(cell, 27)
     Traceback (most recent call last):
     ...
@@ -211,10 +227,12 @@ def query_epochs(arch: Arch, epochs: int, *, dataset: str = "cifar10", table: NB
         seeds = table.seeds200[dataset][i]
         accuracy = float(table.valid200[dataset][i]) if seed is None else seeds[seed % len(seeds)]
         seconds = full
+    params, latency = load_cell_costs()[dataset]
     metrics: dict[str, Any] = {"index": i, "epochs": epochs, "valid_acc": accuracy,
-                               "valid_acc_200": float(table.valid200[dataset][i]), "train_seconds": seconds}
+                               "valid_acc_200": float(table.valid200[dataset][i]), "train_seconds": seconds,
+                               "params": int(params[i]), "latency_ms": float(latency[i])}
     return accuracy / 100.0, seconds, metrics
 
 
-__all__ = ["DATASETS", "FIDELITY_EPOCHS", "NB201Benchmark", "NB201Table", "arch_code", "load_table", "query_epochs",
-           "simulate", "step_epochs"]
+__all__ = ["DATASETS", "FIDELITY_EPOCHS", "NB201Benchmark", "NB201Table", "arch_code", "load_cell_costs",
+           "load_table", "query_epochs", "simulate", "step_epochs"]
