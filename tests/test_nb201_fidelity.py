@@ -23,6 +23,7 @@ def test_both_fidelities_against_the_table_and_the_12_epoch_protocol(dataset):
         assert s200 == table.time200[dataset][i]  # charged its FULL 200-epoch time
         assert s12 / s200 == pytest.approx(12 / 200)
         assert (m12["epochs"], m200["epochs"], m12["index"]) == (12, 200, i)
+        assert (m12["val_acc"], m200["val_acc"]) == (r12, r200)
         assert m12["params"] == m200["params"] > 0 and m12["latency_ms"] == m200["latency_ms"] > 0
         seeds = table.seeds200[dataset][i]
         assert [query_epochs(arch, 200, dataset=dataset, seed=k)[0] for k in range(len(seeds) + 1)] == \

@@ -193,7 +193,8 @@ def query_epochs(arch: Arch, epochs: int, *, dataset: str = "cifar10", table: NB
                  seed: int | None = None) -> tuple[float, float, dict[str, Any]]:
     """``(reward, seconds, metrics)`` of training ``arch`` on ``dataset`` for ``epochs`` (12 or 200).
 
-    The metrics add the cell's parameters and inference latency (ms) as the table gives them.
+    The metrics hold ``val_acc`` (the reward, named as the trainer names it), ``valid_acc_200`` (%, the
+    mean over seeds, what a search is judged by) and the cell's parameters and inference latency (ms).
     The reward is the validation accuracy as a fraction: at 12 epochs the table's mean over seeds; at
     200 the mean over seeds, or one seed's (``seed`` modulo the seeds the cell has). The seconds are what
     that schedule costs FROM SCRATCH: the 12-epoch schedule 0.06 of the 200-epoch time, the 200-epoch
@@ -228,7 +229,7 @@ def query_epochs(arch: Arch, epochs: int, *, dataset: str = "cifar10", table: NB
         accuracy = float(table.valid200[dataset][i]) if seed is None else seeds[seed % len(seeds)]
         seconds = full
     params, latency = load_cell_costs()[dataset]
-    metrics: dict[str, Any] = {"index": i, "epochs": epochs, "valid_acc": accuracy,
+    metrics: dict[str, Any] = {"index": i, "epochs": epochs, "val_acc": accuracy / 100.0,
                                "valid_acc_200": float(table.valid200[dataset][i]), "train_seconds": seconds,
                                "params": int(params[i]), "latency_ms": float(latency[i])}
     return accuracy / 100.0, seconds, metrics
