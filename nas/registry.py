@@ -59,6 +59,8 @@ class Registry(Generic[T]):
 
 strategies: Registry[Any] = Registry("strategy", package="nas.strategies")
 spaces: Registry[Any] = Registry("search space", package="nas.search_spaces")
+schedulers: Registry[Any] = Registry("scheduler", package="nas.schedulers")
 
 register_strategy = strategies.register
 register_space = spaces.register
+register_scheduler = schedulers.register

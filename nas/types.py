@@ -44,10 +44,24 @@ class TrialState(StrEnum):
 
 
 class Decision(StrEnum):
-    """What a strategy answers to an intermediate result."""
+    """What a strategy or scheduler answers to an intermediate result. PAUSE: end the run here and keep
+    its checkpoint, since a promotion may continue it later (ASHA's promotion variant)."""
 
     CONTINUE = "CONTINUE"
     STOP = "STOP"
+    PAUSE = "PAUSE"
+
+
+class FailureKind(StrEnum):
+    """Why a trial did not complete; the loop, results and the report show it."""
+
+    ERROR = "ERROR"  # the trainer or the user's training function raised
+    NAN = "NAN"  # a reported or final metric was NaN or infinite
+    OOM = "OOM"  # the device ran out of memory
+    INFEASIBLE = "INFEASIBLE"  # a constraint (params, FLOPs, latency) was broken; nothing was trained
+    STOPPED = "STOPPED"  # a scheduler stopped it early (its last report stands as its result)
+    WORKER_LOST = "WORKER_LOST"  # its worker died more times than the retries allowed
+    OBJECTIVE_MISSING = "OBJECTIVE_MISSING"  # the trainer never reported an objective metric
 
 
 @dataclasses.dataclass(frozen=True)

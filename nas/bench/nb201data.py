@@ -159,4 +159,81 @@ def simulate(strategy: str, seed: int, *, options: Mapping[str, Any] | None = No
     return loop, executor
 
 
-__all__ = ["DATASETS", "NB201Benchmark", "NB201Table", "arch_code", "load_table", "simulate"]
+#: the two training schedules the table holds, as two fidelities (rungs) of one cell
+FIDELITY_EPOCHS = (12, 200)
+
+
+@functools.lru_cache(maxsize=4)
+def load_cell_costs(path: str | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per dataset, each cell's parameters (count) and inference latency (ms), from the csv's
+    ``*_params_M`` and ``*_latency_s`` columns (read once per process), for multi-objective runs."""
+    import pandas as pd
+
+    columns = [f"{p}_{c}" for p in DATASETS.values() for c in ("params_M", "latency_s")]
+    df = pd.read_csv(path or data_path(), usecols=columns)
+    return {name: ((df[f"{p}_params_M"].to_numpy(float) * 1e6).round(), df[f"{p}_latency_s"].to_numpy(float) * 1e3)
+            for name, p in DATASETS.items()}
+
+
+def step_epochs(step: int) -> int:
+    """The schedule a scheduler's step (its "epoch" 1 or 2) stands for on the table: 12 or 200 epochs.
+
+    A scheduler for the simulated NAS-Bench-201 runs with ``max_epochs=2`` (ASHA with grace 1: rungs
+    (1, 2)); step 1 is answered by :func:`query_epochs` at 12 epochs, step 2 at 200.
+
+    >>> [step_epochs(s) for s in (1, 2)]
+    [12, 200]
+    """
+    if isinstance(step, bool) or step not in (1, 2):
+        raise ValueError(f"NAS-Bench-201 has two fidelities, steps 1 (12 epochs) and 2 (200 epochs); got {step!r}")
+    return FIDELITY_EPOCHS[step - 1]
+
+
+def query_epochs(arch: Arch, epochs: int, *, dataset: str = "cifar10", table: NB201Table | None = None,
+                 seed: int | None = None) -> tuple[float, float, dict[str, Any]]:
+    """``(reward, seconds, metrics)`` of training ``arch`` on ``dataset`` for ``epochs`` (12 or 200).
+
+    The metrics hold ``val_acc`` (the reward, named as the trainer names it), ``valid_acc_200`` (%, the
+    mean over seeds, what a search is judged by) and the cell's parameters and inference latency (ms).
+    The reward is the validation accuracy as a fraction: at 12 epochs the table's mean over seeds; at
+    200 the mean over seeds, or one seed's (``seed`` modulo the seeds the cell has). The seconds are what
+    that schedule costs FROM SCRATCH: the 12-epoch schedule 0.06 of the 200-epoch time, the 200-epoch
+    schedule its FULL time, since a 12-epoch run does not continue into the 200-epoch one (its learning
+    rate schedule is a different one). A cell promoted from 12 to 200 epochs costs 1.06 x the 200-epoch
+    time in all.
+
+    >>> from nas.search_spaces.nb201 import from_op_code
+    >>> cell = from_op_code("334131")
+    >>> [(round(r, 4), round(s, 2)) for r, s, _ in (query_epochs(cell, e) for e in FIDELITY_EPOCHS)]
+    [(0.8283, 130.18), (0.9077, 2169.64)]
+    >>> round(query_epochs(cell, 200, seed=2)[0], 4)
+    0.9088
+    >>> metrics = query_epochs(cell, 12)[2]
+    >>> metrics["params"], round(metrics["latency_ms"], 3)
+    (802426, 16.853)
+    >>> query_epochs(cell, 27)
+    Traceback (most recent call last):
+    ...
+    ValueError: NAS-Bench-201 answers at 12 or 200 epochs, got 27
+    """
+    if epochs not in FIDELITY_EPOCHS:
+        raise ValueError(f"NAS-Bench-201 answers at 12 or 200 epochs, got {epochs!r}")
+    table = table or load_table()
+    dataset = check_dataset(dataset)
+    i = table.row(arch)
+    full = float(table.time200[dataset][i])
+    if epochs == 12:
+        accuracy, seconds = float(table.valid12[dataset][i]), full * EPOCHS_FRACTION_12
+    else:
+        seeds = table.seeds200[dataset][i]
+        accuracy = float(table.valid200[dataset][i]) if seed is None else seeds[seed % len(seeds)]
+        seconds = full
+    params, latency = load_cell_costs()[dataset]
+    metrics: dict[str, Any] = {"index": i, "epochs": epochs, "val_acc": accuracy / 100.0,
+                               "valid_acc_200": float(table.valid200[dataset][i]), "train_seconds": seconds,
+                               "params": int(params[i]), "latency_ms": float(latency[i])}
+    return accuracy / 100.0, seconds, metrics
+
+
+__all__ = ["DATASETS", "FIDELITY_EPOCHS", "NB201Benchmark", "NB201Table", "arch_code", "load_cell_costs",
+           "load_table", "query_epochs", "simulate", "step_epochs"]
