@@ -43,6 +43,7 @@ class DeviceFeed:
     def __init__(self, x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray,
                  device: torch.device, memory_format: torch.memory_format = torch.contiguous_format) -> None:
         self.device, self.memory_format = device, memory_format
+        self.channels_last = memory_format == torch.channels_last
         self.images = x_train.dtype == np.uint8
         self.normalize = Normalize(*channel_stats(x_train), device) if self.images else None
         self.n_train, self.n_val = len(x_train), len(x_val)
@@ -63,7 +64,9 @@ class DeviceFeed:
         x = self.normalize(x) if self.normalize is not None else x
         if augment is not None and augment.cutout:
             x = augment.float_ops(x)
-        return x.contiguous(memory_format=self.memory_format) if x.dim() == 4 else x
+        # channels-last where the trainer asked for it (CUDA); elsewhere the layout the ops left (the crop's
+        # gather yields channels-last strides, which CPU convolutions also run faster on)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
 
     def train_batches(self, batch_size: int, augment: Augment | None = None) -> Iterator[Batch]:
         order, spans = train_order(self.n_train, batch_size, self.device)
