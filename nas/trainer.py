@@ -199,6 +199,12 @@ class TorchTrainer:
         with self._torch_flags():
             self._warm_up()
 
+    # the device-resident tensors (a streaming feed has none: the data stays in host memory)
+    x_train = property(lambda self: self.feed.x_train)
+    y_train = property(lambda self: self.feed.y_train)
+    x_val = property(lambda self: self.feed.x_val)
+    y_val = property(lambda self: self.feed.y_val)
+
     @contextlib.contextmanager
     def _torch_flags(self) -> Iterator[None]:
         """Thread count (CPU) and cuDNN autotuning + TF32 matmuls (CUDA) for the duration of a trial."""

@@ -79,8 +79,10 @@ def handler(args: argparse.Namespace) -> int:
     if args.dataset == "synthetic":
         from nas.data import Dataset
 
-        data = Dataset.from_arrays(*synthetic_images(args.samples, seed=args.seed), seed=args.seed,
-                                   name="synthetic 32x32 images")
+        if not args.noise >= 0:
+            raise ValueError(f"--noise must be >= 0, got {args.noise}")
+        data = Dataset.from_arrays(*synthetic_images(args.samples, seed=args.seed, noise=args.noise), seed=args.seed,
+                                   name=f"synthetic 32x32 images (noise {args.noise:g})")
     elif args.dataset.startswith(("cifar10:", "cifar100:")):
         data = load_dataset(args.dataset, seed=args.seed)
     else:
@@ -128,6 +130,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default="synthetic", help="synthetic (default: generated 32x32 images), "
                    "cifar10:DIR or cifar100:DIR")
     p.add_argument("--samples", type=int, default=3000, help="images in the synthetic task (default 3000)")
+    p.add_argument("--noise", type=float, default=70.0, help="pixel noise of the synthetic task (default 70; "
+                   "higher is harder)")
     p.add_argument("--recipe", default="nb201", help="training recipe (default nb201; see `nas recipes`)")
     p.add_argument("--batch-size", type=int, help="override the recipe's batch size")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
