@@ -66,6 +66,8 @@ class SearchConfig:
     device: str = "auto"
     amp: bool = True
     dashboard: bool = False
+    recipe: str | None = None  # a named set of training settings (nas.train.recipes); given options win
+    train_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # any other TrainSettings field
 
     def __post_init__(self) -> None:
         for name in ("budget", "workers", "epochs", "batch_size"):
@@ -89,10 +91,22 @@ class SearchConfig:
         unknown = sorted(set(values) - names)
         if unknown:
             raise ValueError(f"unknown config keys {unknown}; known: {sorted(names)}")
-        return cls(**dict(values))
+        values = dict(values)
+        if values.get("recipe"):  # the recipe fills what was not given
+            from nas.train.recipes import recipe_settings
+
+            recipe = recipe_settings(values["recipe"])
+            values = {**{k: v for k, v in recipe.items() if k in names}, **values,
+                      "train_options": {**{k: v for k, v in recipe.items() if k not in names},
+                                        **values.get("train_options", {})}}
+        return cls(**values)
 
     def settings(self) -> TrainSettings:
-        return TrainSettings(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size,
+        own = {"epochs", "lr", "batch_size", "optimizer", "seed", "device", "amp"}
+        known = {f.name for f in dataclasses.fields(TrainSettings)} - own
+        if not isinstance(self.train_options, Mapping) or set(self.train_options) - known:
+            raise ValueError(f"train_options {dict(self.train_options)!r} may only name {sorted(known)}")
+        return TrainSettings(**self.train_options, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size,
                              optimizer=self.optimizer, seed=self.seed, device=self.device, amp=self.amp)
 
 
@@ -214,6 +228,7 @@ def search(
         strategy, space_obj, seed=seed, options=strategy_options)
     dataset = data if isinstance(data, Dataset) else load_dataset(data, seed=seed)
     settings = settings or TrainSettings(seed=seed)
+    settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
     run = RunDir(run_dir or default_run_dir(space_spec(space_obj), strat.name))
     config = {
         "space": space_spec(space_obj), "strategy": strat.name, "strategy_options": dict(strategy_options or {}),

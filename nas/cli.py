@@ -22,7 +22,7 @@ from typing import Any
 from nas import registry
 
 #: Modules that add subcommands: each has ``register(subparsers)``; their handlers are ``args.handler``.
-COMMAND_MODULES: list[str] = ["nas.bench.cli", "nas.monitor_cli"]
+COMMAND_MODULES: list[str] = ["nas.bench.cli", "nas.monitor_cli", "nas.train.cli"]
 
 
 class UsageError(ValueError):
@@ -78,11 +78,13 @@ SEARCH_FLAGS: list[tuple[str, type | Callable[[str], Any], str]] = [
     ("strategy", str, "registered strategy name (see `nas strategies`)"),
     ("budget", int, "number of trials to finish"),
     ("workers", int, "trainer actors (trials in parallel)"),
-    ("dataset", str, "digits, synthetic, or a .npz file with arrays x, y"),
+    ("dataset", str, "digits, synthetic, a .npz file with arrays x, y, or images from disk: cifar10:DIR, "
+     "cifar100:DIR, imagefolder:DIR (options: DIR?val=0.1&size=32)"),
     ("epochs", int, "training epochs per trial"),
     ("lr", float, "learning rate"),
     ("batch_size", int, "minibatch size"),
     ("optimizer", str, "adam, adamw or sgd"),
+    ("recipe", str, "training recipe (see `nas recipes`), e.g. nb201; options given explicitly win over it"),
     ("seed", int, "seed of the strategy, the data split and the training"),
     ("run_dir", str, "where the journal, config and best weights go (default runs/<time>-<space>-<strategy>)"),
     ("executor", str, "ray (default) or inprocess"),
@@ -252,6 +254,12 @@ def cmd_best(args: argparse.Namespace) -> int:
             raise UsageError(f"run {args.run_dir!r} saved no weights (best.pt is missing)")
         shutil.copyfile(weights, args.export_weights)
         print(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
+    if args.evaluate_test:
+        from nas.train.evaluate import evaluate_test
+
+        t = evaluate_test(args.run_dir)
+        print(f"test accuracy {t['test_acc']:.4f} (loss {t['test_loss']:.4f}) on {t['test_images']:,} test images, "
+              f"for this architecture only: the search never saw the test set")
     return 0
 
 
@@ -284,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--export-json", metavar="FILE", help="write the architecture and hparams as JSON")
     p.add_argument("--export-weights", metavar="FILE", help="copy its trained weights (torch file)")
+    p.add_argument("--evaluate-test", action="store_true", help="its accuracy on the dataset's test split")
     p.set_defaults(handler=cmd_best)
     sub.add_parser("spaces", help="list the built-in search spaces").set_defaults(handler=cmd_spaces)
     sub.add_parser("strategies", help="list the search strategies").set_defaults(handler=cmd_strategies)

@@ -2,7 +2,10 @@
 
 Built in, with no download: ``digits`` (scikit-learn's 8x8 handwritten digits, 1,797 images, 10 classes)
 and ``synthetic`` (a generated Gaussian-blob classification task). Your own data: ``Dataset.from_arrays``
-in Python, or a ``.npz`` file with arrays ``x`` and ``y`` (and optionally ``x_val``/``y_val``) on the CLI.
+in Python, or a ``.npz`` file with arrays ``x`` and ``y`` (and optionally ``x_val``/``y_val``,
+``x_test``/``y_test``) on the CLI; images from disk: ``cifar10:DIR``, ``cifar100:DIR``, ``imagefolder:DIR``
+(see :mod:`nas.train.datasets`). Inputs are float32, or uint8 images ``(n, C, H, W)`` that the trainer keeps
+as uint8 on the device and normalises on the fly.
 
 >>> ds = load_dataset("digits")
 >>> ds.task, len(ds.x_train) + len(ds.x_val)
@@ -18,21 +21,31 @@ import numpy as np
 
 from nas.space import Task
 
-BUILTIN = ("digits", "synthetic")
+BUILTIN = ("digits", "synthetic", "cifar10:DIR", "cifar100:DIR", "imagefolder:DIR")
 
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-    """Float32 inputs ``(n, *input_shape)`` and int64 labels ``(n,)`` for training and validation."""
+    """Float32 (or uint8 image) inputs ``(n, *input_shape)`` and int64 labels ``(n,)`` for training and
+    validation; optionally a test split, never used by a search (``nas best --evaluate-test`` reads it)."""
 
     name: str
     x_train: np.ndarray
     y_train: np.ndarray
     x_val: np.ndarray
     y_val: np.ndarray
+    x_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for split, x, y in (("train", self.x_train, self.y_train), ("val", self.x_val, self.y_val)):
+        splits = [("train", self.x_train, self.y_train), ("val", self.x_val, self.y_val)]
+        if (self.x_test is None) != (self.y_test is None):
+            raise ValueError("x_test and y_test must be given together")
+        if self.x_test is not None and self.y_test is not None:
+            splits.append(("test", self.x_test, self.y_test))
+        for split, x, y in splits:
+            if x.dtype != self.x_train.dtype:
+                raise ValueError(f"x_{split} is {x.dtype} but x_train is {self.x_train.dtype}; use one dtype")
             if x.ndim < 2:
                 raise ValueError(f"x_{split} must have shape (samples, *input_shape), got {x.shape}")
             if y.ndim != 1 or len(y) != len(x):
@@ -41,10 +54,10 @@ class Dataset:
                 )
             if len(x) == 0:
                 raise ValueError(f"the {split} split of dataset {self.name!r} is empty")
-        if self.x_train.shape[1:] != self.x_val.shape[1:]:
-            raise ValueError(
-                f"train inputs {self.x_train.shape[1:]} and validation inputs {self.x_val.shape[1:]} differ"
-            )
+        for split, x, _ in splits[1:]:
+            if self.x_train.shape[1:] != x.shape[1:]:
+                which = "validation" if split == "val" else split
+                raise ValueError(f"train inputs {self.x_train.shape[1:]} and {which} inputs {x.shape[1:]} differ")
         if self.y_train.min() < 0:
             raise ValueError(f"labels must be class indices >= 0, got {self.y_train.min()}")
 
@@ -61,12 +74,18 @@ class Dataset:
         *,
         x_val: np.ndarray | None = None,
         y_val: np.ndarray | None = None,
+        x_test: np.ndarray | None = None,
+        y_test: np.ndarray | None = None,
         val_fraction: float = 0.25,
         seed: int = 0,
         name: str = "arrays",
     ) -> Dataset:
-        """A dataset from arrays; without ``x_val``/``y_val`` a seeded ``val_fraction`` is held out."""
-        x = np.ascontiguousarray(x, dtype=np.float32)
+        """A dataset from arrays; without ``x_val``/``y_val`` a seeded ``val_fraction`` is held out.
+        uint8 arrays stay uint8 (images; channels-last ``(n, H, W, 1|3)`` is turned into ``(n, C, H, W)``),
+        anything else becomes float32."""
+        x = _inputs(x)
+        test = {} if x_test is None or y_test is None else {
+            "x_test": _inputs(x_test), "y_test": np.asarray(y_test).astype(np.int64)}
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(x):
             raise ValueError(f"y must have shape ({len(x)},) to match x {x.shape}, got {y.shape}")
@@ -77,13 +96,27 @@ class Dataset:
             order = np.random.default_rng(seed).permutation(len(x))
             n_val = max(1, int(round(len(x) * val_fraction)))
             val, train = order[:n_val], order[n_val:]
-            return cls(name, x[train], y[train], x[val], y[val])
-        xv = np.ascontiguousarray(x_val, dtype=np.float32)
-        return cls(name, x, y, xv, np.asarray(y_val).astype(np.int64))
+            return cls(name, x[train], y[train], x[val], y[val], **test)
+        return cls(name, x, y, _inputs(x_val), np.asarray(y_val).astype(np.int64), **test)
+
+
+def _inputs(x: np.ndarray) -> np.ndarray:
+    """uint8 images as (n, C, H, W) uint8; everything else float32."""
+    x = np.asarray(x)
+    if x.dtype != np.uint8:
+        return np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
+        x = x.transpose(0, 3, 1, 2)  # (n, H, W, C) as images are usually stored
+    return np.ascontiguousarray(x)
 
 
 def load_dataset(name: str, *, seed: int = 0) -> Dataset:
-    """A built-in dataset by name, or a ``.npz`` file by path."""
+    """A built-in dataset by name, a ``.npz`` file by path, or images from disk (``cifar10:DIR``,
+    ``cifar100:DIR``, ``imagefolder:DIR``, options after ``?``: see :mod:`nas.train.datasets`)."""
+    if name.partition(":")[0] in ("cifar10", "cifar100", "imagefolder"):
+        from nas.train.datasets import load_image_dataset
+
+        return load_image_dataset(name, seed=seed)
     if name == "digits":
         from sklearn.datasets import load_digits
 
@@ -103,6 +136,6 @@ def load_dataset(name: str, *, seed: int = 0) -> Dataset:
         with np.load(path) as f:
             if "x" not in f or "y" not in f:
                 raise ValueError(f"dataset file {name!r} needs arrays 'x' and 'y', has {sorted(f.files)}")
-            extra = {k: f[k] for k in ("x_val", "y_val") if k in f}
+            extra = {k: f[k] for k in ("x_val", "y_val", "x_test", "y_test") if k in f}
             return Dataset.from_arrays(f["x"], f["y"], seed=seed, name=path.stem, **extra)
     raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILTIN)}, or a path to a .npz file")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import logging
 import math
 import os
 import socket
@@ -26,15 +27,28 @@ import torch
 
 from nas.data import Dataset
 from nas.space import SearchSpace
+from nas.train.feed import DeviceFeed, StreamFeed, data_bytes, device_budget
+from nas.train.hparams import OPTIMIZERS as OPTIMIZERS  # re-exported: where callers look for it
+from nas.train.hparams import (
+    TRIAL_HPARAMS,
+    augmentation,
+    check_augmentation,
+    check_hparams,
+    make_optimizer,
+    make_schedule,
+)
 from nas.types import Arch, Result, Trial, TrialState, finite_score
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
+log = logging.getLogger(__name__)
+
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainSettings:
-    """Defaults for every trial; a trial's ``hparams`` override ``lr``, ``batch_size``,
-    ``weight_decay``, ``momentum`` and ``optimizer`` by name."""
+    """Defaults for every trial; a trial's ``hparams`` override any of
+    :data:`nas.train.hparams.TRIAL_HPARAMS` by name (the optimizer and its options, the learning-rate
+    schedule, label smoothing, gradient clipping, augmentation). A recipe (:mod:`nas.train.recipes`) is a
+    named set of these values."""
 
     epochs: int = 5
     lr: float = 1e-2
@@ -42,6 +56,19 @@ class TrainSettings:
     weight_decay: float = 0.0
     momentum: float = 0.9
     optimizer: str = "adam"
+    nesterov: bool = False  # Nesterov momentum (SGD only)
+    schedule: str = "constant"  # constant, cosine (to min_lr over the epochs) or step (x gamma every step_epochs)
+    warmup_epochs: float = 0.0  # linear warm-up of the learning rate (any schedule)
+    min_lr: float = 0.0  # where cosine ends
+    step_epochs: int = 30
+    gamma: float = 0.1
+    label_smoothing: float = 0.0
+    grad_clip: float | None = None  # max global gradient norm; None: no clipping
+    crop_padding: int = 0  # augmentation (image inputs only): random crop after this much zero padding
+    flip: bool = False  # random horizontal flip
+    cutout: int = 0  # side of the cutout square; 0: off
+    data_budget_mb: float | None = None  # device memory the dataset may take; None: half the free GPU memory
+    loader_workers: int = 2  # DataLoader worker processes when the dataset streams from host memory
     device: str = "auto"  # "auto" (CUDA when the worker has a GPU), "cpu" or "cuda"
     amp: bool = True  # bf16 autocast on devices that support it
     channels_last: bool = True  # for 4-d inputs on CUDA
@@ -54,25 +81,33 @@ class TrainSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
-            raise ValueError(f"lr must be a number > 0, got {self.lr!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        check_hparams(self.defaults())
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be one of auto, cpu, cuda; got {self.device!r}")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
             raise ValueError(f"threads must be None (the worker's CPU share) or an integer >= 1, got {self.threads!r}")
+        if self.data_budget_mb is not None and not (isinstance(self.data_budget_mb, (int, float))
+                                                    and self.data_budget_mb >= 0):
+            raise ValueError(f"data_budget_mb must be None (automatic) or a number >= 0, got {self.data_budget_mb!r}")
+        if isinstance(self.loader_workers, bool) or not isinstance(self.loader_workers, int) or self.loader_workers < 0:
+            raise ValueError(f"loader_workers must be an integer >= 0, got {self.loader_workers!r}")
+
+    def defaults(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in TRIAL_HPARAMS}
 
     def for_trial(self, trial: Trial) -> dict[str, Any]:
         """The hyperparameters a trial trains with: these defaults, overridden by ``trial.hparams``."""
-        known = {"lr", "batch_size", "weight_decay", "momentum", "optimizer"}
-        unknown = set(trial.hparams) - known
+        unknown = set(trial.hparams) - set(TRIAL_HPARAMS)
         if unknown:
-            raise ValueError(f"unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
-        hp = {k: getattr(self, k) for k in known} | dict(trial.hparams)
+            raise ValueError(f"unknown hyperparameters {sorted(unknown)}; known: {sorted(TRIAL_HPARAMS)}")
+        hp = self.defaults() | dict(trial.hparams)
         hp["batch_size"] = max(1, int(hp["batch_size"]))
-        return hp
+        return check_hparams(hp)
+
+    def check_data(self, data: Dataset) -> None:
+        """Settings that cannot apply to ``data`` (augmentation on non-image inputs): a ValueError."""
+        check_augmentation(self.defaults(), data.task.input_shape)
 
 
 class Trainer(Protocol):
@@ -105,16 +140,19 @@ def run_safely(
 
 
 class TorchTrainer:
-    """Real training: ``space.build(arch)``, the trial's optimizer and hparams, ``epochs`` epochs of
-    minibatch SGD on the training split, accuracy on the validation split after every epoch.
-    The score is the last epoch's validation accuracy.
+    """Real training: ``space.build(arch)``, the trial's optimizer, learning-rate schedule, label smoothing,
+    gradient clipping and augmentation, ``epochs`` epochs of minibatch SGD on the training split, accuracy on
+    the validation split after every epoch. The score is the last epoch's validation accuracy.
 
-    Speed: the dataset is copied to the device once, when the trainer starts; minibatches are index
-    gathers on the device (no DataLoader, no per-batch host copy); the loss is summed on the device and
-    read once per epoch (one host sync per epoch, not per step); optimizers use their fused kernels.
-    On CUDA: bf16 autocast where the GPU supports it (``amp``), TF32 matmuls, cuDNN autotuning and
-    channels-last convolutions. On CPU: ``threads`` torch threads while a trial runs (a Ray actor already
-    runs at its CPU share). Process-wide torch flags are set for a trial and restored after it.
+    Speed: the dataset is copied to the device once, when the trainer starts (uint8 images stay uint8 there,
+    normalised per channel on the fly with the training split's mean and std); minibatches are index
+    gathers on the device, augmented there in batched torch ops (no DataLoader, no per-batch host copy).
+    Where the dataset exceeds ``data_budget_mb`` (default: half the GPU's free memory), it stays in host
+    memory and a DataLoader with ``loader_workers`` processes streams it instead: the trainer logs so and
+    each result's ``data_path`` metric says ``streaming`` (else ``device``). The loss is summed on the
+    device and read once per epoch; optimizers use their fused kernels. On CUDA: bf16 autocast where the GPU
+    supports it (``amp``), TF32 matmuls, cuDNN autotuning and channels-last convolutions. On CPU:
+    ``threads`` torch threads while a trial runs. Process-wide torch flags are set for a trial and restored.
 
     >>> from nas.data import load_dataset
     >>> from nas.search_spaces.macro import MacroSpace
@@ -122,8 +160,8 @@ class TorchTrainer:
     ...         "kernel_2": 3, "activation": "relu", "norm": "batch", "dropout": 0.0}
     >>> trainer = TorchTrainer(load_dataset("digits"), TrainSettings(epochs=1, device="cpu", threads=1))
     >>> result, checkpoint = trainer.run(Trial(0, arch), MacroSpace(), None)
-    >>> result.ok, result.metrics["device"], len(result.history)
-    (True, 'cpu', 1)
+    >>> result.ok, result.metrics["device"], result.metrics["data_path"], len(result.history)
+    (True, 'cpu', 'device', 1)
     """
 
     eval_batch_size = 2048
@@ -131,29 +169,41 @@ class TorchTrainer:
     def __init__(self, data: Dataset, settings: TrainSettings, *, worker: str | None = None) -> None:
         self.settings = settings
         self.task = data.task
+        settings.check_data(data)
         want_cuda = settings.device == "cuda" or (settings.device == "auto" and torch.cuda.is_available())
         if want_cuda and not torch.cuda.is_available():
             raise RuntimeError("device='cuda' was asked for, but this worker sees no CUDA device")
         self.device = torch.device("cuda" if want_cuda else "cpu")
         cuda = self.device.type == "cuda"
-        x_train = torch.from_numpy(np.asarray(data.x_train))
+        x_train = np.asarray(data.x_train)
         self.memory_format = (
-            torch.channels_last if settings.channels_last and cuda and x_train.dim() == 4 else torch.contiguous_format
+            torch.channels_last if settings.channels_last and cuda and x_train.ndim == 4 else torch.contiguous_format
         )
-        # The whole dataset lives on the device once: no per-batch host copies. Stored channels-last
-        # where that applies, so that every gathered minibatch already is.
-        self.x_train = x_train.to(self.device).contiguous(memory_format=self.memory_format)
-        self.y_train = torch.from_numpy(np.asarray(data.y_train)).to(self.device)
-        self.x_val = torch.from_numpy(np.asarray(data.x_val)).to(self.device).contiguous(
-            memory_format=self.memory_format)
-        self.y_val = torch.from_numpy(np.asarray(data.y_val)).to(self.device)
-        self._probe = x_train[:2].clone()  # on the host: materialises lazy modules without a device sync
+        arrays = (x_train, np.asarray(data.y_train), np.asarray(data.x_val), np.asarray(data.y_val))
+        size, budget = data_bytes(*arrays), device_budget(self.device, settings.data_budget_mb)
+        self.feed: DeviceFeed
+        if size <= budget:
+            # The whole dataset lives on the device once, stored channels-last where that applies, so that
+            # every gathered minibatch already is.
+            self.feed = DeviceFeed(*arrays, self.device, self.memory_format)
+        else:
+            self.feed = StreamFeed(*arrays, self.device, self.memory_format, workers=settings.loader_workers)
+            log.warning("dataset %s (%.0f MiB) exceeds the device data budget (%.0f MiB): streaming it from host "
+                        "memory with %d DataLoader workers", data.name, size / 2**20, budget / 2**20,
+                        settings.loader_workers)
+        self._probe = self.feed.prepare(torch.from_numpy(x_train[:2].copy()).to(self.device)).cpu()
         self.worker, self.node = worker_identity()
         if worker:
             self.worker = worker
         self.autocast = settings.amp and cuda and torch.cuda.is_bf16_supported()
         with self._torch_flags():
             self._warm_up()
+
+    # the device-resident tensors (a streaming feed has none: the data stays in host memory)
+    x_train = property(lambda self: self.feed.x_train)
+    y_train = property(lambda self: self.feed.y_train)
+    x_val = property(lambda self: self.feed.x_val)
+    y_val = property(lambda self: self.feed.y_val)
 
     @contextlib.contextmanager
     def _torch_flags(self) -> Iterator[None]:
@@ -197,35 +247,30 @@ class TorchTrainer:
 
         return run_safely(trial, body, self.worker, self.node)
 
-    @staticmethod
-    def _optimizer(model: torch.nn.Module, hp: Mapping[str, Any]) -> torch.optim.Optimizer:
-        """The trial's optimizer with its fused kernel (CPU and CUDA; one kernel for all parameters
-        instead of a loop over them: on CPU, 10x faster steps for a small network)."""
-        params = [p for p in model.parameters() if p.requires_grad]
-        fused = bool(params) and all(p.is_floating_point() for p in params)
-        if hp["optimizer"] == "sgd":
-            return torch.optim.SGD(params, lr=hp["lr"], momentum=hp["momentum"],
-                                   weight_decay=hp["weight_decay"], fused=fused or None)
-        cls = torch.optim.AdamW if hp["optimizer"] == "adamw" else torch.optim.Adam
-        return cls(params, lr=hp["lr"], weight_decay=hp["weight_decay"], fused=fused or None)
+    _optimizer = staticmethod(make_optimizer)
 
-    def _train(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes]:
-        s = self.settings
-        hp = s.for_trial(trial)
-        torch.manual_seed(s.seed * 1_000_003 + trial.trial_id)
-        model = space.check_build(trial.arch, self.task)
+    def build(self, arch: Arch, space: SearchSpace) -> tuple[torch.nn.Module, int]:
+        """The candidate on the device (lazy modules materialised) and its parameter count."""
+        model = space.check_build(arch, self.task)
         if any(torch.nn.parameter.is_lazy(p) for p in model.parameters()):
             with torch.no_grad():  # materialise lazy modules before counting or moving parameters
                 model.eval()
                 model(self._probe)
         n_params = sum(p.numel() for p in model.parameters())
-        if n_params > s.max_params:
-            raise MemoryError(f"model has {n_params:,} parameters, over max_params={s.max_params:,}")
-        model = model.to(self.device, memory_format=self.memory_format)  # type: ignore[call-overload]
-        opt = self._optimizer(model, hp)
+        if n_params > self.settings.max_params:
+            raise MemoryError(f"model has {n_params:,} parameters, over max_params={self.settings.max_params:,}")
+        return model.to(self.device, memory_format=self.memory_format), n_params  # type: ignore[call-overload]
+
+    def _train(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes]:
+        s = self.settings
+        hp = s.for_trial(trial)
+        check_augmentation(hp, self.task.input_shape)
+        torch.manual_seed(s.seed * 1_000_003 + trial.trial_id)
+        model, n_params = self.build(trial.arch, space)
+        opt = make_optimizer(model, hp)
         start_epoch = 0
         if checkpoint is not None:
-            state = torch.load(io.BytesIO(checkpoint), map_location=self.device, weights_only=False)
+            state = torch.load(io.BytesIO(checkpoint), map_location=self.device, weights_only=True)
             model.load_state_dict(state["model"])
             if state.get("optimizer_name") == hp["optimizer"]:
                 opt.load_state_dict(state["optimizer"])
@@ -235,39 +280,53 @@ class TorchTrainer:
             start_epoch = int(state["epoch"])
         epochs = trial.epochs or s.epochs
         history = []
-        loss_fn = torch.nn.CrossEntropyLoss()
-        n = len(self.x_train)
-        bs = min(hp["batch_size"], n)
-        end = n - 1 if n > 1 and n % bs == 1 else n  # a last batch of one sample cannot train BatchNorm
+        loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=hp["label_smoothing"])
+        augment = augmentation(hp)
+        per_epoch = self.feed.train_samples(hp["batch_size"])
+        steps = -(-per_epoch // min(hp["batch_size"], self.feed.n_train))
+        # the schedule spans the run's epochs (or the trial's end, if later); a resumed trial continues it
+        schedule = make_schedule(hp, steps, max(s.epochs, start_epoch + epochs))
+        step = start_epoch * steps
+        params = [p for p in model.parameters() if p.requires_grad]
         t0 = time.perf_counter()
         for epoch in range(start_epoch, start_epoch + epochs):
             model.train()
-            order = torch.randperm(n, device=self.device)
             total = torch.zeros((), device=self.device)  # summed on the device: no sync per step
-            for i in range(0, end, bs):
-                idx = order[i : min(i + bs, end)]
+            for x, y in self.feed.train_batches(hp["batch_size"], augment):
+                lr = schedule.lr(step)
+                for group in opt.param_groups:
+                    group["lr"] = lr
                 with self._autocast():
-                    loss = loss_fn(model(self.x_train[idx]), self.y_train[idx])
+                    loss = loss_fn(model(x), y)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
+                if hp["grad_clip"] is not None:
+                    torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"], foreach=True)
                 opt.step()
-                total.add_(loss.detach().float(), alpha=len(idx))
-            train_loss = float(total) / end
+                total.add_(loss.detach().float(), alpha=len(y))
+                step += 1
+            train_loss = float(total) / per_epoch
             if not math.isfinite(train_loss):
                 raise FloatingPointError(f"training loss became {train_loss} in epoch {epoch + 1}")
             val_loss, val_acc = self.evaluate(model)
             history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
-                            "val_acc": val_acc})
+                            "val_acc": val_acc, "lr": lr})
         train_seconds = time.perf_counter() - t0
         score = finite_score(history[-1]["val_acc"]) if history else None
         if score is None:
             raise FloatingPointError("validation accuracy is not finite")
         metrics = {**history[-1], "params": n_params, "train_seconds": train_seconds,
-                   "samples_per_second": end * epochs / max(train_seconds, 1e-9),
-                   "device": self.device.type, "threads": torch.get_num_threads(), "hparams": hp}
+                   "samples_per_second": per_epoch * epochs / max(train_seconds, 1e-9),
+                   "device": self.device.type, "threads": torch.get_num_threads(), "hparams": hp,
+                   "data_path": "streaming" if self.feed.streaming else "device"}
         result = Result(trial.trial_id, TrialState.COMPLETE, score=score, metrics=metrics,
                         history=history, epoch=start_epoch + epochs)
-        return result, self.checkpoint(model, opt, hp, start_epoch + epochs, trial.arch)
+        return result, self.checkpoint(model, opt, hp, start_epoch + epochs, trial.arch, self.normalization())
+
+    def normalization(self) -> dict[str, list[float]] | None:
+        """The per-channel mean and std (pixel units) the inputs are normalised with; None for float data."""
+        norm = self.feed.normalize
+        return None if norm is None else {"mean": norm.mean, "std": norm.std}
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> tuple[float, float]:
@@ -275,23 +334,24 @@ class TorchTrainer:
         model.eval()
         loss_sum = torch.zeros((), device=self.device)
         correct = torch.zeros((), dtype=torch.int64, device=self.device)
-        for i in range(0, len(self.x_val), self.eval_batch_size):
-            x = self.x_val[i : i + self.eval_batch_size]
-            y = self.y_val[i : i + self.eval_batch_size]
+        for x, y in self.feed.val_batches(self.eval_batch_size):
             with self._autocast():
                 logits = model(x)
             loss_sum += torch.nn.functional.cross_entropy(logits.float(), y, reduction="sum")
             correct += (logits.argmax(1) == y).sum()
         loss, right = torch.stack([loss_sum, correct.double()]).tolist()  # one device sync
-        return loss / len(self.x_val), int(right) / len(self.x_val)
+        return loss / self.feed.n_val, int(right) / self.feed.n_val
 
     @staticmethod
     def checkpoint(model: torch.nn.Module, opt: torch.optim.Optimizer, hp: Mapping[str, Any], epoch: int,
-                   arch: Arch) -> bytes:
+                   arch: Arch, normalization: Mapping[str, list[float]] | None = None) -> bytes:
+        """Plain tensors, dicts, lists, numbers and strings only: ``torch.load(weights_only=True)`` reads it."""
         buf = io.BytesIO()
         state = {"model": {k: v.cpu() for k, v in model.state_dict().items()},
                  "optimizer": opt.state_dict(), "optimizer_name": hp["optimizer"], "epoch": epoch,
                  "arch": dict(arch), "hparams": dict(hp)}
+        if normalization is not None:
+            state["normalization"] = dict(normalization)
         torch.save(state, buf)
         return buf.getvalue()
 

@@ -15,12 +15,19 @@ Samples/s = training samples seen (training split x epochs) / wall time of the w
 model, training, validating every epoch and (ours) writing the checkpoint; on CPU the ratio is also given
 by CPU time, which other processes on a shared machine disturb less. Speed is printed, never asserted.
 Models: by default a mid-size NAS-Bench-201 cell (Dong & Yang 2020) and a two-block CNN of the macro space.
-``--dataset synthetic-32`` (3x32x32 images, ``--samples`` of them) gives the GPU real work.
+``--dataset synthetic-32`` (3x32x32 float images, ``--samples`` of them) gives the GPU real work;
+``--dataset images-32`` is the same size as uint8 images (:mod:`nas.train.synthetic`), kept as uint8 on the
+device and normalised per channel on the fly by both loops.
+
+``--augment`` adds the augmented path: random crop (4 pixels of padding), horizontal flip and 8x8 cutout on
+the device, in both loops; the bare loop calls the same batched ops (:mod:`nas.train.augment`, plain torch:
+torchvision does not load with our torch build), so the ratio measures the trainer around them.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -33,6 +40,7 @@ import torch
 from nas.bench import text_table
 from nas.data import Dataset, load_dataset
 from nas.space import SearchSpace
+from nas.train.augment import Augment, Normalize, channel_stats
 from nas.trainer import TorchTrainer, TrainSettings
 from nas.types import Arch, Trial
 
@@ -43,10 +51,16 @@ DEFAULT_ARCHS = {
              "norm=batch,dropout=0.0",
 }
 PACKS = (1, 2, 4, 8)
+AUGMENT = Augment(crop_padding=4, flip=True, cutout=8)
 
 
 def bench_dataset(name: str, *, samples: int = 10_000, seed: int = 0) -> Dataset:
-    """A dataset by name; ``synthetic-32`` is this bench's larger image task (3x32x32, 10 classes)."""
+    """A dataset by name; ``synthetic-32`` is this bench's larger image task (3x32x32, 10 classes);
+    ``images-32`` the uint8 image task of :mod:`nas.train.synthetic`."""
+    if name == "images-32":
+        from nas.train.synthetic import synthetic_images
+
+        return Dataset.from_arrays(*synthetic_images(samples, seed=seed), seed=seed, name="images-32")
     if name != "synthetic-32":
         return load_dataset(name, seed=seed)
     rng = np.random.default_rng(seed)
@@ -57,10 +71,21 @@ def bench_dataset(name: str, *, samples: int = 10_000, seed: int = 0) -> Dataset
 
 
 def bare_loop(space: SearchSpace, arch: Arch, data: dict[str, torch.Tensor], task: Any, *, epochs: int,
-              batch_size: int, lr: float, seed: int) -> tuple[float, float]:
-    """The plain loop a user would write; ``data`` is already on the device. Returns (seconds, val acc)."""
+              batch_size: int, lr: float, seed: int, augment: Augment | None = None) -> tuple[float, float]:
+    """The plain loop a user would write; ``data`` is already on the device (uint8 images normalised per
+    batch with the training split's statistics, ``augment`` applied to each batch). Returns (seconds, val acc)."""
     x, y, x_val, y_val = data["x_train"], data["y_train"], data["x_val"], data["y_val"]
     t0 = time.perf_counter()
+    norm = None
+    if x.dtype == torch.uint8:
+        norm = Normalize(*channel_stats(x.cpu().numpy()), x.device)
+
+    def prep(xb: torch.Tensor, train: bool) -> torch.Tensor:
+        if train and augment is not None:
+            xb = augment.uint8_ops(xb)
+        xb = norm(xb) if norm is not None else xb
+        return augment.float_ops(xb) if train and augment is not None else xb
+
     torch.manual_seed(seed)
     model = space.build(arch, task).to(x.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -70,22 +95,24 @@ def bare_loop(space: SearchSpace, arch: Arch, data: dict[str, torch.Tensor], tas
         perm = torch.randperm(n, device=x.device)
         for i in range(0, n, batch_size):
             idx = perm[i : i + batch_size]
-            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            loss = torch.nn.functional.cross_entropy(model(prep(x[idx], True)), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
         model.eval()
         with torch.no_grad():
-            correct = sum(int((model(x_val[i : i + 2048]).argmax(1) == y_val[i : i + 2048]).sum())
+            correct = sum(int((model(prep(x_val[i : i + 2048], False)).argmax(1) == y_val[i : i + 2048]).sum())
                           for i in range(0, len(x_val), 2048))
         acc = correct / len(x_val)
     return time.perf_counter() - t0, acc
 
 
 def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, epochs: int, batch_size: int,
-            lr: float, repeats: int, amp: bool, seed: int = 0) -> dict[str, Any]:
+            lr: float, repeats: int, amp: bool, seed: int = 0, augment: Augment | None = None) -> dict[str, Any]:
     """Bare loop and TorchTrainer, interleaved ``repeats`` times after one warm-up round of each."""
-    settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device=device, amp=amp, seed=seed)
+    aug = augment or Augment()
+    settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device=device, amp=amp, seed=seed,
+                             crop_padding=aug.crop_padding, flip=aug.flip, cutout=aug.cutout)
     trainer = TorchTrainer(dataset, settings)  # puts the data on the device, as the bare loop's copy below
     tensors = {k: torch.from_numpy(np.asarray(getattr(dataset, k))).to(device)
                for k in ("x_train", "y_train", "x_val", "y_val")}
@@ -95,7 +122,7 @@ def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, ep
     for r in range(repeats + 1):
         c0 = time.process_time()
         seconds, bare_acc = bare_loop(space, arch, tensors, dataset.task, epochs=epochs, batch_size=batch_size,
-                                      lr=lr, seed=seed)
+                                      lr=lr, seed=seed, augment=augment)
         c1 = time.process_time()
         t0 = time.perf_counter()
         result, _ = trainer.run(Trial(0, arch, epochs=epochs), space, None)
@@ -114,7 +141,8 @@ def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, ep
     return {"device": device, "space": space.registered_name or type(space).__name__, "params": params,
             "bare": bare, "ours": ours, "ratio": ours / bare, "bare_acc": bare_acc, "ours_acc": ours_acc,
             "bare_all": bare_rates, "ours_all": ours_rates, "amp": bool(trainer.autocast),
-            "cpu_time_ratio": statistics.median(bare_cpu) / max(statistics.median(ours_cpu), 1e-9)}
+            "cpu_time_ratio": statistics.median(bare_cpu) / max(statistics.median(ours_cpu), 1e-9),
+            "augment": dataclasses.asdict(aug) if aug.active else None}
 
 
 def packing(space: SearchSpace, arch: Arch, dataset: Dataset, *, epochs: int, batch_size: int, lr: float,
@@ -196,11 +224,16 @@ def handler(args: argparse.Namespace) -> int:
         raise ValueError("--device cuda was asked for, but torch sees no CUDA device")
     devices = {"auto": ["cpu"] + (["cuda"] if cuda else []), "cpu": ["cpu"], "cuda": ["cuda"]}[args.device]
     dataset = bench_dataset(args.dataset, samples=args.samples)
+    augment = AUGMENT if args.augment else None
+    if augment is not None and len(dataset.task.input_shape) != 3:
+        raise ValueError(f"--augment needs image inputs; {dataset.name} has shape {dataset.task.input_shape}")
     shape = "x".join(map(str, dataset.task.input_shape))
     gpu = f", GPU {torch.cuda.get_device_name()}" if cuda else ", no GPU"
     print(f"nas bench train: {dataset.name} ({len(dataset.x_train):,} train / {len(dataset.x_val):,} val, {shape}), "
           f"{args.epochs} epochs, batch {args.batch_size}, adam lr {args.lr:g}, median of {args.repeats}; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads{gpu}")
+          f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads{gpu}"
+          + (f"; augmented: crop pad {AUGMENT.crop_padding}, flip, cutout {AUGMENT.cutout} in both loops"
+             if augment else ""))
     out: dict[str, Any] = {"dataset": dataset.name, "epochs": args.epochs, "batch_size": args.batch_size,
                            "threads": torch.get_num_threads(), "compare": [], "packing": []}
     rows = [["device", "space", "params", "bare loop samples/s", "nas trainer samples/s", "ours/bare",
@@ -208,7 +241,7 @@ def handler(args: argparse.Namespace) -> int:
     for device in devices:
         for space, arch in cases:
             c = compare(space, arch, dataset, device, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                        repeats=args.repeats, amp=args.amp)
+                        repeats=args.repeats, amp=args.amp, augment=augment)
             out["compare"].append(c)
             rows.append([device + (" bf16" if c["amp"] else ""), c["space"], f"{c['params']:,}", f"{c['bare']:,.0f}",
                          f"{c['ours']:,.0f}", f"{c['ratio']:.3f}",
@@ -249,7 +282,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--space", action="append", help="nb201, macro or module:attr (repeatable; default: nb201 "
                    "and macro)")
     p.add_argument("--arch", help="the architecture, in the space's format (default: a fixed mid-size one)")
-    p.add_argument("--dataset", default="digits", help="digits (default), synthetic, synthetic-32 or a .npz file")
+    p.add_argument("--dataset", default="digits", help="digits (default), synthetic, synthetic-32, images-32 (uint8) "
+                   "or a .npz file")
+    p.add_argument("--augment", action="store_true", help="random crop, flip and cutout on the device in both loops")
     p.add_argument("--samples", type=int, default=10_000, help="images in synthetic-32 (default 10000)")
     p.add_argument("--epochs", type=int, default=3, help="epochs per trial (default 3)")
     p.add_argument("--batch-size", type=int, default=64, help="minibatch size (default 64)")
