@@ -154,19 +154,21 @@ def make_strategy(name: str, space: SearchSpace, *, seed: int | None = None,
     return cls(space, seed=seed, **options)
 
 
-def connect(address: str | None = None, *, num_cpus: int | None = None, dashboard: bool = False) -> None:
-    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start a local one; no-op if
-    Ray is already initialised in this process."""
+def connect(address: str | None = None, *, num_cpus: int | None = None, dashboard: bool = False,
+            run_name: str | None = None) -> str | None:
+    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start a new private one on loopback with
+    Ray's token auth (:mod:`nas.engine.cluster`); the Ray job is named ``run_name``. Returns the dashboard's URL
+    (None without one). A no-op returning None if Ray is already initialised in this process."""
     import ray
 
+    from nas.engine import cluster
+
     if ray.is_initialized():
-        return
+        return None
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=dashboard, logging_level=logging.WARNING,
-                 log_to_driver=False)
+        return cluster.join(address, run_name=run_name)
+    return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name)
 
 
 def default_run_dir(space: str, strategy: str) -> str:
@@ -232,7 +234,7 @@ def search(
     elif executor == "ray":
         from nas.ray_executor import RayExecutor
 
-        connect(address, num_cpus=None)
+        connect(address, num_cpus=None, run_name=run.path.name)
         ex = RayExecutor(space_obj, dataset, settings, workers=workers, trainer=trainer,
                          cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
                          max_retries=max_retries, namespace=f"nas-{run.path.name}")
