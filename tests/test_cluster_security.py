@@ -225,3 +225,31 @@ def test_readme_lists_every_listener():
     missing = [e.service for e in LOCAL_LISTENERS if e.service not in section or e.port not in section]
     assert not missing, f"README's 'Ray and auth' lacks {missing} (or its port text)"
     assert "RAY_AUTH_MODE=disabled" not in text.replace(section, "") and "disabled" in section
+
+
+def dashboard_jobs(url: str, token: str | None) -> tuple[int, list]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"{url}/api/jobs/", headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, []
+
+
+def test_dashboard_wants_the_token_and_names_the_job_after_the_run(search):
+    _, _, _, home, out = search
+    url = re.findall(r"Ray dashboard: (\S+)", out)[0]
+    status, _ = dashboard_jobs(url, None)
+    assert status in (401, 403)
+    status, jobs = dashboard_jobs(url, (home / ".ray" / "auth_token").read_text().strip())
+    # the search's driver job, named after its run directory (the control client above joined as a job too)
+    assert status == 200 and "run" in [job["metadata"].get("job_name") for job in jobs], jobs
+
+
+def test_token_file_is_readable_by_its_owner_only(search):
+    _, _, _, home, _ = search
+    assert (home / ".ray" / "auth_token").stat().st_mode & 0o777 == 0o600

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 #: Ray's switch for "multi-node clusters on this OS". Off, Ray keeps 127.0.0.1 as the node's address (as it does on
@@ -85,7 +86,17 @@ def start_local(*, num_cpus: int | None = None, dashboard: bool = False, run_nam
         ctx = ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard, dashboard_host=LOOPBACK,
                        _node_ip_address=LOOPBACK, job_config=job_config(run_name), logging_level=logging.WARNING,
                        log_to_driver=False)
+    restrict_token_file()
     return dashboard_url(ctx) if dashboard else None
+
+
+def restrict_token_file() -> None:
+    """Make the token file Ray generated (``~/.ray/auth_token``, written with the umask, often world-readable)
+    readable by its owner only: on a shared machine, whoever reads it can join the cluster."""
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    with contextlib.suppress(OSError):
+        if path.is_file() and path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
+            path.chmod(0o600)
 
 
 def join(address: str, *, run_name: str | None = None) -> str | None:
