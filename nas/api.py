@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib
 import inspect
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from nas import registry
+from nas.core.spec import resolve_space_spec
 from nas.data import Dataset, load_dataset
 from nas.executor import Executor, InProcessExecutor
 from nas.journal import Journal, RunDir, read_journal, results_frame
@@ -97,25 +97,12 @@ class SearchConfig:
 
 
 def resolve_space(spec: str | SearchSpace) -> SearchSpace:
-    """A space from a registered name (``nb201``) or an importable ``module:attr`` path, where attr is a
-    SearchSpace instance, subclass, or a function returning one."""
+    """A space from a registered name (``nb201``) or ``module:Class`` naming a SearchSpace subclass (or a
+    module-level instance); anything else, such as a function, is refused (see :mod:`nas.core.spec`)."""
     if isinstance(spec, SearchSpace):
         return spec
-    if ":" in spec:
-        module_name, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            raise ValueError(f"cannot import module {module_name!r} for space {spec!r}: {e}") from None
-        try:
-            obj = getattr(module, attr)
-        except AttributeError:
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
-        space = obj() if callable(obj) and not isinstance(obj, SearchSpace) else obj
-        if not isinstance(space, SearchSpace):
-            raise ValueError(f"{spec!r} is a {type(space).__name__}, not a nas.SearchSpace")
-        return space
-    return registry.spaces.get(spec)()
+    found = resolve_space_spec(spec, allow_import=True)
+    return found if isinstance(found, SearchSpace) else found()
 
 
 def space_spec(space: SearchSpace) -> str:
@@ -129,9 +116,10 @@ def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFr
     """A run directory's config (run.json) and its trials, one row each in finishing order; architectures
     in the space's one-line form where the space resolves here, else as canonical JSON."""
     cfg = RunDir(run_dir).config()
-    try:
-        fmt = resolve_space(cfg["space"]).format
-    except Exception:  # a custom space that does not import here
+    try:  # read-only: a registered space formats architectures; user code named by run.json is never imported
+        found = resolve_space_spec(cfg.get("space"), allow_import=False)
+        fmt = (found if isinstance(found, SearchSpace) else found()).format
+    except ValueError:
         fmt = None
     return cfg, results_frame(list(read_journal(run_dir)), fmt)
 

@@ -154,6 +154,7 @@ def resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from nas.api import connect, default_run_dir, search
+    from nas.core.spec import resolve_space_spec
     from nas.progress import ProgressBar
     from nas.resume import StopSignal, stop_on_sigint
 
@@ -163,6 +164,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         cfg = search_config(args)
         settings = cfg.settings()
     cfg.run_dir = cfg.run_dir or default_run_dir(cfg.space, cfg.strategy)
+    resolve_space_spec(cfg.space, allow_import=True)  # a space that is no SearchSpace fails before Ray starts
     if args.keep_dashboard and (cfg.executor != "ray" or cfg.address or os.environ.get("RAY_ADDRESS")):
         raise UsageError("--keep-dashboard keeps the local Ray cluster that `nas search` starts; it needs "
                          "--executor ray and no --address/RAY_ADDRESS (a joined cluster outlives the search anyway)")
