@@ -124,8 +124,9 @@ def test_resume_unpickles_no_optuna_study(tmp_path):
     saved = _DataOnly(io.BytesIO((run_dir / STATE_FILE).read_bytes())).load()
     saved["state"]["study"] = pickle.dumps(Touch(marker))
     (run_dir / STATE_FILE).write_bytes(pickle.dumps(saved))
-    refused_or_ignored(nas_cli("search", "--resume", str(run_dir), "--budget", "4", cwd=tmp_path))
+    proc = nas_cli("search", "--resume", str(run_dir), "--budget", "4", cwd=tmp_path)
     assert not marker.exists()
+    refused_or_ignored(proc)
 
 
 @pytest.mark.xfail(strict=True, reason="needs branch data: the trainer loads checkpoints with "
@@ -140,5 +141,6 @@ def test_resume_unpickles_no_checkpoint(tmp_path):
     assert checkpoints
     for path in checkpoints:
         torch.save(Touch(marker), path)
-    refused_or_ignored(nas_cli("search", "--resume", str(run_dir), "--budget", "8", cwd=tmp_path))
+    proc = nas_cli("search", "--resume", str(run_dir), "--budget", "8", cwd=tmp_path)
     assert not marker.exists()
+    refused_or_ignored(proc)
