@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from nas import registry
-from nas.core.spec import resolve_space_spec
+from nas.core.spec import plain_format, resolve_space_spec
 from nas.data import Dataset, load_dataset
 from nas.executor import Executor, InProcessExecutor
 from nas.journal import Journal, RunDir, read_journal, results_frame
@@ -114,13 +114,14 @@ def space_spec(space: SearchSpace) -> str:
 
 def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
     """A run directory's config (run.json) and its trials, one row each in finishing order; architectures
-    in the space's one-line form where the space resolves here, else as canonical JSON."""
+    in a registered space's one-line form, else in the default ``k=v`` form: no code that run.json names is
+    imported (see :func:`nas.core.spec.resolve_space_spec`)."""
     cfg = RunDir(run_dir).config()
     try:  # read-only: a registered space formats architectures; user code named by run.json is never imported
         found = resolve_space_spec(cfg.get("space"), allow_import=False)
         fmt = (found if isinstance(found, SearchSpace) else found()).format
     except ValueError:
-        fmt = None
+        fmt = plain_format
     return cfg, results_frame(list(read_journal(run_dir)), fmt)
 
 

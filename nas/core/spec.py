@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from nas import registry
 from nas.space import SearchSpace
@@ -30,6 +32,11 @@ from nas.space import SearchSpace
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 ALLOWED = "a registered name (see `nas spaces`) or module:Class of a nas.SearchSpace subclass"
+
+
+def plain_format(arch: Mapping[str, Any]) -> str:
+    """SearchSpace.format's default form (``hidden=8,act=relu``), for a space that is not imported."""
+    return ",".join(f"{k}={v}" for k, v in arch.items())
 
 
 def is_import_spec(spec: object) -> bool:
@@ -53,8 +60,9 @@ def resolve_space_spec(spec: object, *, allow_import: bool) -> type[SearchSpace]
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ValueError(f"cannot import module {module_name!r} for space {spec!r}: {e}") from None
-    obj = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise ValueError(f"module {module_name!r} has no attribute {attr!r} (space {spec!r})")
+    obj = getattr(module, attr)
     if isinstance(obj, SearchSpace) or (isinstance(obj, type) and issubclass(obj, SearchSpace)):
         return obj
-    what = "nothing" if obj is None else f"a {type(obj).__name__}"
-    raise ValueError(f"space {spec!r} names {what}; allowed: {ALLOWED}")
+    raise ValueError(f"space {spec!r} names a {type(obj).__name__}; allowed: {ALLOWED}")
