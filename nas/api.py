@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import importlib
 import inspect
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from nas import registry
+from nas.core.spec import plain_format, resolve_space_spec
 from nas.data import Dataset, load_dataset
 from nas.executor import Executor, InProcessExecutor
 from nas.journal import Journal, RunDir, read_journal, results_frame
@@ -111,25 +111,12 @@ class SearchConfig:
 
 
 def resolve_space(spec: str | SearchSpace) -> SearchSpace:
-    """A space from a registered name (``nb201``) or an importable ``module:attr`` path, where attr is a
-    SearchSpace instance, subclass, or a function returning one."""
+    """A space from a registered name (``nb201``) or ``module:Class`` naming a SearchSpace subclass (or a
+    module-level instance); anything else, such as a function, is refused (see :mod:`nas.core.spec`)."""
     if isinstance(spec, SearchSpace):
         return spec
-    if ":" in spec:
-        module_name, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            raise ValueError(f"cannot import module {module_name!r} for space {spec!r}: {e}") from None
-        try:
-            obj = getattr(module, attr)
-        except AttributeError:
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
-        space = obj() if callable(obj) and not isinstance(obj, SearchSpace) else obj
-        if not isinstance(space, SearchSpace):
-            raise ValueError(f"{spec!r} is a {type(space).__name__}, not a nas.SearchSpace")
-        return space
-    return registry.spaces.get(spec)()
+    found = resolve_space_spec(spec, allow_import=True)
+    return found if isinstance(found, SearchSpace) else found()
 
 
 def space_spec(space: SearchSpace) -> str:
@@ -141,12 +128,14 @@ def space_spec(space: SearchSpace) -> str:
 
 def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
     """A run directory's config (run.json) and its trials, one row each in finishing order; architectures
-    in the space's one-line form where the space resolves here, else as canonical JSON."""
+    in a registered space's one-line form, else in the default ``k=v`` form: no code that run.json names is
+    imported (see :func:`nas.core.spec.resolve_space_spec`)."""
     cfg = RunDir(run_dir).config()
-    try:
-        fmt = resolve_space(cfg["space"]).format
-    except Exception:  # a custom space that does not import here
-        fmt = None
+    try:  # read-only: a registered space formats architectures; user code named by run.json is never imported
+        found = resolve_space_spec(cfg.get("space"), allow_import=False)
+        fmt = (found if isinstance(found, SearchSpace) else found()).format
+    except ValueError:
+        fmt = plain_format
     return cfg, results_frame(list(read_journal(run_dir)), fmt)
 
 
@@ -168,19 +157,21 @@ def make_strategy(name: str, space: SearchSpace, *, seed: int | None = None,
     return cls(space, seed=seed, **options)
 
 
-def connect(address: str | None = None, *, num_cpus: int | None = None, dashboard: bool = False) -> None:
-    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start a local one; no-op if
-    Ray is already initialised in this process."""
+def connect(address: str | None = None, *, num_cpus: int | None = None, dashboard: bool = False,
+            run_name: str | None = None) -> str | None:
+    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start a new private one on loopback with
+    Ray's token auth (:mod:`nas.engine.cluster`); the Ray job is named ``run_name``. Returns the dashboard's URL
+    (None without one). A no-op returning None if Ray is already initialised in this process."""
     import ray
 
+    from nas.engine import cluster
+
     if ray.is_initialized():
-        return
+        return None
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=dashboard, logging_level=logging.WARNING,
-                 log_to_driver=False)
+        return cluster.join(address, run_name=run_name)
+    return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name)
 
 
 def default_run_dir(space: str, strategy: str) -> str:
@@ -247,7 +238,7 @@ def search(
     elif executor == "ray":
         from nas.ray_executor import RayExecutor
 
-        connect(address, num_cpus=None)
+        connect(address, num_cpus=None, run_name=run.path.name)
         ex = RayExecutor(space_obj, dataset, settings, workers=workers, trainer=trainer,
                          cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
                          max_retries=max_retries, namespace=f"nas-{run.path.name}")

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import importlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -106,7 +107,9 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a strategy option, e.g. -o population=20 -o sample_size=5 (repeatable)")
     p.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=None,
-                   help="start Ray's dashboard with a local cluster (default: off)")
+                   help="start Ray's dashboard (on 127.0.0.1) with a local cluster and print its URL (default: off)")
+    p.add_argument("--keep-dashboard", action="store_true",
+                   help="after the search, keep the local cluster and its dashboard up for inspection until Ctrl-C")
     p.add_argument("--no-amp", dest="amp", action="store_const", const=False, default=None,
                    help="no bf16 autocast on GPUs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -153,6 +156,7 @@ def resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from nas.api import connect, default_run_dir, search
+    from nas.core.spec import resolve_space_spec
     from nas.progress import ProgressBar
     from nas.resume import StopSignal, stop_on_sigint
 
@@ -162,8 +166,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         cfg = search_config(args)
         settings = cfg.settings()
     cfg.run_dir = cfg.run_dir or default_run_dir(cfg.space, cfg.strategy)
+    resolve_space_spec(cfg.space, allow_import=True)  # a space that is no SearchSpace fails before Ray starts
+    if args.keep_dashboard and (cfg.executor != "ray" or cfg.address or os.environ.get("RAY_ADDRESS")):
+        raise UsageError("--keep-dashboard keeps the local Ray cluster that `nas search` starts; it needs "
+                         "--executor ray and no --address/RAY_ADDRESS (a joined cluster outlives the search anyway)")
+    url = None
     if cfg.executor == "ray":
-        connect(cfg.address, dashboard=cfg.dashboard)
+        url = connect(cfg.address, dashboard=bool(cfg.dashboard or args.keep_dashboard),
+                      run_name=Path(cfg.run_dir).name)
+        if url:
+            print(f"Ray dashboard: {url}", flush=True)
         import ray
 
         if cfg.gpus_per_trial > 0 and not ray.cluster_resources().get("GPU"):
@@ -196,7 +208,26 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         print("no trial completed; see the errors with: nas results " + run_dir)
     print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
+    if args.keep_dashboard:
+        keep_cluster_up(url)
     return 0
+
+
+def keep_cluster_up(dashboard_url: str | None) -> None:
+    """Block until Ctrl-C (or SIGTERM), keeping this process's local Ray cluster and its dashboard up."""
+    import signal
+
+    import ray
+
+    print(f"keeping the Ray cluster up for inspection (dashboard: {dashboard_url or '-'}); Ctrl-C ends it", flush=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        while True:
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ray.shutdown()
 
 
 # -- nas results / best -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import pickle
 import signal
@@ -68,13 +69,21 @@ def save_state(path: Path, strategy: Strategy, journaled: int, inflight: Sequenc
     }, protocol=pickle.HIGHEST_PROTOCOL))
 
 
+class _DataOnly(pickle.Unpickler):
+    """Reads plain data only (dicts, lists, str, bytes, numbers): every class or function a pickle names is refused,
+    so loading one can call nothing (Python's pickle docs, "Restricting Globals"). Stopgap until JSON snapshots."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"it names {module}.{name}, and nas reads only plain data from a run directory")
+
+
 def load_state(path: Path) -> SavedState | None:
     """The saved state, or None when there is none yet."""
     if not path.is_file():
         return None
     try:
-        raw = pickle.loads(path.read_bytes())
-    except Exception as e:  # any unpickling failure means the file is not ours or not intact
+        raw = _DataOnly(io.BytesIO(path.read_bytes())).load()
+    except Exception as e:  # any unpickling failure means the file is not ours, not intact, or not plain data
         raise ValueError(f"{path} is corrupt or not a saved strategy state: {type(e).__name__}: {e}") from None
     if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
         found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__

@@ -11,7 +11,10 @@ import pytest
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.trainer import ScoreTrainer
 
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback test clusters only
+# Test set-up only (README, "Ray and auth"): subprocess tests join the session's private cluster by address, which
+# with token auth would need RAY_AUTH_MODE=token and the token in each, and a test run must not write a token into
+# the developer's ~/.ray. tests/test_cluster_security.py removes it to test the production set-up.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
