@@ -49,7 +49,6 @@ def digits():
 
 def test_budget_is_met_exactly_and_every_trial_is_journaled(tmp_path, toy_trainer):
     run = RunDir(tmp_path / "run")
-    run.create({"space": "toy"})
     strategy = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
     executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer, slots=3)
     with Journal(run) as journal:
@@ -182,5 +181,5 @@ def test_run_files_are_readable_like_any_new_file(tmp_path, toy_trainer):
     nas.search(ToySpace(), "random", budget=2, executor="inprocess", trainer=toy_trainer, run_dir=tmp_path / "r")
     umask = os.umask(0)
     os.umask(umask)
-    for name in ("run.json", "strategy.pkl", "best.json"):
+    for name in ("run.json", "snapshot.json", "best.json", "status.json"):
         assert stat.S_IMODE((tmp_path / "r" / name).stat().st_mode) == 0o666 & ~umask
