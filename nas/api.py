@@ -31,7 +31,6 @@ from nas.executor import Executor, InProcessExecutor
 from nas.loop import Callback, SearchLoop
 from nas.resume import StopSignal
 from nas.run.config import RunConfig
-from nas.run.journal import DiskFull
 from nas.run.reader import load_run, results_frame
 from nas.run.store import RunStore
 from nas.space import SearchSpace
@@ -153,6 +152,7 @@ def search(
     callbacks: list[Callback] | None = None,
     resume: bool = False,
     stop: StopSignal | None = None,
+    run_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
 
@@ -166,7 +166,8 @@ def search(
     it); ``budget`` may be raised. Finished trials come from the journal, the strategy from its saved
     state, and trials that were in flight run again under their own ids (see :mod:`nas.resume`).
     ``stop`` (a :class:`nas.resume.StopSignal`) ends the search gracefully when requested;
-    ``df.attrs["interrupted"]`` then says so.
+    ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
+    (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
     """
     if isinstance(executor, str) and executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
@@ -189,7 +190,8 @@ def search(
         "settings": dataclasses.asdict(settings), "created": datetime.datetime.now().isoformat(),
         "executor": executor if isinstance(executor, str) else type(executor).__name__,
     }
-    store = open_run(run_path, record, space_obj, resume=resume, given_run_dir=run_dir is not None)
+    store = open_run(run_path, record, space_obj, resume=resume, given_run_dir=run_dir is not None,
+                     **dict(run_options or {}))
     store.format_arch = space_obj.format
     own_executor = not isinstance(executor, Executor)
     try:
@@ -216,8 +218,6 @@ def search(
             loop.restore(store.restored)
             store.fix_best(loop.best)
         loop.run()
-    except DiskFull as e:
-        raise DiskFull(f"{e}; free some space, then resume with: nas search --resume {run_path}") from None
     finally:
         try:
             if own_executor:

@@ -81,7 +81,8 @@ class JournalWriter:
     def _error(self, e: OSError) -> Exception:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             return DiskFull(f"no space left on the device of {self.path.parent}: {self.path.name} holds every "
-                            f"finished trial up to the last whole line")
+                            f"finished trial up to its last whole line; free some space, then resume with: "
+                            f"nas search --resume {self.path.parent}")
         return e
 
     def write_submit(self, trial: Trial) -> None:

@@ -111,6 +111,7 @@ class RunStore:
         self._snapshot_at = time.monotonic()
         self._snapshot_cost = 0.0
         self.snapshot_bytes = 0
+        self.snapshots = 0  # snapshots written by this session
         self.snapshot_seconds_total = 0.0
         self._status_at = -1e9
         self._started = time.time()
@@ -273,6 +274,7 @@ class RunStore:
         except OSError as e:
             raise self._disk_error(e) from None
         self._snapshot_cost = time.perf_counter() - t0
+        self.snapshots += 1
         self.snapshot_seconds_total += self._snapshot_cost
         self._snapshot_at = time.monotonic()
         self._told_at_snapshot = self.told
@@ -310,7 +312,8 @@ class RunStore:
         import errno
 
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return DiskFull(f"no space left on the device of {self.path}: the journal holds every finished trial")
+            return DiskFull(f"no space left on the device of {self.path}: the journal holds every finished trial; "
+                            f"free some space, then resume with: nas search --resume {self.path}")
         return e
 
 
