@@ -188,7 +188,9 @@ def search(
         **config.to_json(), "run_dir": str(run_path), "strategy": strat.name, "space_spec": space_obj.spec(),
         "dataset_fingerprint": dataset_fingerprint(dataset), "data": data if isinstance(data, str) else None,
         "settings": dataclasses.asdict(settings), "created": datetime.datetime.now().isoformat(),
-        "executor": executor if isinstance(executor, str) else type(executor).__name__,
+        "executor": executor if isinstance(executor, str) else (
+            "inprocess" if isinstance(executor, InProcessExecutor) else "ray"),
+        "executor_class": type(executor).__name__ if isinstance(executor, Executor) else None,
     }
     store = open_run(run_path, record, space_obj, resume=resume, given_run_dir=run_dir is not None,
                      **dict(run_options or {}))

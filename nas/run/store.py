@@ -97,12 +97,14 @@ class RunStore:
     """
 
     def __init__(self, path: Path, lock: RunLock, *, opener: Opener | None = None, snapshot_every: int = 1000,
-                 snapshot_seconds: float = 60.0, status_interval: float = 1.0) -> None:
+                 snapshot_seconds: float = 60.0, snapshot_share: float | None = 0.05,
+                 status_interval: float = 1.0) -> None:
         self.path = path
         self._lock = lock
         self.journal = JournalWriter(path / JOURNAL, **({"opener": opener} if opener else {}))
         self.snapshot_every = snapshot_every
         self.snapshot_seconds = snapshot_seconds
+        self.snapshot_share = snapshot_share  # at most this share of the time goes to snapshots (None: no bound)
         self.status_interval = status_interval
         self.restored: Restored | None = None
         self.records = 0  # journal records (lines) written so far, earlier sessions' included
@@ -257,11 +259,13 @@ class RunStore:
 
     def maybe_snapshot(self, loop: SearchLoop, *, force: bool = False) -> bool:
         """Snapshot the strategy when ``snapshot_every`` results or ``snapshot_seconds`` have passed since
-        the last one, and at least 20x the last snapshot's own cost (so snapshots take <= ~5% of the time)."""
+        the last one, and (with ``snapshot_share``) enough time for the last snapshot's own cost to be at most
+        that share of it: a strategy with a large state is snapshotted less often, never the driver's bulk."""
         if self.told == self._told_at_snapshot and not force:
             return False
         now = time.monotonic()
-        if not force and (now - self._snapshot_at < 20 * self._snapshot_cost or (
+        spacing = self._snapshot_cost / self.snapshot_share if self.snapshot_share else 0.0
+        if not force and (now - self._snapshot_at < spacing or (
                 self.told - self._told_at_snapshot < self.snapshot_every
                 and now - self._snapshot_at < self.snapshot_seconds)):
             return False
