@@ -31,6 +31,7 @@ ValueError: .../trials.jsonl line 3 is not a journal record (Expecting value); t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -86,15 +87,15 @@ class JournalWriter:
         return e
 
     def write_submit(self, trial: Trial) -> None:
-        self._write(_line({"kind": "submit", "trial": trial.to_dict()}))
+        self._write(_line({"kind": "submit", "trial": _trial(trial)}))
 
     def write_report(self, trial: Trial, result: Result) -> None:
         """An intermediate result (one epoch); synced with the next result."""
-        self._write(_line({"kind": "report", "trial": trial.to_dict(), "result": result.to_dict()}))
+        self._write(_line({"kind": "report", "trial": _trial(trial), "result": _result(result)}))
 
     def write_results(self, batch: Iterable[tuple[Trial, Result]]) -> int:
         """Append every result of ``batch`` and make them durable with one fsync; records written."""
-        data = b"".join(_line({"kind": "result", "trial": t.to_dict(), "result": r.to_dict()}) for t, r in batch)
+        data = b"".join(_line({"kind": "result", "trial": _trial(t), "result": _result(r)}) for t, r in batch)
         if data:
             self._write(data)
             self.sync()
@@ -120,6 +121,23 @@ class JournalWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_TRIAL_FIELDS = tuple(f.name for f in dataclasses.fields(Trial))
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(Result))
+
+
+def _trial(t: Trial) -> dict[str, Any]:
+    """``t.to_dict()`` without ``dataclasses.asdict``'s deep copy (serialized at once; 5x cheaper)."""
+    d = {k: getattr(t, k) for k in _TRIAL_FIELDS}
+    d["arch"], d["hparams"] = dict(t.arch), dict(t.hparams)
+    return d
+
+
+def _result(r: Result) -> dict[str, Any]:
+    d = {k: getattr(r, k) for k in _RESULT_FIELDS}
+    d["state"] = r.state.value
+    return d
 
 
 def _line(rec: dict[str, Any]) -> bytes:
