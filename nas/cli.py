@@ -252,10 +252,9 @@ def cmd_best(args: argparse.Namespace) -> int:
              "score": float(best.score), "hparams": dict(trial.hparams)}, indent=2))
         print(f"wrote {args.export_json}")
     if args.export_weights:
-        weights = Path(args.run_dir) / "best.pt"
-        if not weights.is_file():
-            raise UsageError(f"run {args.run_dir!r} saved no weights (best.pt is missing)")
-        shutil.copyfile(weights, args.export_weights)
+        from nas.run.store import best_weights
+
+        shutil.copyfile(best_weights(Path(args.run_dir), int(best.trial_id)), args.export_weights)
         print(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
     return 0
 

@@ -266,6 +266,12 @@ class SearchLoop:
         is loaded from the last snapshot and replays the journal after it (each submission asked again, and
         checked to be the same trial; each result told), finished trials become records, and trials
         submitted but never finished are re-queued under their own ids, to run before any new ask."""
+        from nas.run.journal import bulk_load
+
+        with bulk_load():
+            self._restore(restored)
+
+    def _restore(self, restored: Restored) -> None:
         snap = restored.snapshot
         start = 0
         if snap is not None:

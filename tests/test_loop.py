@@ -80,7 +80,10 @@ def test_api_returns_a_dataframe_and_writes_the_best(tmp_path, digits):
     assert (df.state == "COMPLETE").all() and df.score.between(0, 1).all()
     assert df.metrics.iloc[0]["epoch"] == 2 and df.worker.notna().all() and df.node.notna().all()
     best = json.loads((tmp_path / "run" / "best.json").read_text())
-    assert best["score"] == df.score.max()
+    assert best["score"] == df.score.max() and best["trial_id"] == int(df.loc[df.score.idxmax(), "trial_id"])
+    import hashlib  # best.json names the weights best.pt holds
+
+    assert best["weights_sha256"] == hashlib.sha256((tmp_path / "run" / "best.pt").read_bytes()).hexdigest()
     state = torch.load(tmp_path / "run" / "best.pt", weights_only=False)
     model = ToySpace().build(best["arch"], digits.task)
     model.load_state_dict(state["model"])  # the exported weights fit the exported architecture

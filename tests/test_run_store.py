@@ -78,7 +78,7 @@ def test_a_second_writer_fails_at_once_naming_the_holder(tmp_path, capsys):
 
 # -- the journal, read strictly -------------------------------------------------------------------------
 @pytest.mark.parametrize(("bad", "message"), [
-    (b"not json\n", "line 3 is not a journal record (Expecting value)"),
+    (b"not json\n", "line 3 is not a journal record (not JSON)"),
     (b"[1, 2]\n", "line 3 is not a journal record (expected an object with kind"),
     (b'{"kind": "resulting", "trial": {"trial_id": 1}}\n', "line 3 is not a journal record"),
     (b'{"kind": "result", "trial": {"trial_id": 1, "arch": {}}}\n', "line 3 is a result record of the wrong shape"),

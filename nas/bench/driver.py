@@ -10,8 +10,9 @@ replay) of the killed run.
 
 Printed per W: real ms per trial in the first and the last tenth of the run, the journal's fsync time
 per trial apart, the driver's time per trial apart from fsync (real minus fsync), the strategy's ask+tell
-apart, peak RSS of the search process, the last snapshot's size, and the resume time; then each figure's
-ratio to the smallest W's, measured in the same command.
+apart, the same per trial in CPU time of the search process (what a loaded machine's wait for a core does
+not inflate), peak RSS of the search process, the last snapshot's size, and the resume time (wall and CPU);
+each per-trial figure also as a ratio to the smallest W's, measured in the same command.
 """
 
 from __future__ import annotations
@@ -62,16 +63,17 @@ def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int
     strat, executor = _parts(strategy, workers)
     store = RunStore.create(run_dir, _record(strategy, workers, n + workers), snapshot_every=snapshot_every)
     tenth = max(n // 10, 1)
-    marks: dict[int, tuple[float, float, float]] = {}
+    marks: dict[int, tuple[float, float, float, float]] = {}
 
     class Marks(Callback):
         def on_start(self, loop: SearchLoop) -> None:
-            marks[0] = (time.perf_counter(), 0.0, 0.0)
+            marks[0] = (time.perf_counter(), 0.0, 0.0, time.process_time())
 
         def on_result(self, loop: SearchLoop, trial: Any, result: Any) -> None:
             done = loop.finished
             if done in (tenth, n - tenth, n):
-                marks[done] = (time.perf_counter(), store.journal.fsync_seconds, loop.strategy_seconds)
+                marks[done] = (time.perf_counter(), store.journal.fsync_seconds, loop.strategy_seconds,
+                               time.process_time())
             if done == n:
                 figures = {"marks": {str(k): v for k, v in marks.items()}, "tenth": tenth,
                            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -85,20 +87,20 @@ def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int
     SearchLoop(strat, executor, budget=n + workers, store=store, callbacks=[Marks()], poll_timeout=0.0).run()
 
 
-def resume_seconds(run_dir: str, strategy: str, workers: int, n: int) -> tuple[float, int]:
+def resume_seconds(run_dir: str, strategy: str, workers: int, n: int) -> tuple[float, float, int]:
     """Time to load a killed run for resuming: the lock, run.json, the journal, the snapshot and the replay."""
     from nas.loop import SearchLoop
     from nas.run.store import RunStore
 
-    t0 = time.perf_counter()
-    strat, executor = _parts(strategy, workers)
+    strat, executor = _parts(strategy, workers)  # (the NB201 table's loading is no part of the resume)
+    t0, c0 = time.perf_counter(), time.process_time()
     store = RunStore.resume(run_dir, _record(strategy, workers, n + workers))
     assert store.restored is not None
     loop = SearchLoop(strat, executor, budget=n + workers, store=store)
     loop.restore(store.restored)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.close()
-    return seconds, loop.finished
+    return seconds, cpu, loop.finished
 
 
 def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str | None = None) -> dict[str, Any]:
@@ -115,7 +117,7 @@ def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         fig = json.loads(Path(out).read_text())
-        seconds, finished = resume_seconds(run_dir, strategy, workers, n)
+        seconds, cpu, finished = resume_seconds(run_dir, strategy, workers, n)
     marks = {int(k): v for k, v in fig["marks"].items()}
     t = fig["tenth"]
 
@@ -125,6 +127,7 @@ def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str
     first, last = per_trial(0, t, 0), per_trial(n - t, n, 0)
     fsync_last = per_trial(n - t, n, 1)
     return {"workers": workers, "trials": n, "first": first, "last": last, "fsync": fsync_last,
+            "cpu_first": per_trial(0, t, 3), "cpu_last": per_trial(n - t, n, 3), "resume_cpu": cpu,
             "driver": last - fsync_last, "strategy": per_trial(n - t, n, 2), "rss_mb": fig["rss_mb"],
             "snapshot_kb": fig["snapshot_bytes"] / 1024, "snapshots": fig["snapshots"], "resume": seconds,
             "resumed": finished}
@@ -133,12 +136,14 @@ def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str
 def format_rows(rows: list[dict[str, Any]]) -> str:
     base = rows[0]
     head = ["workers", "trials", "ms/trial first 10%", "last 10%", "last/first", "fsync ms", "driver ms (no fsync)",
-            "strategy ms", f"x W={base['workers']}", "peak RSS MB", "snapshot KB", "snapshots", "resume s"]
+            "strategy ms", f"x W={base['workers']}", "CPU ms first", "CPU last", f"CPU x W={base['workers']}",
+            "peak RSS MB", "snapshot KB", "snapshots", "resume s", "resume CPU s"]
     return text_table([head] + [
         [f"{r['workers']:,}", f"{r['trials']:,}", f"{r['first']:.3f}", f"{r['last']:.3f}",
          f"{r['last'] / r['first']:.2f}", f"{r['fsync']:.3f}", f"{r['driver']:.3f}", f"{r['strategy']:.3f}",
-         f"{r['last'] / base['last']:.2f}", f"{r['rss_mb']:.0f}", f"{r['snapshot_kb']:.0f}", str(r["snapshots"]),
-         f"{r['resume']:.2f}"] for r in rows], rule=True)
+         f"{r['last'] / base['last']:.2f}", f"{r['cpu_first']:.3f}", f"{r['cpu_last']:.3f}",
+         f"{r['cpu_last'] / max(base['cpu_last'], 1e-9):.2f}", f"{r['rss_mb']:.0f}", f"{r['snapshot_kb']:.0f}",
+         str(r["snapshots"]), f"{r['resume']:.2f}", f"{r['resume_cpu']:.2f}"] for r in rows], rule=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from nas.run.journal import read_results
+from nas.run.journal import bulk_load, read_results
 from nas.run.store import JOURNAL, read_config
 from nas.types import Arch, Result, Trial
 
@@ -34,7 +34,8 @@ def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
     if not (path / JOURNAL).exists():
         read_config(path)  # raises the clearer error when this is no run directory at all
         return []
-    return list(read_results(path / JOURNAL))
+    with bulk_load():
+        return list(read_results(path / JOURNAL))
 
 
 def registered_formatter(cfg: dict[str, Any]) -> Callable[[Arch], str] | None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.run.config import FORMAT_VERSION, run_differences
 from nas.run.files import atomic_write
-from nas.run.journal import DiskFull, JournalWriter, Opener, Record, read_records
+from nas.run.journal import DiskFull, JournalWriter, Opener, Record, bulk_load, read_records
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.types import Result, Trial
@@ -159,7 +159,8 @@ class RunStore:
             if config["budget"] < prior.get("budget", 0):
                 raise ValueError(f"budget may only be raised when resuming: {str(path)!r} has budget "
                                  f"{prior['budget']}, got {config['budget']}")
-            records = list(read_records(path / JOURNAL))
+            with bulk_load():
+                records = list(read_records(path / JOURNAL))
             finished: dict[int, int] = {}
             for rec in records:
                 if rec.kind == "result":
@@ -331,6 +332,18 @@ def _check_snapshot(path: Path, snapshot: dict[str, Any], config: dict[str, Any]
     if snapshot["records"] > n_records:
         raise ValueError(f"{where} is newer than the journal: it covers {snapshot['records']} journal records, "
                          f"{path / JOURNAL} holds {n_records}; the run directory is inconsistent")
+
+
+def best_weights(path: Path, trial_id: int) -> Path:
+    """``best.pt`` of the run directory ``path`` once best.json says it holds ``trial_id``'s weights (and their
+    hash agrees), else a ValueError saying why (e.g. a crash between the two writes: a resume repairs it)."""
+    best = _read_json(path / BEST_JSON)
+    if best is None or best.get("weights") is None or not (path / BEST_PT).is_file():
+        raise ValueError(f"run {str(path)!r} saved no weights for its best trial (best.pt is missing)")
+    if best.get("trial_id") != trial_id or not _weights_match(path, best):
+        raise ValueError(f"best.pt of {str(path)!r} does not hold trial {trial_id}'s weights (the run stopped "
+                         f"between writing best.pt and best.json); resume the run to repair the pair")
+    return path / BEST_PT
 
 
 def _weights_match(path: Path, best: dict[str, Any]) -> bool:
