@@ -210,7 +210,7 @@ def wait_for_journal(proc, run_dir, lines, timeout=240.0):
     journal = run_dir / "trials.jsonl"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if journal.exists() and len(journal.read_bytes().splitlines()) >= lines:
+        if journal.exists() and journal.read_bytes().count(b'"kind":"result"') >= lines:  # finished trials
             return
         assert proc.poll() is None, f"the search ended early: {proc.communicate()}"
         time.sleep(0.05)
