@@ -25,89 +25,26 @@ from typing import Any
 import pandas as pd
 
 from nas import registry
-from nas.core.spec import plain_format, resolve_space_spec
-from nas.data import Dataset, load_dataset
+from nas.core.spec import resolve_space_spec
+from nas.data import Dataset, dataset_fingerprint, load_dataset
 from nas.executor import Executor, InProcessExecutor
-from nas.journal import Journal, RunDir, read_journal, results_frame
 from nas.loop import Callback, SearchLoop
-from nas.resume import STATE_FILE, SavedState, StopSignal, check_same_run, load_state
+from nas.resume import StopSignal
+from nas.run.config import RunConfig
+from nas.run.reader import load_run, results_frame
+from nas.run.store import RunStore
 from nas.space import SearchSpace
 from nas.status import monitoring_callbacks
 from nas.strategy import Strategy
 from nas.trainer import TorchTrainer, TrainerFactory, TrainSettings
-from nas.types import Result, Trial
+from nas.types import Trial
 
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("ray", "inprocess")
-
-
-@dataclasses.dataclass
-class SearchConfig:
-    """Everything a search run is, in one place (the CLI and config files fill it; so can you)."""
-
-    space: str = "macro"
-    strategy: str = "evolution"
-    strategy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    budget: int = 24
-    workers: int = 2
-    dataset: str = "digits"
-    epochs: int = 5
-    lr: float = 1e-2
-    batch_size: int = 64
-    optimizer: str = "adam"
-    seed: int = 0
-    run_dir: str | None = None
-    executor: str = "ray"
-    address: str | None = None
-    cpus_per_trial: float = 1.0
-    gpus_per_trial: float = 0.0
-    max_retries: int = 2
-    device: str = "auto"
-    amp: bool = True
-    dashboard: bool = False
-    recipe: str | None = None  # a named set of training settings (nas.train.recipes); given options win
-    train_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # any other TrainSettings field
-
-    def __post_init__(self) -> None:
-        for name in ("budget", "workers", "epochs", "batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.executor not in EXECUTORS:
-            raise ValueError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTORS)}")
-        if not isinstance(self.strategy_options, Mapping):
-            raise ValueError(f"strategy_options must be a mapping, got {self.strategy_options!r}")
-        if not self.cpus_per_trial > 0:
-            raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
-        if not (0 <= self.gpus_per_trial <= 1 or float(self.gpus_per_trial).is_integer() and self.gpus_per_trial > 1):
-            raise ValueError(f"gpus_per_trial must be a fraction in [0, 1] (0.25 packs 4 trials on a GPU) or a "
-                             f"whole number of GPUs, got {self.gpus_per_trial!r}")
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> SearchConfig:
-        """From a parsed config file, rejecting unknown keys by name."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"unknown config keys {unknown}; known: {sorted(names)}")
-        values = dict(values)
-        if values.get("recipe"):  # the recipe fills what was not given
-            from nas.train.recipes import recipe_settings
-
-            recipe = recipe_settings(values["recipe"])
-            values = {**{k: v for k, v in recipe.items() if k in names}, **values,
-                      "train_options": {**{k: v for k, v in recipe.items() if k not in names},
-                                        **values.get("train_options", {})}}
-        return cls(**values)
-
-    def settings(self) -> TrainSettings:
-        own = {"epochs", "lr", "batch_size", "optimizer", "seed", "device", "amp"}
-        known = {f.name for f in dataclasses.fields(TrainSettings)} - own
-        if not isinstance(self.train_options, Mapping) or set(self.train_options) - known:
-            raise ValueError(f"train_options {dict(self.train_options)!r} may only name {sorted(known)}")
-        return TrainSettings(**self.train_options, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size,
-                             optimizer=self.optimizer, seed=self.seed, device=self.device, amp=self.amp)
+SearchConfig = RunConfig  # (the name this API had; one configuration object end to end)
+__all__ = ["EXECUTORS", "SearchConfig", "connect", "load_results", "load_run", "make_strategy", "open_run",
+           "resolve_space", "search", "space_from_spec"]
 
 
 def resolve_space(spec: str | SearchSpace) -> SearchSpace:
@@ -126,17 +63,23 @@ def space_spec(space: SearchSpace) -> str:
     return f"{type(space).__module__}:{type(space).__qualname__}"
 
 
-def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
-    """A run directory's config (run.json) and its trials, one row each in finishing order; architectures
-    in a registered space's one-line form, else in the default ``k=v`` form: no code that run.json names is
-    imported (see :func:`nas.core.spec.resolve_space_spec`)."""
-    cfg = RunDir(run_dir).config()
-    try:  # read-only: a registered space formats architectures; user code named by run.json is never imported
-        found = resolve_space_spec(cfg.get("space"), allow_import=False)
-        fmt = (found if isinstance(found, SearchSpace) else found()).format
-    except ValueError:
-        fmt = plain_format
-    return cfg, results_frame(list(read_journal(run_dir)), fmt)
+from nas.core.spec import resolve_space_spec
+def space_from_spec(spec: Mapping[str, Any]) -> SearchSpace:
+    """The space ``run.json``'s ``space_spec`` records (:meth:`nas.SearchSpace.spec`), rebuilt with its
+    constructor arguments. Only for ``--resume`` of a run the user points at."""
+    name, args = spec.get("class"), spec.get("args") or {}
+    if not isinstance(name, str) or not isinstance(args, Mapping):
+        raise ValueError(f"run.json's space_spec {dict(spec)!r} is not a space specification")
+    if ":" not in name:
+        return registry.spaces.get(name)(**args)
+    module_name, _, attr = name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot import space {name!r}: {e}") from None
+    if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
+        raise ValueError(f"{name!r} is not a nas.SearchSpace subclass")
+    return cls(**args)
 
 
 def load_results(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
@@ -199,6 +142,7 @@ def search(
     callbacks: list[Callback] | None = None,
     resume: bool = False,
     stop: StopSignal | None = None,
+    run_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
 
@@ -212,92 +156,88 @@ def search(
     it); ``budget`` may be raised. Finished trials come from the journal, the strategy from its saved
     state, and trials that were in flight run again under their own ids (see :mod:`nas.resume`).
     ``stop`` (a :class:`nas.resume.StopSignal`) ends the search gracefully when requested;
-    ``df.attrs["interrupted"]`` then says so.
+    ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
+    (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
     """
+    if isinstance(executor, str) and executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     space_obj = resolve_space(space)
+    settings = settings or TrainSettings(seed=seed)
+    config = RunConfig(
+        space=space_spec(space_obj), strategy=strategy.name if isinstance(strategy, Strategy) else strategy,
+        strategy_options=dict(strategy_options or {}), budget=budget, workers=workers,
+        dataset=data if isinstance(data, str) else data.name, seed=seed,
+        run_dir=None if run_dir is None else str(run_dir), executor=executor if isinstance(executor, str) else "ray",
+        address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
+    ).with_settings(settings)  # every value type-checked here, before anything runs
     strat = strategy if isinstance(strategy, Strategy) else make_strategy(
         strategy, space_obj, seed=seed, options=strategy_options)
     dataset = data if isinstance(data, Dataset) else load_dataset(data, seed=seed)
-    settings = settings or TrainSettings(seed=seed)
     settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
-    run = RunDir(run_dir or default_run_dir(space_spec(space_obj), strat.name))
-    config = {
-        "space": space_spec(space_obj), "strategy": strat.name, "strategy_options": dict(strategy_options or {}),
-        "budget": budget, "workers": workers, "dataset": dataset.name, "seed": seed,
+    run_path = Path(run_dir or default_run_dir(space_spec(space_obj), strat.name))
+    record = {
+        **config.to_json(), "run_dir": str(run_path), "strategy": strat.name, "space_spec": space_obj.spec(),
+        "dataset_fingerprint": dataset_fingerprint(dataset), "data": data if isinstance(data, str) else None,
         "settings": dataclasses.asdict(settings), "created": datetime.datetime.now().isoformat(),
-        "data": data if isinstance(data, str) else None,
-        "executor": executor if isinstance(executor, str) else type(executor).__name__,
-        "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_retries": max_retries,
+        "executor": executor if isinstance(executor, str) else (
+            "inprocess" if isinstance(executor, InProcessExecutor) else "ray"),
+        "executor_class": type(executor).__name__ if isinstance(executor, Executor) else None,
     }
-    journaled, saved = open_run(run, config, space_obj, resume=resume, given_run_dir=run_dir is not None)
+    store = open_run(run_path, record, space_obj, resume=resume, given_run_dir=run_dir is not None,
+                     **dict(run_options or {}))
+    store.format_arch = space_obj.format
     own_executor = not isinstance(executor, Executor)
-    if isinstance(executor, Executor):
-        ex = executor
-    elif executor == "inprocess":
-        ex = InProcessExecutor(space_obj, dataset, settings, trainer=trainer)
-    elif executor == "ray":
-        from nas.ray_executor import RayExecutor
-
-        connect(address, num_cpus=None, run_name=run.path.name)
-        ex = RayExecutor(space_obj, dataset, settings, workers=workers, trainer=trainer,
-                         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
-                         max_retries=max_retries, namespace=f"nas-{run.path.name}")
-    else:
-        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     try:
-        with Journal(run) as journal:
-            monitors = monitoring_callbacks(run.path, given=callbacks or [],
-                                            ray_namespace=f"nas-{run.path.name}" if executor == "ray" else None)
-            loop = SearchLoop(strat, ex, budget=budget, journal=journal, callbacks=[*(callbacks or []), *monitors],
-                              best_weights=run.path / "best.pt", state_path=run.path / STATE_FILE, stop=stop,
-                              checkpoint_dir=run.path / "checkpoints")
-            loop.restore(journaled, saved)
-            loop.run()
+        if isinstance(executor, Executor):
+            ex = executor
+        elif executor == "inprocess":
+            ex = InProcessExecutor(space_obj, dataset, settings, trainer=trainer)
+        else:
+            from nas.ray_executor import RayExecutor
+
+            connect(address, num_cpus=None, run_name=run_path.name)
+            ex = RayExecutor(space_obj, dataset, settings, workers=workers, trainer=trainer,
+                             cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
+                             max_retries=max_retries, namespace=f"nas-{run_path.name}")
+    except BaseException:
+        store.close()
+        raise
+    try:
+        monitors = monitoring_callbacks(run_path, given=callbacks or [],
+                                        ray_namespace=f"nas-{run_path.name}" if executor == "ray" else None)
+        loop = SearchLoop(strat, ex, budget=budget, store=store, callbacks=[*(callbacks or []), *monitors],
+                          stop=stop)
+        if store.restored is not None:
+            loop.restore(store.restored)
+            store.fix_best(loop.best)
+        loop.run()
     finally:
-        if own_executor:
-            ex.shutdown()
+        try:
+            if own_executor:
+                ex.shutdown()
+        finally:
+            store.close()
     df = results_frame(loop.results(), space_obj.format)
-    df.attrs["run_dir"] = str(run.path)
+    df.attrs["run_dir"] = str(run_path)
     df.attrs["summary"] = loop.summary()
     df.attrs["interrupted"] = loop.interrupted
-    write_best(run, space_obj, loop)
     return df
 
 
-def open_run(run: RunDir, config: dict[str, Any], space: SearchSpace, *, resume: bool,
-             given_run_dir: bool) -> tuple[list[tuple[Trial, Result]], SavedState | None]:
-    """Create the run directory, or (``resume``) check that ``config`` is the same search as the one
-    there and load its journal and saved strategy state."""
+def open_run(run_dir: str | os.PathLike[str], record: dict[str, Any], space: SearchSpace, *, resume: bool,
+             given_run_dir: bool = True, **store_options: Any) -> RunStore:
+    """The writer of a new run directory, or (``resume``) of the run there once ``record`` (this call's
+    run.json) is checked to be the same search and its journal to fit ``space``. A refusal changes nothing."""
     if not resume:
-        run.create(config)
-        return [], None
+        return RunStore.create(run_dir, record, **store_options)
     if not given_run_dir:
         raise ValueError("resume=True needs the run_dir of the run to continue")
-    prior = run.config()  # not a run directory, or an incompatible version: a clear error
-    check_same_run(run, prior, config)
-    journaled = list(read_journal(run.path))
-    for trial, _ in journaled:
+
+    def check(trial: Trial) -> None:
         try:
             space.validate(trial.arch)
         except ValueError as e:
-            raise ValueError(f"cannot resume {str(run.path)!r}: its journal holds trial {trial.trial_id}, "
-                             f"which is not in space {config['space']!r} ({e})") from None
-    saved = load_state(run.path / STATE_FILE)
-    run.write_config({**prior, "budget": config["budget"],
-                      "resumed": [*prior.get("resumed", []), datetime.datetime.now().isoformat()]})
-    return journaled, saved
+            raise ValueError(f"cannot resume {str(run_dir)!r}: its journal holds trial {trial.trial_id}, "
+                             f"which is not in space {record['space']!r} ({e})") from None
 
-
-def write_best(run: RunDir, space: SearchSpace, loop: SearchLoop) -> None:
-    import json
-
-    from nas.journal import atomic_write
-
-    if loop.best is None:
-        return
-    trial, result = loop.best
-    atomic_write(run.path / "best.json", json.dumps({
-        "trial_id": trial.trial_id, "arch": dict(trial.arch), "arch_str": space.format(trial.arch),
-        "score": result.score, "hparams": dict(trial.hparams), "metrics": result.metrics,
-        "weights": "best.pt" if (run.path / "best.pt").exists() else None,
-    }, indent=2, default=str).encode())
+    return RunStore.resume(run_dir, record, check, **store_options)

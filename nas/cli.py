@@ -134,11 +134,11 @@ def search_config(args: argparse.Namespace) -> Any:
     return SearchConfig.from_mapping(values)
 
 
-def resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The SearchConfig and TrainSettings of the run in ``args.resume``, its budget raised by --budget."""
-    from nas.api import SearchConfig
-    from nas.journal import RunDir
+def resume_config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The RunConfig, TrainSettings and space of the run in ``args.resume``, its budget raised by --budget."""
+    from nas.api import SearchConfig, space_from_spec
     from nas.resume import resume_settings
+    from nas.run.store import read_config
     from nas.trainer import TrainSettings
 
     given = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(SearchConfig)
@@ -149,9 +149,14 @@ def resume_config(args: argparse.Namespace) -> tuple[Any, Any]:
                          f"and --address may be given, not {' '.join(given)}")
     values = resume_settings(args.resume)
     values.update({k: getattr(args, k) for k in ("budget", "address") if getattr(args, k) is not None})
+    saved = read_config(Path(args.resume))
+    if not isinstance(saved.get("settings"), dict) or not isinstance(saved.get("space_spec"), dict):
+        raise UsageError(f"{args.resume!r}/run.json lacks settings or space_spec: it cannot be resumed from the "
+                         "command line")
     names = {f.name for f in dataclasses.fields(TrainSettings)}
-    saved = RunDir(args.resume).config()["settings"]
-    return SearchConfig.from_mapping(values), TrainSettings(**{k: v for k, v in saved.items() if k in names})
+    settings = TrainSettings(**{k: v for k, v in saved["settings"].items() if k in names})
+    values["dataset"] = saved.get("data") or values["dataset"]
+    return SearchConfig.from_mapping(values), settings, space_from_spec(saved["space_spec"])
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -161,10 +166,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     from nas.resume import StopSignal, stop_on_sigint
 
     if args.resume:
-        cfg, settings = resume_config(args)
+        cfg, settings, space = resume_config(args)
     else:
         cfg = search_config(args)
-        settings = cfg.settings()
+        settings, space = cfg.settings(), cfg.space
     cfg.run_dir = cfg.run_dir or default_run_dir(cfg.space, cfg.strategy)
     resolve_space_spec(cfg.space, allow_import=True)  # a space that is no SearchSpace fails before Ray starts
     if args.keep_dashboard and (cfg.executor != "ray" or cfg.address or os.environ.get("RAY_ADDRESS")):
@@ -184,7 +189,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     stop = StopSignal(args.on_interrupt)
     try:
         with stop_on_sigint(stop):
-            df = search(cfg.space, cfg.strategy, budget=cfg.budget, workers=cfg.workers, data=cfg.dataset,
+            df = search(space, cfg.strategy, budget=cfg.budget, workers=cfg.workers, data=cfg.dataset,
                         executor=cfg.executor, settings=settings, strategy_options=cfg.strategy_options,
                         seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
                         gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
@@ -280,10 +285,9 @@ def cmd_best(args: argparse.Namespace) -> int:
              "score": float(best.score), "hparams": dict(trial.hparams)}, indent=2))
         print(f"wrote {args.export_json}")
     if args.export_weights:
-        weights = Path(args.run_dir) / "best.pt"
-        if not weights.is_file():
-            raise UsageError(f"run {args.run_dir!r} saved no weights (best.pt is missing)")
-        shutil.copyfile(weights, args.export_weights)
+        from nas.run.store import best_weights
+
+        shutil.copyfile(best_weights(Path(args.run_dir), int(best.trial_id)), args.export_weights)
         print(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
     if args.evaluate_test:
         from nas.train.evaluate import evaluate_test

@@ -139,3 +139,26 @@ def load_dataset(name: str, *, seed: int = 0) -> Dataset:
             extra = {k: f[k] for k in ("x_val", "y_val", "x_test", "y_test") if k in f}
             return Dataset.from_arrays(f["x"], f["y"], seed=seed, name=path.stem, **extra)
     raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILTIN)}, or a path to a .npz file")
+
+
+def dataset_fingerprint(ds: object) -> str:
+    """The identity of a dataset's content: its array count and bytes, and a hash of every array (dtype,
+    shape, values), whatever their dtype (float32, uint8...). Two datasets with the same name but other
+    content differ here.
+
+    >>> a = Dataset.from_arrays(np.zeros((8, 2), np.float32), np.arange(8) % 2, name="d")
+    >>> b = Dataset.from_arrays(np.ones((8, 2), np.float32), np.arange(8) % 2, name="d")
+    >>> dataset_fingerprint(a) == dataset_fingerprint(a), dataset_fingerprint(a) == dataset_fingerprint(b)
+    (True, False)
+    """
+    import hashlib
+
+    arrays = sorted((k, v) for k, v in vars(ds).items() if isinstance(v, np.ndarray))
+    h = hashlib.blake2b(digest_size=16)
+    nbytes = 0
+    for key, arr in arrays:
+        arr = np.ascontiguousarray(arr)
+        h.update(f"{key}:{arr.dtype.str}:{arr.shape};".encode())
+        h.update(arr.reshape(-1).view(np.uint8).data)
+        nbytes += arr.nbytes
+    return f"{len(arrays)} arrays, {nbytes} bytes, blake2b {h.hexdigest()}"

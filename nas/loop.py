@@ -4,29 +4,33 @@ Whenever the executor has a free slot the loop asks the strategy for a trial and
 waits for the first completion, journals it, tells the strategy, and fills the slot again. There is no
 generation barrier: a fast trial's slot is refilled while slow ones still run.
 
-With ``state_path`` the loop is crash-safe: each finished trial is journaled before the strategy is
-told, and the strategy's state is saved atomically after every round of tells and asks, so a run can
-be resumed after any crash (see :mod:`nas.resume`). With ``stop`` (a :class:`nas.resume.StopSignal`)
-it stops gracefully when asked: no new trials, the running ones cancelled or awaited.
+With a ``store`` (the run directory's owner, :class:`nas.run.store.RunStore`) the loop is crash-safe and
+writes no file itself: each submission is journaled, each batch of results is journaled with one fsync
+before the strategy is told, and the store snapshots the strategy every K results or T seconds, so a
+run can be resumed after any crash (:meth:`SearchLoop.restore`). With ``stop`` (a
+:class:`nas.resume.StopSignal`) it stops gracefully when asked: no new trials, the running ones
+cancelled or awaited.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nas.executor import Executor
-from nas.journal import Journal, atomic_write
-from nas.resume import SavedState, StopSignal
-from nas.resume import save_state as write_state
+from nas.run.journal import JournalWriter
 from nas.space import InvalidSpace
 from nas.strategy import Strategy
 from nas.types import Result, Trial, TrialState
+
+if TYPE_CHECKING:
+    from nas.resume import StopSignal
+    from nas.run.store import Restored, RunStore
 
 
 @dataclasses.dataclass
@@ -63,14 +67,12 @@ class SearchLoop:
         *,
         budget: int | None = None,
         time_budget: float | None = None,
-        journal: Journal | None = None,
+        journal: JournalWriter | None = None,
+        store: RunStore | None = None,
         callbacks: Sequence[Callback] = (),
-        best_weights: Path | None = None,
         poll_timeout: float = 1.0,
-        state_path: Path | None = None,
         stop: StopSignal | None = None,
         broken_space_trials: int | None = 5,
-        checkpoint_dir: Path | None = None,
     ) -> None:
         if budget is None and time_budget is None:
             raise ValueError("give a budget (trials) or a time_budget (seconds), or both")
@@ -82,9 +84,9 @@ class SearchLoop:
         self.executor = executor
         self.budget = budget if budget is not None else 2**62
         self.time_budget = time_budget
-        self.journal = journal
+        self.store = store
+        self.journal = store.journal if store is not None else journal
         self.callbacks = list(callbacks)
-        self.best_weights = best_weights
         self.poll_timeout = poll_timeout
         self.records: dict[int, TrialRecord] = {}
         self._tally: collections.Counter[TrialState] = collections.Counter()
@@ -92,16 +94,12 @@ class SearchLoop:
         self.started_at = self.clock()
         self.strategy_seconds = 0.0  # time spent inside ask/tell, for the overhead figures
         self.busy_seconds = 0.0  # summed trial durations, for worker utilization
-        self.state_path = state_path
         self.stop = stop
         self.interrupted = False
         self.resumed = 0  # trials loaded from the journal by restore()
         self.requeue: collections.deque[Trial] = collections.deque()  # in flight at a crash: run first
-        self._journaled = 0  # journal records appended (and told), in journal order
-        self._dirty = True  # something changed since the state was last saved
+        self._journaled = 0  # results journaled (and told), in journal order
         self.broken_space_trials = broken_space_trials
-        self.checkpoint_dir = checkpoint_dir  # where checkpoints that later trials start from are kept
-        self._kept: collections.deque[int] = collections.deque()  # their trial ids, oldest first
         self._build_failures = 0  # finished trials whose space.build raised or returned a non-module
         self._space_ok = False  # some finished trial got past the build
 
@@ -149,22 +147,30 @@ class SearchLoop:
     def run(self) -> list[tuple[Trial, Result]]:
         for cb in self.callbacks:
             cb.on_start(self)
+        ended = False
         try:
             while self.finished < self.budget and not self.out_of_time():
                 if self.stop is not None and self.stop.requested:
                     self._stop_in_flight()
                     break
                 self._fill()
-                self.save_state()
+                if self.store is not None:
+                    self.store.maybe_snapshot(self)  # asks and tells so far are all journaled: a consistent cut
                 if self.running == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
                     raise RuntimeError(
                         f"strategy {self.strategy.name!r} proposed nothing with no trial running "
                         f"({self.finished}/{self.budget} finished): the search cannot go on"
                     )
-                for trial, result in self.executor.poll(timeout=self.poll_timeout):
-                    self._finish(trial, result)
-            self.save_state()
+                self._finish_batch(self.executor.poll(timeout=self.poll_timeout))
+            ended = True
         finally:
+            if self.store is not None and ended:
+                from nas.status import end_state
+
+                self.store.on_end(self, end_state(self))
+            elif self.store is not None:  # an error: no snapshot (the strategy may be mid-batch), say so
+                with contextlib.suppress(Exception):
+                    self.store.maybe_status(self, "failed", force=True)
             for cb in self.callbacks:
                 cb.on_end(self)
         return self.results()
@@ -182,35 +188,50 @@ class SearchLoop:
             if trial.trial_id in self.records:
                 raise RuntimeError(f"strategy {self.strategy.name!r} reused trial id {trial.trial_id}")
             self._add(TrialRecord(trial, TrialState.RUNNING, submitted_at=self.clock()))
-            self._dirty = True
+            if self.store is not None:
+                self.store.on_submit(trial)  # journaled before it runs (write-ahead)
+            elif self.journal is not None:
+                self.journal.write_submit(trial)
             self.executor.submit(trial)
             for cb in self.callbacks:
                 cb.on_submit(self, trial)
 
     def _finish(self, trial: Trial, result: Result) -> None:
-        if result.state is TrialState.COMPLETE and (result.score is None or not math.isfinite(result.score)):
-            result = dataclasses.replace(result, state=TrialState.FAILED,
-                                         error=f"non-finite score {result.score!r}")
-        record = self.records[trial.trial_id]
-        self._move(record, result.state)
-        record.result = result
-        if result.start_time is not None and result.end_time is not None:
-            self.busy_seconds += result.end_time - result.start_time
-        if result.ok and trial.save_checkpoint:
-            self._keep_checkpoint(trial.trial_id)  # before the journal: a journaled trial has its checkpoint
-        if self.journal is not None:
-            self.journal.append(trial, result)  # on disk before anyone else hears of it
-        self._journaled += 1
-        self._dirty = True
-        t0 = time.perf_counter()
-        self.strategy.tell(trial, result)
-        self.strategy_seconds += time.perf_counter() - t0
-        if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
-            self.best = (trial, result)
-            self._save_best_weights(trial)
-        for cb in self.callbacks:
-            cb.on_result(self, trial, result)
-        self._check_space(result)
+        self._finish_batch([(trial, result)])
+
+    def _finish_batch(self, events: Sequence[tuple[Trial, Result]]) -> None:
+        """Record a batch of results, journal them with one fsync, then tell the strategy one by one."""
+        if not events:
+            return
+        batch = []
+        for trial, result in events:
+            if result.state is TrialState.COMPLETE and (result.score is None or not math.isfinite(result.score)):
+                result = dataclasses.replace(result, state=TrialState.FAILED,
+                                             error=f"non-finite score {result.score!r}")
+            record = self.records[trial.trial_id]
+            self._move(record, result.state)
+            record.result = result
+            if result.start_time is not None and result.end_time is not None:
+                self.busy_seconds += result.end_time - result.start_time
+            if result.ok and trial.save_checkpoint:
+                self._keep_checkpoint(trial.trial_id)  # before the journal: a journaled trial has its checkpoint
+            batch.append((trial, result))
+        if self.store is not None:
+            self.store.on_results(batch)  # on disk before anyone else hears of them
+        elif self.journal is not None:
+            self.journal.write_results(batch)
+        self._journaled += len(batch)
+        for trial, result in batch:
+            t0 = time.perf_counter()
+            self.strategy.tell(trial, result)
+            self.strategy_seconds += time.perf_counter() - t0
+            if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
+                self.best = (trial, result)
+                if self.store is not None:
+                    self.store.on_best(trial, result, self.executor.checkpoint(trial.trial_id))
+            for cb in self.callbacks:
+                cb.on_result(self, trial, result)
+            self._check_space(result)
 
     def _check_space(self, result: Result) -> None:
         if self._space_ok or self.broken_space_trials is None:
@@ -229,96 +250,75 @@ class SearchLoop:
 
     def _stop_in_flight(self) -> None:
         """A requested stop: await the running trials ("wait"), or cancel them ("cancel") and leave
-        them PENDING, unjournaled, in the saved state's in-flight list (a resume re-runs them)."""
+        them PENDING and unfinished in the journal (a resume re-runs them)."""
         self.interrupted = True
         if self.stop is not None and self.stop.mode == "wait":
             while self.running:
-                for trial, result in self.executor.poll(timeout=self.poll_timeout):
-                    self._finish(trial, result)
-        for record in self.records.values():
+                self._finish_batch(self.executor.poll(timeout=self.poll_timeout))
+        for record in self.records.values():  # (once, at the end of a run)
             if record.state is TrialState.RUNNING:
                 self.executor.stop(record.trial.trial_id)
                 self._move(record, TrialState.PENDING)
-        self._dirty = True
-        self.save_state()
 
     # -- crash safety --------------------------------------------------------------------------
-    def save_state(self) -> None:
-        """Save the strategy's state, the journal count and the trials in flight (atomically), if
-        anything changed since the last save and the loop has a ``state_path``."""
-        if self.state_path is None or not self._dirty:
-            return
-        inflight = [r.trial for r in self.records.values()
-                    if r.state in (TrialState.RUNNING, TrialState.PENDING)] + list(self.requeue)
-        write_state(self.state_path, self.strategy, self._journaled, inflight)
-        self._dirty = False
+    def restore(self, restored: Restored) -> None:
+        """Continue a crashed or stopped run from its store's :class:`nas.run.store.Restored`: the strategy
+        is loaded from the last snapshot and replays the journal after it (each submission asked again, and
+        checked to be the same trial; each result told), finished trials become records, and trials
+        submitted but never finished are re-queued under their own ids, to run before any new ask."""
+        from nas.run.journal import bulk_load
 
-    def restore(self, journaled: Sequence[tuple[Trial, Result]], saved: SavedState | None) -> None:
-        """Continue a crashed or stopped run: ``journaled`` is its journal (in order), ``saved`` its
-        saved state (None only when it has no journal records yet). Journaled trials become finished
-        records; those journaled after the last save are told now; saved in-flight trials that never
-        finished are re-queued, to run before the strategy is asked for new ones."""
-        if saved is None:
-            if journaled:
-                raise ValueError("the run has journaled trials but no saved strategy state "
-                                 "(strategy.pkl): it was not written by a resumable search")
-            return
-        if saved.strategy != self.strategy.name:
-            raise ValueError(f"the saved state belongs to strategy {saved.strategy!r}, "
-                             f"not {self.strategy.name!r}")
-        if saved.journaled > len(journaled):
-            raise ValueError(f"the saved state has been told {saved.journaled} trials, the journal holds "
-                             f"only {len(journaled)}: the run directory is inconsistent")
-        if len(journaled) > self.budget:
-            raise ValueError(f"the run has {len(journaled)} finished trials, more than budget={self.budget}")
-        self.strategy.load_state_dict(saved.state)
-        for i, (trial, result) in enumerate(journaled):
-            if trial.trial_id in self.records:
-                raise ValueError(f"the journal holds trial {trial.trial_id} twice: it is corrupt")
-            self._add(TrialRecord(trial, result.state, result))
-            if i >= saved.journaled:  # journaled, then the crash came before the state was saved
-                self.strategy.tell(trial, result)
-            if not result.ok and (result.error or "").startswith(InvalidSpace.__name__ + ":"):
-                self._build_failures += 1
-            else:
-                self._space_ok = True
-            if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
-                self.best = (trial, result)
-        self.requeue.extend(t for t in saved.inflight if t.trial_id not in self.records)
-        self._restore_checkpoints()
-        self._journaled = self.resumed = len(journaled)
-        self._dirty = True
+        with bulk_load():
+            self._restore(restored)
+
+    def _restore(self, restored: Restored) -> None:
+        snap = restored.snapshot
+        start = 0
+        if snap is not None:
+            self.strategy.load_state_dict(snap["state"])
+            start = int(snap["records"])
+        submitted: dict[int, Trial] = {}  # submitted, not finished (in submission order)
+        for i, rec in enumerate(restored.records):
+            tid = rec.trial.trial_id
+            if rec.kind == "submit":
+                first = tid not in submitted and tid not in self.records
+                if first:
+                    submitted[tid] = rec.trial
+                if first and i >= start:  # asked after the snapshot: ask again, so the strategy knows it
+                    asked = self.strategy.ask()
+                    if asked is None or asked.trial_id != tid:
+                        raise ValueError(
+                            f"cannot resume: replaying the journal (line {rec.line}), strategy "
+                            f"{self.strategy.name!r} asked {None if asked is None else asked.trial_id} where the "
+                            f"journal has trial {tid}: it does not replay deterministically")
+            elif rec.kind == "result" and rec.result is not None:
+                submitted.pop(tid, None)
+                self._add(TrialRecord(rec.trial, rec.result.state, rec.result))
+                if i >= start:  # journaled after the snapshot: tell it now
+                    self.strategy.tell(rec.trial, rec.result)
+                if not rec.result.ok and (rec.result.error or "").startswith(InvalidSpace.__name__ + ":"):
+                    self._build_failures += 1
+                else:
+                    self._space_ok = True
+                if rec.result.ok and (self.best is None or rec.result.score > self.best[1].score):  # type: ignore[operator]
+                    self.best = (rec.trial, rec.result)
+        self.requeue.extend(submitted.values())
+        if self.store is not None:
+            for trial_id, data in self.store.kept_checkpoints():
+                record = self.records.get(trial_id)
+                if record is not None and record.result is not None and record.result.ok:
+                    self.executor.restore_checkpoint(trial_id, data)
+                    self.store.note_kept(trial_id)
+        self._journaled = self.resumed = self.finished
 
     def _keep_checkpoint(self, trial_id: int) -> None:
-        """Write a finished trial's checkpoint (one that later trials may start from, as PBT's) to
-        ``checkpoint_dir``, so it outlives the driver; the oldest beyond the executor's bound go."""
-        if self.checkpoint_dir is None:
+        """Keep a finished trial's checkpoint (one that later trials may start from, as PBT's) in the run
+        directory, so it outlives the driver; the oldest beyond the executor's bound go."""
+        if self.store is None:
             return
         data = self.executor.checkpoint(trial_id)
-        if data is None:
-            return
-        self.checkpoint_dir.mkdir(exist_ok=True)
-        atomic_write(self.checkpoint_dir / f"{trial_id}.pt", data)
-        self._kept.append(trial_id)
-        while len(self._kept) > self.executor.checkpoint_keep:
-            (self.checkpoint_dir / f"{self._kept.popleft()}.pt").unlink(missing_ok=True)
-
-    def _restore_checkpoints(self) -> None:
-        if self.checkpoint_dir is None or not self.checkpoint_dir.is_dir():
-            return
-        kept = sorted(int(p.stem) for p in self.checkpoint_dir.glob("*.pt") if p.stem.isdigit())
-        for trial_id in kept:
-            record = self.records.get(trial_id)
-            if record is not None and record.result is not None and record.result.ok:
-                self.executor.restore_checkpoint(trial_id, (self.checkpoint_dir / f"{trial_id}.pt").read_bytes())
-                self._kept.append(trial_id)
-
-    def _save_best_weights(self, trial: Trial) -> None:
-        if self.best_weights is None:
-            return
-        ckpt = self.executor.checkpoint(trial.trial_id)
-        if ckpt is not None:
-            atomic_write(self.best_weights, ckpt)
+        if data is not None:
+            self.store.keep_checkpoint(trial_id, data, self.executor.checkpoint_keep)
 
     def summary(self) -> dict[str, Any]:
         wall = self.elapsed

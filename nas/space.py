@@ -59,6 +59,46 @@ class SearchSpace:
 
     registered_name: str = ""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> SearchSpace:
+        obj = super().__new__(cls)
+        obj._init_args = (args, kwargs)  # type: ignore[attr-defined]  # what :meth:`spec` records, so run.json can rebuild this space
+        return obj
+
+    def spec(self) -> dict[str, Any]:
+        """How to rebuild this space: its class (registered name, else ``module:Class``) and the arguments
+        it was constructed with, as JSON data.
+
+        >>> import nas
+        >>> from nas.search_spaces.nb201 import NB201Space
+        >>> NB201Space(channels=32).spec()
+        {'class': 'nb201', 'args': {'channels': 32}}
+        """
+        import inspect
+        import json
+
+        args, kwargs = getattr(self, "_init_args", ((), {}))
+        cls = type(self)
+        try:
+            bound = inspect.signature(cls).bind(*args, **kwargs)
+        except TypeError:
+            bound = None
+        values = dict(bound.arguments) if bound is not None else dict(kwargs)
+        for name, p in (inspect.signature(cls).parameters.items() if bound is not None else ()):
+            if p.kind is inspect.Parameter.VAR_KEYWORD:
+                values.update(values.pop(name, {}))
+            elif p.kind is inspect.Parameter.VAR_POSITIONAL and values.pop(name, ()):
+                raise ValueError(f"space {cls.__name__} takes *{name}: run.json cannot record its arguments")
+        try:
+            json.dumps(values, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError(f"space {cls.__name__}'s constructor arguments {values!r} are not JSON data, "
+                             "so run.json cannot record them") from None
+        from nas import registry
+
+        name = self.registered_name
+        known = name and name in registry.spaces.names() and registry.spaces.get(name) is cls
+        return {"class": name if known else f"{cls.__module__}:{cls.__qualname__}", "args": values}
+
     # -- what a subclass provides ------------------------------------------------------------
     def dims(self) -> Mapping[str, Sequence[Any]] | Sequence[tuple[str, Sequence[Any]]]:
         """Every decision and its options, in a fixed order (the RL controller's action order)."""

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nas.journal import atomic_write
 from nas.loop import Callback, SearchLoop
 from nas.types import Result, Trial, TrialState
 
@@ -53,25 +52,19 @@ def loop_status(loop: SearchLoop, state: str) -> dict[str, Any]:
 
 class StatusFile(Callback):
     """Keeps ``<run_dir>/status.json`` up to date with the loop's state (at most every ``interval``
-    seconds, and always at start and end), for ``nas status``."""
+    seconds, and always at start and end), for ``nas status``. The file is written by the run
+    directory's owner (the loop's store); a loop without a store has no status file."""
 
     def __init__(self, run_dir: str | os.PathLike[str], interval: float = 1.0) -> None:
         self.path = Path(run_dir) / STATUS_FILE
         self.interval = interval
-        self._last = 0.0
-        self._started = 0.0
 
     def _write(self, loop: SearchLoop, state: str, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self.interval:
-            return
-        self._last = now
-        status = loop_status(loop, state) | {"started": self._started, "pid": os.getpid(),
-                                             "host": socket.gethostname()}
-        atomic_write(self.path, json.dumps(status, default=str).encode())
+        if loop.store is not None:
+            loop.store.status_interval = self.interval
+            loop.store.maybe_status(loop, state, force=force)
 
     def on_start(self, loop: SearchLoop) -> None:
-        self._started = time.time()  # wall clock, whatever clock the executor keeps
         self._write(loop, "running", force=True)
 
     def on_submit(self, loop: SearchLoop, trial: Trial) -> None:
@@ -81,7 +74,7 @@ class StatusFile(Callback):
         self._write(loop, "running")
 
     def on_end(self, loop: SearchLoop) -> None:
-        self._write(loop, end_state(loop), force=True)
+        pass  # (the store writes the final status when the loop ends)
 
 
 def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import pytest
 import nas
 from nas.cli import main
 from nas.journal import read_journal
-from nas.resume import STATE_FILE
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.trainer import ScoreTrainer, TrainSettings
 
@@ -142,7 +140,7 @@ def test_resuming_a_different_search_names_the_differences(finished_run):
     with pytest.raises(ValueError, match=r"it is a different search \(strategy: run has 'evolution', this call "
                        r"'random'; strategy_options: .*seed: run has 0, this call 7"):
         resume(finished_run, strategy="random", strategy_options={}, seed=7)
-    with pytest.raises(ValueError, match=r"settings.epochs: run has 5, this call 2"):
+    with pytest.raises(ValueError, match=r"epochs: run has 5, this call 2"):
         resume(finished_run, settings=TrainSettings(epochs=2))
     with pytest.raises(ValueError, match="budget may only be raised when resuming: .* has budget 4, got 3"):
         resume(finished_run, budget=3)
@@ -152,7 +150,7 @@ def test_resuming_a_different_search_names_the_differences(finished_run):
 def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
     cfg = json.loads((finished_run / "run.json").read_text())
     (finished_run / "run.json").write_text(json.dumps({**cfg, "format": 99}))
-    with pytest.raises(ValueError, match=r"written by an incompatible version \(format 99, this version reads 1\)"):
+    with pytest.raises(ValueError, match=r"written by an incompatible version \(format 99, this version reads 2\)"):
         resume(finished_run)
     (finished_run / "run.json").write_text(json.dumps(cfg))
 
@@ -161,20 +159,17 @@ def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
     rec = json.loads(lines[1])
     rec["trial"]["arch"] = {"conv": 3}
     journal.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
-    with pytest.raises(ValueError, match="its journal holds trial 1, which is not in space 'toy'"):
+    with pytest.raises(ValueError, match="its journal holds trial 0, which is not in space 'toy'"):
         resume(finished_run)
     journal.write_text("\n".join(lines) + "\n")
 
-    state = finished_run / STATE_FILE
+    state = finished_run / "snapshot.json"
     saved = state.read_bytes()
-    state.write_bytes(b"\x80\x04 not a pickle")
-    with pytest.raises(ValueError, match="strategy.pkl is corrupt or not a saved strategy state"):
+    state.write_bytes(b"\x80\x04 not a snapshot")
+    with pytest.raises(ValueError, match="snapshot.json is corrupt or not a strategy snapshot"):
         resume(finished_run)
-    state.write_bytes(pickle.dumps({"format": 0}))
-    with pytest.raises(ValueError, match="strategy.pkl was written by an incompatible version"):
-        resume(finished_run)
-    state.unlink()
-    with pytest.raises(ValueError, match="no saved strategy state"):
+    state.write_bytes(json.dumps({"format": 0}).encode())
+    with pytest.raises(ValueError, match="snapshot.json was written by an incompatible version"):
         resume(finished_run)
     state.write_bytes(saved)
 

@@ -63,7 +63,7 @@ def test_config_file_with_command_line_override(tmp_path, capsys):
 @pytest.mark.parametrize(("argv", "message"), [
     (["--strategy", "genetic"], "unknown strategy 'genetic'; known: evolution, "),
     (["--space", "nope"], "unknown search space 'nope'; known: "),
-    (["--budget", "0"], "budget must be an integer >= 1, got 0"),
+    (["--budget", "0"], "config key 'budget' must be an integer >= 1, got 0"),
     (["--space", "no_such_module:Space"], "cannot import module 'no_such_module'"),
     (["--space", "nas.space:Nothing"], "module 'nas.space' has no attribute 'Nothing'"),
     (["-o", "population"], "is not KEY=VALUE"),
@@ -137,4 +137,4 @@ def test_custom_space_by_module_path(tmp_path, capsys, monkeypatch):
                        "--epochs", "1", "--budget", "3", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
     assert code == 0 and "finished 3 trials" in out
     code, out, _ = run(capsys, "results", str(tmp_path / "r"))
-    assert "hidden=" in out
+    assert '"hidden": ' in out  # a custom space: results never import it, so canonical JSON

@@ -49,7 +49,6 @@ def digits():
 
 def test_budget_is_met_exactly_and_every_trial_is_journaled(tmp_path, toy_trainer):
     run = RunDir(tmp_path / "run")
-    run.create({"space": "toy"})
     strategy = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
     executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer, slots=3)
     with Journal(run) as journal:
@@ -81,7 +80,10 @@ def test_api_returns_a_dataframe_and_writes_the_best(tmp_path, digits):
     assert (df.state == "COMPLETE").all() and df.score.between(0, 1).all()
     assert df.metrics.iloc[0]["epoch"] == 2 and df.worker.notna().all() and df.node.notna().all()
     best = json.loads((tmp_path / "run" / "best.json").read_text())
-    assert best["score"] == df.score.max()
+    assert best["score"] == df.score.max() and best["trial_id"] == int(df.loc[df.score.idxmax(), "trial_id"])
+    import hashlib  # best.json names the weights best.pt holds
+
+    assert best["weights_sha256"] == hashlib.sha256((tmp_path / "run" / "best.pt").read_bytes()).hexdigest()
     state = torch.load(tmp_path / "run" / "best.pt", weights_only=False)
     model = ToySpace().build(best["arch"], digits.task)
     model.load_state_dict(state["model"])  # the exported weights fit the exported architecture
@@ -182,5 +184,5 @@ def test_run_files_are_readable_like_any_new_file(tmp_path, toy_trainer):
     nas.search(ToySpace(), "random", budget=2, executor="inprocess", trainer=toy_trainer, run_dir=tmp_path / "r")
     umask = os.umask(0)
     os.umask(umask)
-    for name in ("run.json", "strategy.pkl", "best.json"):
+    for name in ("run.json", "snapshot.json", "best.json", "status.json"):
         assert stat.S_IMODE((tmp_path / "r" / name).stat().st_mode) == 0o666 & ~umask

@@ -23,7 +23,9 @@ import pytest
 import nas
 from nas.executor import InProcessExecutor
 from nas.journal import read_journal
-from nas.resume import STATE_FILE, StopSignal, load_state, stop_on_sigint
+from nas.resume import StopSignal, stop_on_sigint
+from nas.run.journal import read_records
+from nas.run.snapshot import read_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.trainer import ScoreTrainer, TrainSettings
@@ -109,7 +111,7 @@ def test_two_crashes_and_a_torn_journal_line(tmp_path, reference):
     journal = tmp_path / "run" / "trials.jsonl"
     whole = journal.read_bytes()
     journal.write_bytes(whole + whole.splitlines(keepends=True)[-1][:40])  # a record cut mid-write
-    (tmp_path / "run" / f".{STATE_FILE}.tmp123").write_bytes(b"half a pickle")  # an atomic write cut short
+    (tmp_path / "run" / ".snapshot.json.tmp123").write_bytes(b"half a snap")  # an atomic write cut short
     run(tmp_path, resume=True)
     assert journal_rows(tmp_path) == reference
 
@@ -137,12 +139,15 @@ def test_stop_request_cancels_or_awaits_in_flight_trials(tmp_path, reference, mo
 
     df = run(tmp_path, stop=stop, callbacks=[StopAtThree()])
     assert df.attrs["interrupted"]
-    saved = load_state(tmp_path / "run" / STATE_FILE)
+    records = list(read_records(tmp_path / "run" / "trials.jsonl"))
+    finished = {r.trial.trial_id for r in records if r.kind == "result"}
+    unfinished = [r.trial.trial_id for r in records if r.kind == "submit" and r.trial.trial_id not in finished]
     if mode == "wait":  # the two other running trials finished and were journaled
-        assert len(df) == 5 and saved.inflight == []
-    else:  # cancelled: not journaled, saved as in flight, re-run on resume
-        assert len(df) == 3 and [t.trial_id for t in saved.inflight] == [3, 4]
-    assert saved.journaled == len(df)
+        assert len(df) == 5 and unfinished == []
+    else:  # cancelled: submitted but not finished in the journal, re-run on resume
+        assert len(df) == 3 and unfinished == [3, 4]
+    snapshot = read_snapshot(tmp_path / "run" / "snapshot.json")  # the stop's final snapshot covers it all
+    assert snapshot["told"] == len(df) and snapshot["records"] == len(records)
     run(tmp_path, resume=True)
     if mode == "cancel":  # the same trials in the same order as if nothing had happened
         assert journal_rows(tmp_path) == reference
@@ -205,7 +210,7 @@ def wait_for_journal(proc, run_dir, lines, timeout=240.0):
     journal = run_dir / "trials.jsonl"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if journal.exists() and len(journal.read_bytes().splitlines()) >= lines:
+        if journal.exists() and journal.read_bytes().count(b'"kind":"result"') >= lines:  # finished trials
             return
         assert proc.poll() is None, f"the search ended early: {proc.communicate()}"
         time.sleep(0.05)
@@ -263,9 +268,11 @@ def test_sigint_stops_gracefully_and_prints_how_to_resume(tmp_path, ray_local):
     assert code == 130, err
     assert f"interrupted: {len(done)} trials finished; resume with: nas search --resume {run_dir}" in err
     assert 1 <= len(done) < budget
-    saved = load_state(run_dir / STATE_FILE)
+    records = list(read_records(run_dir / "trials.jsonl"))
+    unfinished = {r.trial.trial_id for r in records if r.kind == "submit"} - set(done)
     # cancelled, kept for the resume: 2 workers, each running one trial and holding one queued (prefetch)
-    assert saved.journaled == len(done) and len(saved.inflight) <= 4
+    assert 1 <= len(unfinished) <= 4
+    assert read_snapshot(run_dir / "snapshot.json")["told"] == len(done)
     code, out, err = finish(cli(tmp_path, "--resume", str(run_dir), "--budget", str(budget + 2), "--quiet",
                                 *address, seconds=0.1))
     assert code == 0, err

@@ -1,0 +1,165 @@
+"""One configuration object, end to end: the CLI's flags, a config file and ``nas.search(...)`` fill a
+:class:`RunConfig`; every field is type-checked with one message naming the key and the type it needs;
+``run.json`` is its serialization (plus what identifies the run: the space's constructor arguments, the
+dataset's content fingerprint, the training settings); a resume compares the fields that define the run.
+
+>>> RunConfig(budget=10).budget
+10
+>>> RunConfig.from_mapping({"amp": "false"})
+Traceback (most recent call last):
+...
+ValueError: config key 'amp' must be a boolean (true or false), got 'false' (str)
+>>> RunConfig.from_mapping({"budget": "ten"})
+Traceback (most recent call last):
+...
+ValueError: config key 'budget' must be an integer, got 'ten' (str)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+FORMAT_VERSION = 2
+EXECUTORS = ("ray", "inprocess")
+#: fields of run.json that make a run what it is: a resume with other values would mix two searches
+DEFINING = ("space_spec", "strategy", "strategy_options", "seed", "dataset", "dataset_fingerprint", "epochs", "lr",
+            "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "train_options")
+#: RunConfig fields that are TrainSettings fields
+SETTINGS = ("epochs", "lr", "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "device", "amp",
+            "seed")
+
+_KIND = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true or false)",
+         "dict[str, Any]": "a table (mapping)"}
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Everything a search run is, in one place (the CLI and config files fill it; so can you)."""
+
+    space: str = "macro"
+    strategy: str = "evolution"
+    strategy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    budget: int = 24
+    workers: int = 2
+    dataset: str = "digits"
+    epochs: int = 5
+    lr: float = 1e-2
+    batch_size: int = 64
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    max_params: int = 50_000_000
+    seed: int = 0
+    run_dir: str | None = None
+    executor: str = "ray"
+    address: str | None = None
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    max_retries: int = 2
+    device: str = "auto"
+    amp: bool = True
+    dashboard: bool = False
+    recipe: str | None = None  # a named set of training settings (nas.train.recipes); given options win
+    train_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # any other TrainSettings field
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_type(f.name, str(f.type), getattr(self, f.name))
+        for name in ("budget", "workers", "epochs", "batch_size", "max_params"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"config key {name!r} must be an integer >= 1, got {getattr(self, name)!r}")
+        for name in ("max_retries", "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"config key {name!r} must be an integer >= 0, got {getattr(self, name)!r}")
+        if not self.lr > 0:
+            raise ValueError(f"config key 'lr' must be a number > 0, got {self.lr!r}")
+        if self.weight_decay < 0 or self.momentum < 0:
+            raise ValueError(f"weight_decay and momentum must be >= 0, got {self.weight_decay!r}, {self.momentum!r}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTORS)}")
+        if not self.cpus_per_trial > 0:
+            raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
+        g = self.gpus_per_trial
+        if not (0 <= g <= 1 or float(g).is_integer() and g > 1):
+            raise ValueError(f"gpus_per_trial must be a fraction in [0, 1] (0.25 packs 4 trials on a GPU) or a "
+                             f"whole number of GPUs, got {g!r}")
+        try:
+            json.dumps(self.strategy_options, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError(f"strategy_options must be JSON data, got {self.strategy_options!r}") from None
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> RunConfig:
+        """From a parsed config file (or flags), rejecting unknown keys by name."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown config keys {unknown}; known: {sorted(names)}")
+        values = dict(values)
+        if values.get("recipe"):  # the recipe fills what was not given
+            from nas.train.recipes import recipe_settings
+
+            recipe = recipe_settings(values["recipe"])
+            values = {**{k: v for k, v in recipe.items() if k in names}, **values,
+                      "train_options": {**{k: v for k, v in recipe.items() if k not in names},
+                                        **values.get("train_options", {})}}
+        return cls(**values)
+
+    def settings(self) -> Any:
+        from nas.trainer import TrainSettings
+
+        known = {f.name for f in dataclasses.fields(TrainSettings)} - set(SETTINGS)
+        if set(self.train_options) - known:
+            raise ValueError(f"train_options {dict(self.train_options)!r} may only name {sorted(known)}")
+        return TrainSettings(**self.train_options, **{k: getattr(self, k) for k in SETTINGS})
+
+    def with_settings(self, settings: Any) -> RunConfig:
+        """This config with the training settings of a :class:`nas.trainer.TrainSettings` (those that are not
+        fields of their own here, and differ from the defaults, go into ``train_options``)."""
+        default = type(settings)()
+        extra = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
+                 if f.name not in SETTINGS and getattr(settings, f.name) != getattr(default, f.name)}
+        return dataclasses.replace(self, **{k: getattr(settings, k) for k in SETTINGS}, train_options=extra)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_run_json(cls, saved: Mapping[str, Any]) -> RunConfig:
+        """The config that ``run.json`` serializes (identity fields such as the space spec are not in it)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in saved.items() if k in names})
+
+
+def _check_type(key: str, typ: str, value: Any) -> None:
+    optional = typ.endswith(" | None")
+    base = typ.removesuffix(" | None")
+    if value is None and optional:
+        return
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "str": isinstance(value, str),
+        "bool": isinstance(value, bool),
+        "dict[str, Any]": isinstance(value, Mapping),
+    }[base]
+    if not ok:
+        raise ValueError(f"config key {key!r} must be {_KIND[base]}{' or null' if optional else ''}, "
+                         f"got {value!r} ({type(value).__name__})")
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str, sort_keys=True))
+
+
+def run_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Each defining field on which two ``run.json`` records differ, as ``key: run has X, this call Y``.
+
+    >>> run_differences({"seed": 0, "lr": 0.1}, {"seed": 1, "lr": 0.1})
+    ['seed: run has 0, this call 1']
+    """
+    return [f"{k}: run has {saved.get(k)!r}, this call {current.get(k)!r}" for k in DEFINING
+            if _plain(saved.get(k)) != _plain(current.get(k))]

@@ -1,0 +1,32 @@
+"""Atomic file replacement for the run directory (readers see the old or the new file, never a torn one)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # (reading the umask means setting it; put it straight back)
+
+
+def atomic_write(path: Path, data: bytes) -> int:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename); the bytes written.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "f"
+    >>> atomic_write(p, b"abc"), p.read_bytes()
+    (3, b'abc')
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; the result should read like any new file
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)

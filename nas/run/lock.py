@@ -1,0 +1,76 @@
+"""One writer per run directory: an OS file lock (``filelock``) on ``RUN/.lock``, held for the driver's life.
+
+The operating system releases the lock when the process dies (SIGKILL included), so a crashed run can be
+resumed at once; a second writer fails at once, naming the holder (pid, host, start time), which the
+holder writes next to the lock in ``RUN/.lock.json``. Readers (results, best, status, report) take no lock.
+
+>>> import tempfile
+>>> d = Path(tempfile.mkdtemp())
+>>> first = RunLock(d).acquire()
+>>> first.write_holder()
+>>> RunLock(d).acquire()
+Traceback (most recent call last):
+...
+ValueError: run directory ... is in use by another search (pid ...); wait for it to end or choose another --run-dir
+>>> first.release(); RunLock(d).acquire().release()
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+LOCK_FILE = ".lock"
+HOLDER_FILE = ".lock.json"
+
+
+class RunLock:
+    """An exclusive, non-blocking lock on a run directory."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.dir = Path(run_dir)
+        self._lock = filelock.FileLock(self.dir / LOCK_FILE, timeout=0, is_singleton=False)
+
+    def acquire(self) -> RunLock:
+        try:
+            self._lock.acquire(timeout=0)
+        except filelock.Timeout:
+            raise ValueError(f"run directory {str(self.dir)!r} is in use by another search ({self.holder_text()}); "
+                             "wait for it to end or choose another --run-dir") from None
+        return self
+
+    def write_holder(self) -> None:
+        """Say who holds the lock (called once the writer's checks have passed)."""
+        from nas.run.files import atomic_write
+
+        atomic_write(self.dir / HOLDER_FILE, json.dumps({
+            "pid": os.getpid(), "host": socket.gethostname(),
+            "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        }).encode())
+
+    def holder(self) -> dict[str, Any] | None:
+        try:
+            value = json.loads((self.dir / HOLDER_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def holder_text(self) -> str:
+        h = self.holder()
+        if h is None:
+            return "holder unknown"
+        return f"pid {h.get('pid')} on host {h.get('host')}, started {h.get('started')}"
+
+    @property
+    def held(self) -> bool:
+        return bool(self._lock.is_locked)
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            self._lock.release(force=True)

@@ -1,0 +1,78 @@
+"""Reading a run directory, without a lock and without running any code from it: ``run.json`` and the
+journal are JSON; architectures are formatted by a space only when ``run.json`` names a registered
+(built-in) space, otherwise shown as canonical JSON: a read never imports the module a run names.
+
+>>> import tempfile
+>>> load_run(tempfile.mkdtemp())
+Traceback (most recent call last):
+...
+ValueError: '...' is not a run directory (no run.json)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nas.run.journal import bulk_load, read_results
+from nas.run.store import JOURNAL, read_config
+from nas.types import Arch, Result, Trial
+
+COLUMNS = ["trial_id", "arch", "parent", "strategy", "state", "score", "epochs", "member",
+           "checkpoint_from", "hparams", "metrics", "error", "start_time", "end_time", "duration",
+           "worker", "node"]
+
+
+def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
+    """Every finished trial of a run directory, in the order they finished (see :mod:`nas.run.journal`)."""
+    path = Path(run_dir)
+    if not (path / JOURNAL).exists():
+        read_config(path)  # raises the clearer error when this is no run directory at all
+        return []
+    with bulk_load():
+        return list(read_results(path / JOURNAL))
+
+
+def registered_formatter(cfg: dict[str, Any]) -> Callable[[Arch], str] | None:
+    """The one-line formatter of the run's space when it is a registered space, else None (a custom
+    space is never imported by a read)."""
+    from nas import registry
+
+    spec = cfg.get("space_spec") or {"class": cfg.get("space"), "args": {}}
+    name = spec.get("class") if isinstance(spec, dict) else None
+    if not isinstance(name, str) or ":" in name or name not in registry.spaces.names():
+        return None
+    try:
+        return registry.spaces.get(name)(**(spec.get("args") or {})).format  # type: ignore[no-any-return]
+    except Exception:  # (arguments of another version: canonical JSON instead)
+        return None
+
+
+def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = None) -> pd.DataFrame:
+    """One row per trial, in finishing order. ``arch`` is the space's one-line form when
+    ``format_arch`` is given, else canonical JSON; ``metrics`` is the last epoch's metrics."""
+    rows = []
+    for trial, result in records:
+        arch = format_arch(trial.arch) if format_arch else json.dumps(dict(trial.arch), sort_keys=True)
+        duration = (result.end_time - result.start_time) if result.start_time and result.end_time else None
+        rows.append({
+            "trial_id": trial.trial_id, "arch": arch, "parent": trial.parent, "strategy": trial.strategy,
+            "state": result.state.value, "score": result.score, "epochs": result.epoch,
+            "member": trial.member, "checkpoint_from": trial.checkpoint_from,
+            "hparams": dict(trial.hparams), "metrics": result.metrics, "error": result.error,
+            "start_time": result.start_time, "end_time": result.end_time, "duration": duration,
+            "worker": result.worker, "node": result.node,
+        })
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df.astype({"parent": "Int64", "member": "Int64", "checkpoint_from": "Int64"})
+
+
+def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
+    """A run directory's config (run.json) and its trials, one row each in finishing order."""
+    cfg = read_config(Path(run_dir))
+    return cfg, results_frame(read_journal(run_dir), registered_formatter(cfg))
