@@ -188,6 +188,14 @@ def search(
     store.format_arch = space_obj.format
     own_executor = not isinstance(executor, Executor)
     try:
+        if not isinstance(strategy, Strategy) and _takes_storage(strategy, strategy_options):
+            # Optuna keeps its study in its own append-only storage in the run directory (data, not a pickle).
+            # A resume with no snapshot yet starts the strategy afresh: the storage's trials go with it.
+            storage = run_path / OPTUNA_STORAGE
+            if store.restored is not None and store.restored.snapshot is None:
+                storage.unlink(missing_ok=True)
+            strat = make_strategy(strategy, space_obj, seed=seed,
+                                  options={**dict(strategy_options or {}), "storage": str(storage)})
         if isinstance(executor, Executor):
             ex = executor
         elif executor == "inprocess":
@@ -222,6 +230,15 @@ def search(
     df.attrs["summary"] = loop.summary()
     df.attrs["interrupted"] = loop.interrupted
     return df
+
+
+OPTUNA_STORAGE = "optuna.journal"
+
+
+def _takes_storage(name: str, options: Mapping[str, Any] | None) -> bool:
+    """Whether registered strategy ``name`` keeps its state in a storage of its own that was not given."""
+    params = inspect.signature(registry.strategies.get(name).__init__).parameters
+    return "storage" in params and "storage" not in (options or {})
 
 
 def open_run(run_dir: str | os.PathLike[str], record: dict[str, Any], space: SearchSpace, *, resume: bool,
