@@ -27,7 +27,7 @@ import pandas as pd
 
 from nas import registry
 from nas.data import Dataset, load_dataset
-from nas.executor import Executor, InProcessExecutor
+from nas.engine.executor import Executor, ExecutorConfig, build_executor
 from nas.journal import Journal, RunDir, read_journal, results_frame
 from nas.loop import Callback, SearchLoop
 from nas.resume import STATE_FILE, SavedState, StopSignal, check_same_run, load_state
@@ -39,7 +39,9 @@ from nas.types import Result, Trial
 
 log = logging.getLogger(__name__)
 
-EXECUTORS = ("ray", "inprocess")
+def executor_names() -> list[str]:
+    """The registered executors (``nas.registry.executors``): ray, inprocess, simulated, and any you add."""
+    return registry.executors.names()
 
 
 @dataclasses.dataclass
@@ -72,8 +74,7 @@ class SearchConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.executor not in EXECUTORS:
-            raise ValueError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTORS)}")
+        registry.executors.get(self.executor)  # a ValueError naming the known ones
         if not isinstance(self.strategy_options, Mapping):
             raise ValueError(f"strategy_options must be a mapping, got {self.strategy_options!r}")
         if not self.cpus_per_trial > 0:
@@ -182,6 +183,7 @@ def search(
     workers: int = 2,
     data: str | Dataset = "digits",
     executor: str | Executor = "ray",
+    executor_options: Mapping[str, Any] | None = None,
     trainer: TrainerFactory = TorchTrainer,
     settings: TrainSettings | None = None,
     strategy_options: Mapping[str, Any] | None = None,
@@ -197,8 +199,10 @@ def search(
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
 
-    ``space`` and ``strategy`` are objects or registered names; ``executor`` is ``"ray"`` (a pool of
-    ``workers`` trainer actors on the local or given Ray cluster), ``"inprocess"``, or an Executor.
+    ``space`` and ``strategy`` are objects or registered names; ``executor`` is a registered name
+    (``nas.registry.executors``: ``"ray"``, a pool of ``workers`` trainer actors on the local or given Ray
+    cluster; ``"inprocess"``; ``"simulated"``, NAS-Bench-201 replay) or an Executor; ``executor_options``
+    are the named executor's own (see :class:`nas.engine.executor.ExecutorConfig`).
     The run directory (default ``runs/<time>-<space>-<strategy>``) holds the journal, the config and
     the best weights. ``df.attrs`` holds ``run_dir`` and the run's summary.
 
@@ -224,20 +228,16 @@ def search(
         "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_retries": max_retries,
     }
     journaled, saved = open_run(run, config, space_obj, resume=resume, given_run_dir=run_dir is not None)
-    own_executor = not isinstance(executor, Executor)
-    if isinstance(executor, Executor):
-        ex = executor
-    elif executor == "inprocess":
-        ex = InProcessExecutor(space_obj, dataset, settings, trainer=trainer)
-    elif executor == "ray":
-        from nas.ray_executor import RayExecutor
-
-        connect(address, num_cpus=None)
-        ex = RayExecutor(space_obj, dataset, settings, workers=workers, trainer=trainer,
-                         cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
-                         max_retries=max_retries, namespace=f"nas-{run.path.name}")
+    own_executor = isinstance(executor, str)
+    if isinstance(executor, str):
+        if getattr(registry.executors.get(executor), "needs_ray", False):
+            connect(address, num_cpus=None)
+        ex = build_executor(executor, ExecutorConfig(
+            space_obj, dataset, settings, workers=workers, trainer=trainer, cpus_per_trial=cpus_per_trial,
+            gpus_per_trial=gpus_per_trial, max_retries=max_retries, namespace=f"nas-{run.path.name}", seed=seed,
+            options=dict(executor_options or {})))
     else:
-        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
+        ex = executor
     try:
         with Journal(run) as journal:
             monitors = monitoring_callbacks(run.path, given=callbacks or [],

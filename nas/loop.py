@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nas.executor import Executor
+from nas.engine.executor import Event, EventKind, Executor
 from nas.journal import Journal, atomic_write
 from nas.resume import SavedState, StopSignal
 from nas.resume import save_state as write_state
@@ -35,6 +35,7 @@ class TrialRecord:
     state: TrialState
     result: Result | None = None
     submitted_at: float = 0.0
+    started_at: float | None = None  # when its worker began it (QUEUED -> RUNNING), the executor's clock
 
 
 class Callback:
@@ -42,6 +43,7 @@ class Callback:
 
     def on_start(self, loop: SearchLoop) -> None: ...
     def on_submit(self, loop: SearchLoop, trial: Trial) -> None: ...
+    def on_event(self, loop: SearchLoop, event: Event) -> None: ...  # started / report, after the loop's update
     def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None: ...
     def on_end(self, loop: SearchLoop) -> None: ...
 
@@ -136,7 +138,17 @@ class SearchLoop:
 
     @property
     def running(self) -> int:
+        """Trials a worker is training now."""
         return self.count(TrialState.RUNNING)
+
+    @property
+    def queued(self) -> int:
+        """Trials submitted that no worker has begun yet (prefetched behind a running one, or in transit)."""
+        return self.count(TrialState.QUEUED)
+
+    @property
+    def in_flight(self) -> int:
+        return self.count(TrialState.QUEUED, TrialState.RUNNING)
 
     @property
     def best_score(self) -> float | None:
@@ -156,13 +168,12 @@ class SearchLoop:
                     break
                 self._fill()
                 self.save_state()
-                if self.running == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
+                if self.in_flight == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
                     raise RuntimeError(
                         f"strategy {self.strategy.name!r} proposed nothing with no trial running "
                         f"({self.finished}/{self.budget} finished): the search cannot go on"
                     )
-                for trial, result in self.executor.poll(timeout=self.poll_timeout):
-                    self._finish(trial, result)
+                self._handle(self.executor.poll(timeout=self.poll_timeout))
             self.save_state()
         finally:
             for cb in self.callbacks:
@@ -170,7 +181,7 @@ class SearchLoop:
         return self.results()
 
     def _fill(self) -> None:
-        while self.executor.free_slots() > 0 and self.finished + self.running < self.budget:
+        while self.executor.free_slots() > 0 and self.finished + self.in_flight < self.budget:
             if self.requeue:
                 trial = self.requeue.popleft()
             else:
@@ -181,11 +192,27 @@ class SearchLoop:
                     return
             if trial.trial_id in self.records:
                 raise RuntimeError(f"strategy {self.strategy.name!r} reused trial id {trial.trial_id}")
-            self._add(TrialRecord(trial, TrialState.RUNNING, submitted_at=self.clock()))
+            self._add(TrialRecord(trial, TrialState.QUEUED, submitted_at=self.clock()))
             self._dirty = True
             self.executor.submit(trial)
             for cb in self.callbacks:
                 cb.on_submit(self, trial)
+
+    def _handle(self, events: Sequence[Event]) -> None:
+        """Apply the executor's events in order: ``started`` moves a trial from QUEUED to RUNNING,
+        ``finished`` ends it; callbacks hear of every event."""
+        for event in events:
+            if event.kind is EventKind.FINISHED:
+                self._finish(event.trial, event.result)  # type: ignore[arg-type]
+                continue
+            record = self.records.get(event.trial.trial_id)
+            if record is None or record.state in (TrialState.COMPLETE, TrialState.FAILED):
+                continue  # an event of a trial this loop does not hold (or no longer runs): nothing to count
+            if event.kind is EventKind.STARTED and record.state is not TrialState.RUNNING:
+                self._move(record, TrialState.RUNNING)
+                record.started_at = event.time
+            for cb in self.callbacks:
+                cb.on_event(self, event)
 
     def _finish(self, trial: Trial, result: Result) -> None:
         if result.state is TrialState.COMPLETE and (result.score is None or not math.isfinite(result.score)):
@@ -232,11 +259,10 @@ class SearchLoop:
         them PENDING, unjournaled, in the saved state's in-flight list (a resume re-runs them)."""
         self.interrupted = True
         if self.stop is not None and self.stop.mode == "wait":
-            while self.running:
-                for trial, result in self.executor.poll(timeout=self.poll_timeout):
-                    self._finish(trial, result)
+            while self.in_flight:
+                self._handle(self.executor.poll(timeout=self.poll_timeout))
         for record in self.records.values():
-            if record.state is TrialState.RUNNING:
+            if record.state in (TrialState.QUEUED, TrialState.RUNNING):
                 self.executor.stop(record.trial.trial_id)
                 self._move(record, TrialState.PENDING)
         self._dirty = True
@@ -249,7 +275,7 @@ class SearchLoop:
         if self.state_path is None or not self._dirty:
             return
         inflight = [r.trial for r in self.records.values()
-                    if r.state in (TrialState.RUNNING, TrialState.PENDING)] + list(self.requeue)
+                    if r.state in (TrialState.QUEUED, TrialState.RUNNING, TrialState.PENDING)] + list(self.requeue)
         write_state(self.state_path, self.strategy, self._journaled, inflight)
         self._dirty = False
 

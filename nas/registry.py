@@ -62,3 +62,6 @@ spaces: Registry[Any] = Registry("search space", package="nas.search_spaces")
 
 register_strategy = strategies.register
 register_space = spaces.register
+#: executors by name (``ray``, ``inprocess``, ``simulated``): classes with ``from_config(ExecutorConfig)``
+executors: Registry[Any] = Registry("executor", package="nas.engine.executors")
+register_executor = executors.register

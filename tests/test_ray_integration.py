@@ -13,6 +13,7 @@ import pytest
 import ray
 
 import nas
+from nas.engine.executor import finished
 from nas.journal import read_journal
 from nas.ray_executor import RayExecutor
 from nas.search_spaces.toy import ToySpace, toy_score
@@ -101,7 +102,7 @@ def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tm
         ray.kill(ex.actor(0))
         results = []
         while not results:
-            results = ex.poll(timeout=30)
+            results = finished(ex.poll(timeout=30))
         [(t, r)] = results
         assert t.trial_id == trial.trial_id and r.ok and r.score == toy_score(trial.arch)
         assert ex.restarts == 1

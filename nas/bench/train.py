@@ -32,6 +32,7 @@ import torch
 
 from nas.bench import text_table
 from nas.data import Dataset, load_dataset
+from nas.engine.executor import finished
 from nas.space import SearchSpace
 from nas.trainer import TorchTrainer, TrainSettings
 from nas.types import Arch, Trial
@@ -159,7 +160,7 @@ def run_trials(ex: Any, space: SearchSpace, arch: Arch, count: int, first_id: in
         done = ex.poll(timeout=60)
         if not done and not ex.in_flight():
             raise RuntimeError(f"the trainer pool stopped with {len(results)} of {count} trials done")
-        results += [result for _, result in done]
+        results += [result for _, result in finished(done)]
     return results
 
 
