@@ -23,6 +23,7 @@ per trial is flat in the number of trials in flight (``nas bench ray-poll`` meas
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -78,8 +79,10 @@ class TrainerActor:
 
         torch.set_num_threads(n)
 
-    def run(self, trial: Trial, checkpoint: bytes | None) -> Iterator[Any]:
-        """A streaming generator: ``{"time": ..}`` as the trial begins, then its Result, then its checkpoint."""
+    def run(self, trial: Trial, checkpoint: bytes | None, keep: bool) -> Iterator[Any]:
+        """A streaming generator: ``{"time": ..}`` as the trial begins, its checkpoint if ``keep`` (it stays
+        in the object store), its Result. (Each item is a message to the driver: a trainer that makes no
+        checkpoints saves one.)"""
         start = time.time()
         arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
         self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
@@ -91,8 +94,9 @@ class TrainerActor:
         finally:
             self.current = None
         result.node = ray.get_runtime_context().get_node_id()[:12]
+        if keep:
+            yield ckpt
         yield result
-        yield ckpt
 
     @ray.method(concurrency_group="monitor")
     def info(self) -> dict[str, Any]:
@@ -112,8 +116,10 @@ class _Running:
     gen: Any  # the trial's ObjectRefGenerator
     attempt: int
     actor: Any  # the worker it was sent to (a slot's worker may have been replaced since)
+    begun: Any  # future of its first item (the start), filled on Ray's thread
+    ended: Any  # future of its result
+    refs: list[Any]  # the items' references: start, [checkpoint,] result
     started: bool = False
-    error: Exception | None = None  # what its first item raised (it never began)
 
 
 @register_executor("ray")
@@ -184,6 +190,7 @@ class RayExecutor(BaseExecutor):
 
             settings = TrainSettings()
         self._factory_kwargs = {"worker": None} if torch_trainer else {}
+        self._keeps = bool(getattr(trainer, "makes_checkpoints", True))  # False: results only, one message less
         self.space = space
         self.settings = settings
         self.cpus_per_trial, self.gpus_per_trial = cpus_per_trial, gpus_per_trial
@@ -306,12 +313,16 @@ class RayExecutor(BaseExecutor):
             return
         self._set_load(slot, self._load[slot] + 1)
         actor = self._actors[slot]
-        gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(trial, source)
-        self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor)
+        gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(
+            trial, source, self._keeps)
+        refs = gen._get_next_ref_n(3 if self._keeps else 2)  # the items' references, before they exist
+        # Callbacks (on Ray's thread, which also fetches the small values) when the trial begins and when
+        # its result is in: poll reads only what they queue. The checkpoint is never fetched here.
+        begun, ended = refs[0].future(), refs[-1].future()
+        self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor, begun, ended, refs)
         key, inbox = trial.trial_id, self._inbox
-        # Callbacks (on Ray's own thread) when the trial begins and when it ends: poll reads only these.
-        gen._get_next_ref_n(1)[0].future().add_done_callback(lambda _: inbox.put(("started", key, attempt)))
-        gen.completed().future().add_done_callback(lambda _: inbox.put(("done", key, attempt)))
+        begun.add_done_callback(lambda _: inbox.put(("started", key, attempt)))
+        ended.add_done_callback(lambda _: inbox.put(("done", key, attempt)))
 
     def stop(self, trial_id: int) -> None:
         run = self._running.get(trial_id)
@@ -348,7 +359,8 @@ class RayExecutor(BaseExecutor):
                 continue  # a worker's ready signal, or news of an attempt already handled
             if what == "started":
                 out += self._take_started(run)
-            else:
+            else:  # its start is in before its result (an earlier item of the same stream)
+                concurrent.futures.wait([run.begun], timeout=10)
                 out += self._take_started(run) + self._take_finished(run)
         if any(e.result is not None for e in out):
             self._handed_out = time.perf_counter()
@@ -357,25 +369,22 @@ class RayExecutor(BaseExecutor):
         return out
 
     def _take_started(self, run: _Running) -> list[Event]:
-        if run.started:
-            return []
-        try:
-            marker = ray.get(next(run.gen))
-        except (ray.exceptions.RayError, StopIteration) as e:
-            run.error = e  # it never began (died, cancelled, raised): its completion reports it
-            return []
+        if run.started or not run.begun.done() or run.begun.exception() is not None:
+            return []  # (an exception: it never began; its result says how it ended)
         run.started = True
-        return [Event.started(run.trial, time=marker["time"], worker=self._names[run.slot])]
+        return [Event.started(run.trial, time=run.begun.result()["time"], worker=self._names[run.slot])]
 
     def _take_finished(self, run: _Running) -> list[Event]:
         del self._running[run.trial.trial_id]
         trial, name = run.trial, self._names[run.slot]
+        ckpt_ref = run.refs[1] if len(run.refs) == 3 else None
         try:
-            if run.error is not None:
-                raise run.error
-            ray.get(run.gen.completed())  # the task's own failure: died, cancelled
-            result_ref, ckpt_ref = next(run.gen), next(run.gen)
-            result = ray.get(result_ref)
+            try:
+                result = run.ended.result()
+            except ray.exceptions.ObjectRefStreamEndOfStreamError:  # it ended early: an earlier item says why
+                raise self._early_end(run) from None
+            with contextlib.suppress(ValueError):
+                run.gen._consume_next_ref_n(len(run.refs))  # the stream is read: the checkpoint ref stays ours
         except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
             if self._actors[run.slot] is run.actor:  # the first of its trials to report the death
                 self._replace(run.slot)
@@ -391,10 +400,7 @@ class RayExecutor(BaseExecutor):
             return [Event.finished(trial, Result.failed(trial.trial_id, error, worker=name))]
         except ray.exceptions.TaskCancelledError:
             result, ckpt_ref = Result.failed(trial.trial_id, "stopped", worker=name), None
-        except StopIteration:
-            result, ckpt_ref = Result.failed(trial.trial_id, "the trial's task ended without a result",
-                                             worker=name), None
-        except ray.exceptions.RayTaskError as e:  # the trainer itself raised outside run_safely
+        except (ray.exceptions.RayTaskError, RuntimeError) as e:  # the trainer raised outside run_safely
             result, ckpt_ref = Result.failed(trial.trial_id, str(e), worker=name), None
         if trial.trial_id in self._stopped:
             self._stopped.discard(trial.trial_id)
@@ -406,6 +412,17 @@ class RayExecutor(BaseExecutor):
         if self._actors[run.slot] is run.actor:  # a replaced worker's load went with it
             self._set_load(run.slot, self._load[run.slot] - 1)
         return [Event.finished(trial, result)]
+
+    @staticmethod
+    def _early_end(run: _Running) -> Exception:
+        for ref in run.refs[:-1]:
+            with contextlib.suppress(ray.exceptions.ObjectRefStreamEndOfStreamError, ray.exceptions.GetTimeoutError):
+                try:
+                    ray.get(ref, timeout=10)
+                except ray.exceptions.RayError as e:
+                    if not isinstance(e, ray.exceptions.ObjectRefStreamEndOfStreamError):
+                        return e
+        return RuntimeError("the trial's task ended without a result")
 
     def _dispatch_retries(self) -> None:
         while self._retry and (self._free[0] or (self.prefetch.on and self._free[1])):
