@@ -1,8 +1,8 @@
 """``nas bench ray-poll``: the driver's cost per trial against the number of trials in flight, on light actors.
 
 W light trainer actors (``--cpus-per-actor`` CPUs each, default 0.03, so 64 fit on two cores; their
-trainer, :class:`NoopTrainer`, answers at once and never loads torch) run N trivial trials, with and
-without prefetch, so W or 2 x W trials are in flight. Side by side on the same cluster:
+trainer, :class:`NoopTrainer`, answers at once and never loads torch) run N trivial trials, each worker
+holding one trial queued behind the one it runs, so 2 x W trials are in flight. Side by side on the same cluster:
 
 - ours: :class:`nas.ray_executor.RayExecutor` driven as the loop drives it (submit while a slot is free,
   then ``poll``). Its ``poll`` reads a queue that Ray's callbacks fill, so it touches only the trials
@@ -139,11 +139,10 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 def run(trials: int, workers: list[int], cpus: float, *, baseline_too: bool = True) -> list[dict[str, Any]]:
     rows = []
-    for w in workers:
-        for prefetch in (False, True):
-            rows.append(ours(trials, w, cpus, prefetch))
-            if baseline_too:
-                rows.append(baseline(trials, w, cpus, prefetch))
+    for w in workers:  # each worker holds a running trial and a queued one: 2 x W in flight
+        rows.append(ours(trials, w, cpus, True))
+        if baseline_too:
+            rows.append(baseline(trials, w, cpus, True))
     return rows
 
 
