@@ -155,3 +155,20 @@ def test_simulated_stop_of_a_queued_trial():
     [stopped] = ex.poll()
     assert stopped.trial.trial_id == queued.trial_id and stopped.result.error == "stopped"
     assert [e.kind for e in ex.poll()] == [EventKind.STARTED, EventKind.FINISHED] and ex.in_flight() == 0
+
+
+def test_status_and_the_search_actor_line_count_running_and_queued_apart():
+    from nas.metrics import status_line
+    from nas.status import loop_status
+
+    lines = []
+
+    class Watch(Callback):
+        def on_event(self, loop, event):
+            lines.append(status_line(loop_status(loop, "running")))
+
+    ex = build_executor("inprocess", ExecutorConfig(
+        ToySpace(), trainer=functools.partial(ScoreTrainer, score_fn=toy_score), workers=2))
+    SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=4, callbacks=[Watch()]).run()
+    # two submitted at once; the in-process executor runs one at a time: 1 running, 1 queued
+    assert lines[0] == "running: 0/4 finished, 0 failed, busy 1/2, queued 1, best -"
