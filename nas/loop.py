@@ -200,7 +200,7 @@ class SearchLoop:
 
     def _handle(self, events: Sequence[Event]) -> None:
         """Apply the executor's events in order: ``started`` moves a trial from QUEUED to RUNNING,
-        ``finished`` ends it; callbacks hear of every event."""
+        ``requeued`` back, ``finished`` ends it; callbacks hear of every event."""
         for event in events:
             if event.kind is EventKind.FINISHED:
                 self._finish(event.trial, event.result)  # type: ignore[arg-type]
@@ -211,6 +211,8 @@ class SearchLoop:
             if event.kind is EventKind.STARTED and record.state is not TrialState.RUNNING:
                 self._move(record, TrialState.RUNNING)
                 record.started_at = event.time
+            elif event.kind is EventKind.REQUEUED and record.state is TrialState.RUNNING:
+                self._move(record, TrialState.QUEUED)  # its worker died: it waits to run again
             for cb in self.callbacks:
                 cb.on_event(self, event)
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 import ray.exceptions
 
-from nas.engine.executor import Event, ExecutorConfig, PrefetchRule
+from nas.engine.executor import Event, EventKind, ExecutorConfig, PrefetchRule
 from nas.executor import BaseExecutor, CheckpointStore
 from nas.registry import register_executor
 from nas.types import Result, Trial, arch_key
@@ -392,7 +392,7 @@ class RayExecutor(BaseExecutor):
                 log.warning("worker %s died running trial %d (%s); retrying", name, trial.trial_id,
                             type(e).__name__)
                 self._retry.append((trial, run.attempt + 1))
-                return []
+                return [Event(EventKind.REQUEUED, trial, worker=name)]
             error = f"worker died {run.attempt + 1} times: {e}"
             if trial.trial_id in self._stopped:
                 self._stopped.discard(trial.trial_id)

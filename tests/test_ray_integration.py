@@ -94,18 +94,20 @@ def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tm
     try:
         trial = RandomSearch(ToySpace(), seed=0).ask()
         ex.submit(trial)
-        assert ex.poll(timeout=0) == []
+        events = ex.poll(timeout=0)
+        assert finished(events) == []
         deadline = time.monotonic() + 60
         while not os.path.exists(marker) and time.monotonic() < deadline:  # the trial is running
             time.sleep(0.01)
         assert os.path.exists(marker)
         ray.kill(ex.actor(0))
-        results = []
-        while not results:
-            results = finished(ex.poll(timeout=30))
-        [(t, r)] = results
+        while not finished(events):
+            events += ex.poll(timeout=30)
+        [(t, r)] = finished(events)
         assert t.trial_id == trial.trial_id and r.ok and r.score == toy_score(trial.arch)
         assert ex.restarts == 1
+        # it ran, went back to waiting when its worker died, ran again on the replacement, finished
+        assert [e.kind.value for e in events] == ["started", "requeued", "started", "finished"]
     finally:
         ex.shutdown()
 

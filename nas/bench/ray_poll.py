@@ -48,7 +48,8 @@ def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, An
 
     t0 = time.perf_counter()
     ex = RayExecutor(None, None, None, workers=workers, trainer=NoopTrainer, cpus_per_trial=cpus,  # type: ignore[arg-type]
-                     prefetch=prefetch, name_prefix=f"nas-light-{workers}-{int(prefetch)}-{os.getpid()}")
+                     prefetch=prefetch, name_prefix=f"nas-light-{workers}-{int(prefetch)}-{os.getpid()}",
+                     start_timeout=900.0)  # many actors on a small, busy machine start slowly
     start_up = time.perf_counter() - t0
     submitted = done = most = 0
     poll_cpu = submit_cpu = 0.0
@@ -168,8 +169,10 @@ def cmd_ray_poll(args: argparse.Namespace) -> int:
     from nas.api import connect
 
     connect(args.address, num_cpus=os.cpu_count() or 1)
-    rows = run(args.trials, workers, args.cpus_per_actor, baseline_too=not args.no_baseline)
     print(f"{args.trials} trivial trials per row on light actors ({args.cpus_per_actor:g} CPU each); "
-          f"driver process CPU time per trial (all threads; waiting excluded)")
-    print(format_rows(rows))
+          f"driver process CPU time per trial (all threads; waiting excluded)", flush=True)
+    rows: list[dict[str, Any]] = []
+    for w in workers:  # the table so far after each pool size: a slow start of the next one loses nothing
+        rows += run(args.trials, [w], args.cpus_per_actor, baseline_too=not args.no_baseline)
+        print(format_rows(rows), flush=True)
     return 0

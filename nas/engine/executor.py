@@ -43,6 +43,7 @@ class EventKind(StrEnum):
     STARTED = "started"  # the trial began running on a worker (it was QUEUED before, RUNNING after)
     REPORT = "report"  # an intermediate result (one epoch's metrics), sent by the worker as it happened
     FINISHED = "finished"  # the final result: COMPLETE or FAILED
+    REQUEUED = "requeued"  # it stopped running without a result (its worker died) and waits to run again
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
