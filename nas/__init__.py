@@ -2,19 +2,41 @@
 
 The pieces: :class:`SearchSpace` (what can be built), :class:`Strategy` (what to try next), executors
 (where it trains), :class:`SearchLoop` (keeps every worker busy), and :func:`search` (all of it at once).
+
+The names below are imported on first use (PEP 562), so a Ray worker that only needs ``nas.types``
+(a light actor of the executor benchmarks) never loads torch or pandas.
 """
 
-from nas.api import SearchConfig, connect, load_results, load_run, make_strategy, resolve_space, search
-from nas.data import Dataset, load_dataset
-from nas.executor import Executor, InProcessExecutor
-from nas.loop import Callback, SearchLoop
-from nas.registry import register_space, register_strategy
-from nas.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
-from nas.strategy import Strategy
-from nas.trainer import ScoreTrainer, SleepTrainer, TorchTrainer, TrainSettings
-from nas.types import Arch, Decision, Result, Trial, TrialState, arch_hash, arch_key
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nas.api import SearchConfig, connect, load_results, load_run, make_strategy, resolve_space, search
+    from nas.data import Dataset, load_dataset
+    from nas.executor import Executor, InProcessExecutor
+    from nas.loop import Callback, SearchLoop
+    from nas.registry import register_space, register_strategy
+    from nas.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
+    from nas.strategy import Strategy
+    from nas.trainer import ScoreTrainer, SleepTrainer, TorchTrainer, TrainSettings
+    from nas.types import Arch, Decision, Result, Trial, TrialState, arch_hash, arch_key
 
 __version__ = "0.1.0"
+
+_WHERE = {
+    "nas.api": ["SearchConfig", "connect", "load_results", "load_run", "make_strategy", "resolve_space", "search"],
+    "nas.data": ["Dataset", "load_dataset"],
+    "nas.executor": ["Executor", "InProcessExecutor"],
+    "nas.loop": ["Callback", "SearchLoop"],
+    "nas.registry": ["register_space", "register_strategy"],
+    "nas.space": ["InvalidArchitecture", "InvalidSpace", "SearchSpace", "Task"],
+    "nas.strategy": ["Strategy"],
+    "nas.trainer": ["ScoreTrainer", "SleepTrainer", "TorchTrainer", "TrainSettings"],
+    "nas.types": ["Arch", "Decision", "Result", "Trial", "TrialState", "arch_hash", "arch_key"],
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 __all__ = [
     "Arch", "Callback", "Dataset", "Decision", "Executor", "InProcessExecutor", "InvalidArchitecture",
@@ -23,3 +45,18 @@ __all__ = [
     "connect", "load_dataset", "load_results", "load_run", "make_strategy", "register_space", "register_strategy",
     "resolve_space", "search",
 ]
+assert sorted(__all__) == sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    else:  # a submodule, e.g. nas.api after a bare ``import nas``
+        try:
+            value = importlib.import_module(f"nas.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"nas.{name}":
+                raise
+            raise AttributeError(f"module 'nas' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value

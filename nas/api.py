@@ -27,7 +27,8 @@ import pandas as pd
 from nas import registry
 from nas.core.spec import resolve_space_spec
 from nas.data import Dataset, dataset_fingerprint, load_dataset
-from nas.executor import Executor, InProcessExecutor
+from nas.engine.executor import Executor, ExecutorConfig, build_executor
+from nas.executor import InProcessExecutor
 from nas.loop import Callback, SearchLoop
 from nas.resume import StopSignal
 from nas.run.config import RunConfig
@@ -41,10 +42,14 @@ from nas.types import Trial
 
 log = logging.getLogger(__name__)
 
-EXECUTORS = ("ray", "inprocess")
 SearchConfig = RunConfig  # (the name this API had; one configuration object end to end)
-__all__ = ["EXECUTORS", "SearchConfig", "connect", "load_results", "load_run", "make_strategy", "open_run",
+__all__ = ["SearchConfig", "connect", "executor_names", "load_results", "load_run", "make_strategy", "open_run",
            "resolve_space", "search", "space_from_spec"]
+
+
+def executor_names() -> list[str]:
+    """The registered executors (``nas.registry.executors``): ray, inprocess, simulated, and any you add."""
+    return registry.executors.names()
 
 
 def resolve_space(spec: str | SearchSpace) -> SearchSpace:
@@ -63,23 +68,16 @@ def space_spec(space: SearchSpace) -> str:
     return f"{type(space).__module__}:{type(space).__qualname__}"
 
 
-from nas.core.spec import resolve_space_spec
 def space_from_spec(spec: Mapping[str, Any]) -> SearchSpace:
     """The space ``run.json``'s ``space_spec`` records (:meth:`nas.SearchSpace.spec`), rebuilt with its
     constructor arguments. Only for ``--resume`` of a run the user points at."""
     name, args = spec.get("class"), spec.get("args") or {}
     if not isinstance(name, str) or not isinstance(args, Mapping):
         raise ValueError(f"run.json's space_spec {dict(spec)!r} is not a space specification")
-    if ":" not in name:
-        return registry.spaces.get(name)(**args)
-    module_name, _, attr = name.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"cannot import space {name!r}: {e}") from None
-    if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-        raise ValueError(f"{name!r} is not a nas.SearchSpace subclass")
-    return cls(**args)
+    found = resolve_space_spec(name, allow_import=True)  # a SearchSpace subclass or instance, never a function
+    if isinstance(found, SearchSpace):
+        return found
+    return found(**args)
 
 
 def load_results(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
@@ -130,6 +128,7 @@ def search(
     workers: int = 2,
     data: str | Dataset = "digits",
     executor: str | Executor = "ray",
+    executor_options: Mapping[str, Any] | None = None,
     trainer: TrainerFactory = TorchTrainer,
     settings: TrainSettings | None = None,
     strategy_options: Mapping[str, Any] | None = None,
@@ -146,8 +145,10 @@ def search(
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
 
-    ``space`` and ``strategy`` are objects or registered names; ``executor`` is ``"ray"`` (a pool of
-    ``workers`` trainer actors on the local or given Ray cluster), ``"inprocess"``, or an Executor.
+    ``space`` and ``strategy`` are objects or registered names; ``executor`` is a registered name
+    (``nas.registry.executors``: ``"ray"``, a pool of ``workers`` trainer actors on the local or given Ray
+    cluster; ``"inprocess"``; ``"simulated"``, NAS-Bench-201 replay) or an Executor; ``executor_options``
+    are the named executor's own (see :class:`nas.engine.executor.ExecutorConfig`).
     The run directory (default ``runs/<time>-<space>-<strategy>``) holds the journal, the config and
     the best weights. ``df.attrs`` holds ``run_dir`` and the run's summary.
 
@@ -159,8 +160,8 @@ def search(
     ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
     (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
     """
-    if isinstance(executor, str) and executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
+    if isinstance(executor, str):
+        registry.executors.get(executor)  # a ValueError naming the known ones
     space_obj = resolve_space(space)
     settings = settings or TrainSettings(seed=seed)
     config = RunConfig(
@@ -186,7 +187,7 @@ def search(
     store = open_run(run_path, record, space_obj, resume=resume, given_run_dir=run_dir is not None,
                      **dict(run_options or {}))
     store.format_arch = space_obj.format
-    own_executor = not isinstance(executor, Executor)
+    own_executor = isinstance(executor, str)
     try:
         if not isinstance(strategy, Strategy) and _takes_storage(strategy, strategy_options):
             # Optuna keeps its study in its own append-only storage in the run directory (data, not a pickle).
@@ -196,17 +197,15 @@ def search(
                 storage.unlink(missing_ok=True)
             strat = make_strategy(strategy, space_obj, seed=seed,
                                   options={**dict(strategy_options or {}), "storage": str(storage)})
-        if isinstance(executor, Executor):
-            ex = executor
-        elif executor == "inprocess":
-            ex = InProcessExecutor(space_obj, dataset, settings, trainer=trainer)
+        if isinstance(executor, str):
+            if getattr(registry.executors.get(executor), "needs_ray", False):
+                connect(address, num_cpus=None, run_name=run_path.name)
+            ex = build_executor(executor, ExecutorConfig(
+                space_obj, dataset, settings, workers=workers, trainer=trainer, cpus_per_trial=cpus_per_trial,
+                gpus_per_trial=gpus_per_trial, max_retries=max_retries, namespace=f"nas-{run_path.name}", seed=seed,
+                options=dict(executor_options or {})))
         else:
-            from nas.ray_executor import RayExecutor
-
-            connect(address, num_cpus=None, run_name=run_path.name)
-            ex = RayExecutor(space_obj, dataset, settings, workers=workers, trainer=trainer,
-                             cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
-                             max_retries=max_retries, namespace=f"nas-{run_path.name}")
+            ex = executor
     except BaseException:
         store.close()
         raise

@@ -88,7 +88,7 @@ SEARCH_FLAGS: list[tuple[str, type | Callable[[str], Any], str]] = [
     ("recipe", str, "training recipe (see `nas recipes`), e.g. nb201; options given explicitly win over it"),
     ("seed", int, "seed of the strategy, the data split and the training"),
     ("run_dir", str, "where the journal, config and best weights go (default runs/<time>-<space>-<strategy>)"),
-    ("executor", str, "ray (default) or inprocess"),
+    ("executor", str, "ray (default), inprocess or simulated (registered executors: nas.registry.executors)"),
     ("address", str, "Ray cluster to join (default: $RAY_ADDRESS, else start a local one)"),
     ("cpus_per_trial", float, "CPUs per trainer actor; torch uses this many threads"),
     ("gpus_per_trial", float, "GPUs per trainer actor, fractional packs several trials on one GPU"),

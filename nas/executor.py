@@ -1,4 +1,5 @@
-"""Executors run trials; the loop talks to all of them through this one interface.
+"""The in-process executor, and what the built-in executors share (the Protocol they implement, its
+events and the registry are in :mod:`nas.engine.executor`).
 
 - :class:`InProcessExecutor`: trials run one after another in this process, in submission order
   (deterministic; for tests and debugging).
@@ -12,48 +13,34 @@ made them; a trial with ``checkpoint_from`` starts from that state.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+import time
+from typing import TYPE_CHECKING, Any
 
-from nas.data import Dataset
-from nas.space import SearchSpace
-from nas.trainer import TorchTrainer, Trainer, TrainerFactory, TrainSettings
+from nas.engine.executor import Event, Executor, ExecutorConfig
+from nas.registry import register_executor
 from nas.types import Result, Trial
 
+if TYPE_CHECKING:
+    from nas.data import Dataset
+    from nas.space import SearchSpace
+    from nas.trainer import TrainerFactory, TrainSettings
 
-class Executor:
-    """The interface. ``poll`` returns finished trials (possibly none before ``timeout``)."""
+__all__ = ["BaseExecutor", "CheckpointStore", "Event", "Executor", "InProcessExecutor"]
+
+
+class BaseExecutor:
+    """Defaults shared by the built-in executors (they implement :class:`nas.engine.executor.Executor`)."""
 
     #: how many finished trials' checkpoints are kept for later ``checkpoint_from`` (oldest dropped)
     checkpoint_keep: int = 256
 
-    def free_slots(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def slots(self) -> int:
-        raise NotImplementedError
-
-    def in_flight(self) -> int:
-        raise NotImplementedError
-
-    def submit(self, trial: Trial) -> None:
-        raise NotImplementedError
-
-    def poll(self, timeout: float | None = None) -> list[tuple[Trial, Result]]:
-        raise NotImplementedError
-
-    def stop(self, trial_id: int) -> None:
-        """Cancel a submitted trial; it comes back from ``poll`` as FAILED ("stopped")."""
-        raise NotImplementedError
-
     def checkpoint(self, trial_id: int) -> bytes | None:
         """The saved state (model, optimizer, epoch) of a finished trial, if still kept."""
-        raise NotImplementedError
+        return None
 
     def restore_checkpoint(self, trial_id: int, data: bytes) -> None:
         """Keep ``data`` as the checkpoint of finished trial ``trial_id`` (read back from the run
         directory on resume), so later trials can start from it."""
-        raise NotImplementedError
 
     def now(self) -> float | None:
         """The executor's clock when it is simulated; None for wall-clock executors."""
@@ -62,7 +49,7 @@ class Executor:
     def shutdown(self) -> None:
         pass
 
-    def __enter__(self) -> Executor:
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -94,10 +81,12 @@ class CheckpointStore:
         return trial_id in self._items
 
 
-class InProcessExecutor(Executor):
+@register_executor("inprocess")
+class InProcessExecutor(BaseExecutor):
     """Runs each trial in this process when polled, in submission order. ``slots`` trials may be
     submitted at once (as a pool of that many workers would take them), which lets asynchronous
-    strategies be tested deterministically."""
+    strategies be tested deterministically. A submitted trial is QUEUED until a ``poll`` runs it:
+    that poll returns its ``started`` event, its reports, and its ``finished`` event, in that order."""
 
     def __init__(
         self,
@@ -105,15 +94,24 @@ class InProcessExecutor(Executor):
         data: Dataset | None,
         settings: TrainSettings | None = None,
         *,
-        trainer: TrainerFactory | Callable[..., Trainer] = TorchTrainer,
+        trainer: TrainerFactory | None = None,
         slots: int = 1,
     ) -> None:
+        from nas.trainer import TorchTrainer, TrainSettings
+
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ValueError(f"slots must be an integer >= 1, got {slots!r}")
         self.space = space
         self._slots = slots
-        self._trainer = trainer(data, settings or TrainSettings())  # type: ignore[arg-type]
+        self._trainer = (trainer or TorchTrainer)(data, settings or TrainSettings())  # type: ignore[arg-type]
         self._queue: collections.deque[Trial] = collections.deque()
         self._stopped: set[int] = set()
         self._ckpts = CheckpointStore(self.checkpoint_keep)
+
+    @classmethod
+    def from_config(cls, cfg: ExecutorConfig) -> InProcessExecutor:
+        cfg.checked_options("inprocess")
+        return cls(cfg.space, cfg.data, cfg.settings, trainer=cfg.trainer, slots=cfg.workers)
 
     @property
     def slots(self) -> int:
@@ -133,19 +131,21 @@ class InProcessExecutor(Executor):
     def stop(self, trial_id: int) -> None:
         self._stopped.add(trial_id)
 
-    def poll(self, timeout: float | None = None) -> list[tuple[Trial, Result]]:
+    def poll(self, timeout: float | None = None) -> list[Event]:
+        """Runs the next queued trial to its end, here and now."""
         if not self._queue:
             return []
         trial = self._queue.popleft()
         if trial.trial_id in self._stopped:
-            return [(trial, Result.failed(trial.trial_id, "stopped"))]
+            return [Event.finished(trial, Result.failed(trial.trial_id, "stopped"))]
         try:
             source = self._ckpts.get(trial.checkpoint_from)
         except KeyError as e:
-            return [(trial, Result.failed(trial.trial_id, str(e)))]
+            return [Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0])))]
+        started = Event.started(trial, time=time.time(), worker=getattr(self._trainer, "worker", None))
         result, ckpt = self._trainer.run(trial, self.space, source)  # type: ignore[arg-type]
         self._ckpts.put(trial.trial_id, ckpt)
-        return [(trial, result)]
+        return [started, Event.finished(trial, result)]
 
     def checkpoint(self, trial_id: int) -> bytes | None:
         return self._ckpts.get(trial_id) if trial_id in self._ckpts else None  # type: ignore[return-value]

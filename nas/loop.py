@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nas.executor import Executor
+from nas.engine.executor import Event, EventKind, Executor
 from nas.run.journal import JournalWriter
 from nas.space import InvalidSpace
 from nas.strategy import Strategy
@@ -39,6 +39,7 @@ class TrialRecord:
     state: TrialState
     result: Result | None = None
     submitted_at: float = 0.0
+    started_at: float | None = None  # when its worker began it (QUEUED -> RUNNING), the executor's clock
 
 
 class Callback:
@@ -46,6 +47,7 @@ class Callback:
 
     def on_start(self, loop: SearchLoop) -> None: ...
     def on_submit(self, loop: SearchLoop, trial: Trial) -> None: ...
+    def on_event(self, loop: SearchLoop, event: Event) -> None: ...  # started / report, after the loop's update
     def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None: ...
     def on_end(self, loop: SearchLoop) -> None: ...
 
@@ -134,7 +136,17 @@ class SearchLoop:
 
     @property
     def running(self) -> int:
+        """Trials a worker is training now."""
         return self.count(TrialState.RUNNING)
+
+    @property
+    def queued(self) -> int:
+        """Trials submitted that no worker has begun yet (prefetched behind a running one, or in transit)."""
+        return self.count(TrialState.QUEUED)
+
+    @property
+    def in_flight(self) -> int:
+        return self.count(TrialState.QUEUED, TrialState.RUNNING)
 
     @property
     def best_score(self) -> float | None:
@@ -156,12 +168,12 @@ class SearchLoop:
                 self._fill()
                 if self.store is not None:
                     self.store.maybe_snapshot(self)  # asks and tells so far are all journaled: a consistent cut
-                if self.running == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
+                if self.in_flight == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
                     raise RuntimeError(
                         f"strategy {self.strategy.name!r} proposed nothing with no trial running "
                         f"({self.finished}/{self.budget} finished): the search cannot go on"
                     )
-                self._finish_batch(self.executor.poll(timeout=self.poll_timeout))
+                self._handle(self.executor.poll(timeout=self.poll_timeout))
             ended = True
         finally:
             if self.store is not None and ended:
@@ -176,7 +188,7 @@ class SearchLoop:
         return self.results()
 
     def _fill(self) -> None:
-        while self.executor.free_slots() > 0 and self.finished + self.running < self.budget:
+        while self.executor.free_slots() > 0 and self.finished + self.in_flight < self.budget:
             if self.requeue:
                 trial = self.requeue.popleft()
             else:
@@ -187,7 +199,7 @@ class SearchLoop:
                     return
             if trial.trial_id in self.records:
                 raise RuntimeError(f"strategy {self.strategy.name!r} reused trial id {trial.trial_id}")
-            self._add(TrialRecord(trial, TrialState.RUNNING, submitted_at=self.clock()))
+            self._add(TrialRecord(trial, TrialState.QUEUED, submitted_at=self.clock()))
             if self.store is not None:
                 self.store.on_submit(trial)  # journaled before it runs (write-ahead)
             elif self.journal is not None:
@@ -195,6 +207,28 @@ class SearchLoop:
             self.executor.submit(trial)
             for cb in self.callbacks:
                 cb.on_submit(self, trial)
+
+    def _handle(self, events: Sequence[Event]) -> None:
+        """Apply the executor's events in order: ``started`` moves a trial from QUEUED to RUNNING,
+        ``requeued`` back, ``finished`` ends it; callbacks hear of every event."""
+        batch: list[tuple[Trial, Result]] = []  # results that arrive together share one fsync
+        for event in events:
+            if event.kind is EventKind.FINISHED:
+                batch.append((event.trial, event.result))  # type: ignore[arg-type]
+                continue
+            self._finish_batch(batch)
+            batch = []
+            record = self.records.get(event.trial.trial_id)
+            if record is None or record.state in (TrialState.COMPLETE, TrialState.FAILED):
+                continue  # an event of a trial this loop does not hold (or no longer runs): nothing to count
+            if event.kind is EventKind.STARTED and record.state is not TrialState.RUNNING:
+                self._move(record, TrialState.RUNNING)
+                record.started_at = event.time
+            elif event.kind is EventKind.REQUEUED and record.state is TrialState.RUNNING:
+                self._move(record, TrialState.QUEUED)  # its worker died: it waits to run again
+            for cb in self.callbacks:
+                cb.on_event(self, event)
+        self._finish_batch(batch)
 
     def _finish(self, trial: Trial, result: Result) -> None:
         self._finish_batch([(trial, result)])
@@ -253,10 +287,10 @@ class SearchLoop:
         them PENDING and unfinished in the journal (a resume re-runs them)."""
         self.interrupted = True
         if self.stop is not None and self.stop.mode == "wait":
-            while self.running:
-                self._finish_batch(self.executor.poll(timeout=self.poll_timeout))
-        for record in self.records.values():  # (once, at the end of a run)
-            if record.state is TrialState.RUNNING:
+            while self.in_flight:
+                self._handle(self.executor.poll(timeout=self.poll_timeout))
+        for record in self.records.values():
+            if record.state in (TrialState.QUEUED, TrialState.RUNNING):
                 self.executor.stop(record.trial.trial_id)
                 self._move(record, TrialState.PENDING)
 

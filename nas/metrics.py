@@ -30,6 +30,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from nas.engine.executor import Event
 from nas.loop import Callback, SearchLoop
 from nas.status import end_state, loop_status, population_size
 from nas.types import Result, Trial
@@ -106,7 +107,8 @@ def _metric(name: str) -> Any:
 def status_line(status: dict[str, Any]) -> str:
     best = "-" if status.get("best_score") is None else f"{status['best_score']:.4f}"
     return (f"{status['state']}: {status['finished']}/{status.get('budget') or '?'} finished, "
-            f"{status['failed']} failed, busy {status['running']}/{status['workers']}, best {best}")
+            f"{status['failed']} failed, busy {status['running']}/{status['workers']}, "
+            f"queued {status.get('queued', 0)}, best {best}")
 
 
 @ray.remote(num_cpus=0)  # type: ignore[call-overload]
@@ -186,7 +188,7 @@ class MetricsCallback(Callback):
             _metric(name).observe(value, tags=obs_tags)
         self._observed.clear()
         tags = self._tags(loop)
-        busy = min(loop.running, loop.executor.slots) if state == "running" else 0  # queued trials are not busy
+        busy = loop.running if state == "running" else 0  # RUNNING only: a QUEUED (prefetched) trial is not busy
         _metric("nas_busy_workers").set(busy, tags=tags)
         _metric("nas_workers").set(loop.executor.slots, tags=tags)
         _metric("nas_population_size").set(population_size(loop.strategy), tags=tags)
@@ -233,6 +235,9 @@ class MetricsCallback(Callback):
 
     def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
         self._guard(self._result, loop, trial, result)
+
+    def on_event(self, loop: SearchLoop, event: Event) -> None:
+        self._guard(self._flush, loop, "running")  # a trial began: the busy gauge changes
 
     def on_end(self, loop: SearchLoop) -> None:
         self._guard(lambda: self._flush(loop, end_state(loop), force=True))

@@ -12,98 +12,157 @@ the replacement on a live node. A replacement that cannot be placed never hangs 
 cluster no longer has the resources for the whole pool (a node left), or the replacement is not up
 within ``start_timeout`` seconds, or it dies while starting, its slot is retired and the pool shrinks;
 its trial waits for the next free slot. Only when no slot is left does the search stop, with an error.
+
+Each trial is one streaming-generator task on its actor (named ``trial-<id>`` in the dashboard's task
+list): its first item says the trial began (the ``started`` event: the trial goes from QUEUED to
+RUNNING), then come the result and the checkpoint (the checkpoint stays in the object store, owned by
+the driver). The driver never scans what is in flight: a callback on each trial's first item and on its
+completion puts the trial's key into a queue, and ``poll`` takes only what that queue holds, so its cost
+per trial is flat in the number of trials in flight (``nas bench ray-poll`` measures it).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
+import datetime
 import logging
 import math
 import os
+import queue
+import sys
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import ray
 import ray.exceptions
 
-from nas.data import Dataset
-from nas.executor import CheckpointStore, Executor
-from nas.space import SearchSpace
-from nas.trainer import TorchTrainer, TrainerFactory, TrainSettings
-from nas.types import Result, Trial
+from nas.engine.executor import Event, EventKind, ExecutorConfig, PrefetchRule
+from nas.executor import BaseExecutor, CheckpointStore
+from nas.registry import register_executor
+from nas.types import Result, Trial, arch_key
+
+if TYPE_CHECKING:
+    from nas.data import Dataset
+    from nas.space import SearchSpace
+    from nas.trainer import TrainerFactory, TrainSettings
 
 log = logging.getLogger(__name__)
 
 
-@ray.remote
+@ray.remote(concurrency_groups={"monitor": 1})  # type: ignore[call-overload]
 class TrainerActor:
-    """One worker. Its torch thread count is its CPU share, so actors never oversubscribe cores."""
+    """One worker: trials run one at a time (the default group); ``info`` answers while one runs (its own
+    group), with the trial and architecture it is training. Its torch thread count is its CPU share, so
+    actors never oversubscribe cores; a trainer that does not use torch never loads it."""
 
-    def __init__(self, name: str, space: SearchSpace, data: Dataset, settings: TrainSettings,
-                 factory: TrainerFactory, threads: int) -> None:
-        import torch
-
-        torch.set_num_threads(settings.threads or threads)
+    def __init__(self, name: str, space: SearchSpace | None, data: Dataset | None, settings: TrainSettings | None,
+                 factory: TrainerFactory, threads: int, factory_kwargs: dict[str, Any]) -> None:
         self.name = name
         self.space = space
-        factory_kwargs = {"worker": name} if factory is TorchTrainer else {}
-        self.trainer = factory(data, settings, **factory_kwargs)
+        self.threads = threads
+        self.current: dict[str, Any] | None = None
+        if settings is not None:
+            self._set_threads(settings.threads or threads)
+        self.trainer = factory(data, settings, **factory_kwargs)  # type: ignore[call-arg,arg-type]
         if hasattr(self.trainer, "worker"):
             self.trainer.worker = name
+        if settings is None and "torch" in sys.modules:
+            self._set_threads(threads)
 
-    def run(self, trial: Trial, checkpoint: bytes | None) -> tuple[Result, bytes | None]:
-        result, ckpt = self.trainer.run(trial, self.space, checkpoint)
-        result.node = ray.get_runtime_context().get_node_id()[:12]
-        return result, ckpt
-
-    def info(self) -> dict[str, Any]:
+    @staticmethod
+    def _set_threads(n: int) -> None:
         import torch
 
-        return {"name": self.name, "pid": os.getpid(), "threads": torch.get_num_threads(),
-                "cuda": torch.cuda.is_available(), "gpu_ids": ray.get_gpu_ids(),
-                "node": ray.get_runtime_context().get_node_id()}
+        torch.set_num_threads(n)
+
+    def run(self, trial: Trial, checkpoint: bytes | None, keep: bool) -> Iterator[Any]:
+        """A streaming generator: ``{"time": ..}`` as the trial begins, its checkpoint if ``keep`` (it stays
+        in the object store), its Result. (Each item is a message to the driver: a trainer that makes no
+        checkpoints saves one.)"""
+        start = time.time()
+        arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
+        self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
+        print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
+              f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
+        yield {"time": start}
+        try:
+            result, ckpt = self.trainer.run(trial, self.space, checkpoint)  # type: ignore[arg-type]
+        finally:
+            self.current = None
+        result.node = ray.get_runtime_context().get_node_id()[:12]
+        if keep:
+            yield ckpt
+        yield result
+
+    @ray.method(concurrency_group="monitor")
+    def info(self) -> dict[str, Any]:
+        torch = sys.modules.get("torch")
+        return {"name": self.name, "pid": os.getpid(), "threads": torch.get_num_threads() if torch else None,
+                "cuda": bool(torch and torch.cuda.is_available()), "gpu_ids": ray.get_gpu_ids(),
+                "node": ray.get_runtime_context().get_node_id(), "current": self.current}
+
+    def __repr__(self) -> str:  # the dashboard's actor list shows it
+        return self.name
 
 
 @dataclasses.dataclass
 class _Running:
     trial: Trial
     slot: int
-    ckpt_ref: ray.ObjectRef
+    gen: Any  # the trial's ObjectRefGenerator
     attempt: int
     actor: Any  # the worker it was sent to (a slot's worker may have been replaced since)
+    begun: Any  # future of its first item (the start), filled on Ray's thread
+    ended: Any  # future of its result
+    refs: list[Any]  # the items' references: start, [checkpoint,] result
+    started: bool = False
 
 
-class RayExecutor(Executor):
-    """Options: ``workers`` (actors in the pool), ``cpus_per_trial``, ``gpus_per_trial`` (fractional:
-    0.25 packs four trials on one GPU; with no GPU in the cluster the run falls back to CPUs and says so),
-    ``max_retries`` (resubmissions of a trial whose worker died), ``namespace`` for the actor names,
-    ``start_timeout`` (seconds a worker may take to be placed and start before its slot is retired),
-    ``prefetch`` (trials queued at each worker behind the one it runs, default 1: the next trial is
-    already there when one ends, so the round trip to the driver and the journal's fsync never leave a
-    worker idle; 0 sends a trial only to an idle worker)."""
+@register_executor("ray")
+class RayExecutor(BaseExecutor):
+    """Options: ``workers`` (actors in the pool), ``cpus_per_trial`` (fractional: 0.03 packs many light
+    actors on a core), ``gpus_per_trial`` (fractional: 0.25 packs four trials on one GPU; with no GPU in
+    the cluster the run falls back to CPUs and says so), ``max_retries`` (resubmissions of a trial whose
+    worker died), ``namespace`` for the actor names, ``start_timeout`` (seconds a worker may take to be
+    placed and start before its slot is retired), ``prefetch``.
+
+    Prefetch (a second trial queued at a worker behind the one it runs, QUEUED until it begins) follows
+    :class:`nas.engine.executor.PrefetchRule` with ``prefetch="auto"`` (the default): it is on while the
+    median trial duration measured on the workers is below 20 x the measured round trip (a ping to an
+    actor plus the driver's own time from handing out a result to submitting the next trial: journal,
+    tell, ask), so short trials never leave a worker waiting for the driver, and off for trials that take
+    minutes, where a queued trial would only make the strategy decide on stale results. True or False
+    forces it. ``settings`` None gives the trainer None (TorchTrainer: the default settings)."""
+
+    needs_ray = True  # nas.search connects to Ray before building it
 
     def __init__(
         self,
-        space: SearchSpace,
-        data: Dataset,
+        space: SearchSpace | None,
+        data: Dataset | None,
         settings: TrainSettings | None = None,
         *,
         workers: int = 2,
-        trainer: TrainerFactory = TorchTrainer,
+        trainer: TrainerFactory | None = None,
         cpus_per_trial: float = 1.0,
         gpus_per_trial: float = 0.0,
         max_retries: int = 2,
         name_prefix: str = "nas-trainer",
         namespace: str | None = None,
         start_timeout: float = 120.0,
-        prefetch: int = 1,
+        prefetch: bool | str | int = "auto",
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        if isinstance(prefetch, int) and not isinstance(prefetch, bool):
+            if prefetch not in (0, 1):
+                raise ValueError(f"prefetch must be 'auto', True/1 or False/0, got {prefetch}")
+            prefetch = bool(prefetch)
+        self.prefetch = PrefetchRule(prefetch)
         if cpus_per_trial <= 0:
             raise ValueError(f"cpus_per_trial must be > 0, got {cpus_per_trial}")
         if gpus_per_trial < 0 or (gpus_per_trial > 1 and not float(gpus_per_trial).is_integer()):
@@ -121,14 +180,26 @@ class RayExecutor(Executor):
                 f"{workers} workers x {cpus_per_trial:g} CPUs need {workers * cpus_per_trial:g} CPUs, "
                 f"the Ray cluster has {cluster.get('CPU', 0):g}"
             )
+        if trainer is None:
+            from nas.trainer import TorchTrainer
+
+            trainer = TorchTrainer
+        torch_trainer = getattr(trainer, "__name__", "") == "TorchTrainer"
+        if torch_trainer and settings is None:
+            from nas.trainer import TrainSettings
+
+            settings = TrainSettings()
+        self._factory_kwargs = {"worker": None} if torch_trainer else {}
+        self._keeps = bool(getattr(trainer, "makes_checkpoints", True))  # False: results only, one message less
         self.space = space
-        self.settings = settings or TrainSettings()
+        self.settings = settings
         self.cpus_per_trial, self.gpus_per_trial = cpus_per_trial, gpus_per_trial
-        if gpus_per_trial == 0 and self.settings.device == "auto":  # Ray leaves every GPU visible to an
-            self.settings = dataclasses.replace(self.settings, device="cpu")  # actor that asked for none
-        if gpus_per_trial == 0 and self.settings.device == "cuda":
-            raise ValueError("device='cuda' needs a GPU per trial: pass gpus_per_trial > 0 (--gpus-per-trial) "
-                             "on a Ray cluster with GPUs")
+        if settings is not None:
+            if gpus_per_trial == 0 and settings.device == "auto":  # Ray leaves every GPU visible to an
+                self.settings = dataclasses.replace(settings, device="cpu")  # actor that asked for none
+            if gpus_per_trial == 0 and settings.device == "cuda":
+                raise ValueError("device='cuda' needs a GPU per trial: pass gpus_per_trial > 0 (--gpus-per-trial) "
+                                 "on a Ray cluster with GPUs")
         self.max_retries = max_retries
         self.name_prefix = name_prefix
         self.namespace = namespace  # names are unique per namespace: one per run lets runs share a cluster
@@ -137,10 +208,11 @@ class RayExecutor(Executor):
         self._data_ref = ray.put(data)  # once: every actor reads the same copy from the store
         self._actors: list[Any] = [None] * workers
         self._names = [f"{name_prefix}-{i}" for i in range(workers)]
-        self.prefetch = prefetch
-        # One token per trial a worker may hold (running + queued): a slot id, 1 + prefetch times.
-        self._idle = [slot for _ in range(1 + prefetch) for slot in range(workers)][::-1]
-        self._running: dict[ray.ObjectRef, _Running] = {}
+        # Trials each worker holds (running + queued), and the workers that hold 0 or 1 of them.
+        self._load = [0] * workers
+        self._free: list[dict[int, None]] = [{}, {}]
+        self._running: dict[int, _Running] = {}  # trial id -> its run
+        self._inbox: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()  # (what, key, attempt)
         self._stopped: set[int] = set()
         self._ckpts = CheckpointStore(self.checkpoint_keep)
         self.restarts = 0
@@ -148,17 +220,31 @@ class RayExecutor(Executor):
         self.retired: list[int] = []  # slots whose worker was lost and could not be replaced
         self._starting: dict[int, tuple[ray.ObjectRef, float]] = {}  # slot -> (ready ref, deadline)
         self._retry: deque[tuple[Trial, int]] = deque()  # (trial, attempt) waiting for a slot
-        self._done: list[tuple[Trial, Result]] = []  # stopped while waiting: returned by the next poll
+        self._done: list[Event] = []  # stopped while waiting: returned by the next poll
+        self._handed_out: float | None = None  # when poll last returned a finished trial (round-trip probe)
         for i in range(workers):
             self._start_actor(i)
         self._wait_ready()
+        for i in range(workers)[::-1]:
+            self._set_load(i, 0)
+        t0 = time.perf_counter()
+        ray.get(self._actors[0].info.remote())
+        self._ping = time.perf_counter() - t0  # the transport's share of a round trip
+
+    @classmethod
+    def from_config(cls, cfg: ExecutorConfig) -> RayExecutor:
+        opts = cfg.checked_options("ray", "prefetch", "start_timeout", "name_prefix")
+        return cls(cfg.space, cfg.data, cfg.settings, workers=cfg.workers, trainer=cfg.trainer,
+                   cpus_per_trial=cfg.cpus_per_trial, gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
+                   namespace=cfg.namespace, **opts)
 
     def _start_actor(self, i: int) -> None:
         threads = max(1, math.floor(self.cpus_per_trial))
+        kwargs = {k: self._names[i] for k in self._factory_kwargs}
         self._actors[i] = TrainerActor.options(  # type: ignore[attr-defined]
             name=self._names[i], namespace=self.namespace, num_cpus=self.cpus_per_trial, num_gpus=self.gpus_per_trial,
             max_concurrency=1,
-        ).remote(self._names[i], self._space_ref, self._data_ref, self.settings, self._factory, threads)
+        ).remote(self._names[i], self._space_ref, self._data_ref, self.settings, self._factory, threads, kwargs)
 
     def _wait_ready(self) -> None:
         """Fail fast, with the worker's own error, when the trainer cannot even start (e.g. a space
@@ -187,7 +273,8 @@ class RayExecutor(Executor):
 
     def free_slots(self) -> int:
         self._check_pool()
-        return max(0, len(self._idle) - len(self._retry))
+        free = len(self._free[0]) + (len(self._free[1]) if self.prefetch.on else 0)
+        return max(0, free - len(self._retry))
 
     def in_flight(self) -> int:
         return len(self._running) + len(self._retry)
@@ -198,32 +285,59 @@ class RayExecutor(Executor):
                                f"({len(self.retired)} slots retired): the Ray cluster has no room left for "
                                f"a worker of {self.cpus_per_trial:g} CPUs / {self.gpus_per_trial:g} GPUs")
 
+    def _set_load(self, slot: int, load: int) -> None:
+        old, self._load[slot] = self._load[slot], load
+        if old < 2:
+            self._free[old].pop(slot, None)
+        if load < 2:
+            self._free[load][slot] = None
+
+    def _take_slot(self) -> int:
+        if self._free[0]:
+            return self._free[0].popitem()[0]
+        if self.prefetch.on and self._free[1]:
+            return self._free[1].popitem()[0]
+        raise RuntimeError("no free slot: submit only when free_slots() > 0")
+
     def submit(self, trial: Trial, *, attempt: int = 0, slot: int | None = None) -> None:
         if slot is None:
-            if not self._idle:
-                raise RuntimeError("no free slot: submit only when free_slots() > 0")
-            slot = self._idle.pop()
+            slot = self._take_slot()
+        if self._handed_out is not None:  # the driver's share of the round trip: journal, tell, ask
+            self.prefetch.observe_round_trip(self._ping + time.perf_counter() - self._handed_out)
+            self._handed_out = None
         try:
             source = self._ckpts.get(trial.checkpoint_from)
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
-            self._idle.append(slot)
-            self._done.append((trial, Result.failed(trial.trial_id, str(e.args[0]))))
+            self._set_load(slot, self._load[slot])
+            self._done.append(Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0]))))
             return
+        self._set_load(slot, self._load[slot] + 1)
         actor = self._actors[slot]
-        result_ref, ckpt_ref = actor.run.options(num_returns=2).remote(trial, source)
-        self._running[result_ref] = _Running(trial, slot, ckpt_ref, attempt, actor)
+        gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(
+            trial, source, self._keeps)
+        refs = gen._get_next_ref_n(3 if self._keeps else 2)  # the items' references, before they exist
+        # Callbacks (on Ray's thread, which also fetches the small values) when the trial begins and when
+        # its result is in: poll reads only what they queue. The checkpoint is never fetched here.
+        begun, ended = refs[0].future(), refs[-1].future()
+        self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor, begun, ended, refs)
+        key, inbox = trial.trial_id, self._inbox
+        begun.add_done_callback(lambda _: inbox.put(("started", key, attempt)))
+        ended.add_done_callback(lambda _: inbox.put(("done", key, attempt)))
 
     def stop(self, trial_id: int) -> None:
-        for ref, run in self._running.items():
-            if run.trial.trial_id == trial_id:
-                self._stopped.add(trial_id)
-                ray.cancel(ref)
+        run = self._running.get(trial_id)
+        if run is not None:
+            self._stopped.add(trial_id)
+            with contextlib.suppress(Exception):
+                ray.cancel(run.gen)
         for trial, attempt in list(self._retry):
             if trial.trial_id == trial_id:
                 self._retry.remove((trial, attempt))
-                self._done.append((trial, Result.failed(trial_id, "stopped")))
+                self._done.append(Event.finished(trial, Result.failed(trial_id, "stopped")))
 
-    def poll(self, timeout: float | None = None) -> list[tuple[Trial, Result]]:
+    def poll(self, timeout: float | None = None) -> list[Event]:
+        """The events that arrived, in order, waiting at most ``timeout`` seconds for the first. Costs
+        O(events), whatever the number of trials in flight."""
         out, self._done = self._done, []
         self._check_starting()
         self._dispatch_retries()
@@ -231,61 +345,96 @@ class RayExecutor(Executor):
             if self._retry:
                 self._check_pool()
             return out
-        refs = list(self._running) + [ref for ref, _ in self._starting.values()]
         if self._starting:  # wake up in time to retire a worker that does not start
             until = min(deadline for _, deadline in self._starting.values()) - time.monotonic()
             timeout = max(0.0, until if timeout is None else min(timeout, until))
-        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
-        if ready and rest:  # collect everything else that is already done, without waiting
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        for ref in ready:
-            if ref not in self._running:
-                continue  # a starting worker's ready signal: _check_starting takes it
-            run = self._running.pop(ref)
-            try:
-                result = ray.get(ref)
-            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
-                if self._actors[run.slot] is run.actor:  # the first of its trials to report the death
-                    self._replace(run.slot)
-                if run.attempt < self.max_retries and run.trial.trial_id not in self._stopped:
-                    log.warning("worker %s died running trial %d (%s); retrying",
-                                self._names[run.slot], run.trial.trial_id, type(e).__name__)
-                    self._retry.append((run.trial, run.attempt + 1))
-                    continue
-                error = f"worker died {run.attempt + 1} times: {e}"
-                if run.trial.trial_id in self._stopped:
-                    self._stopped.discard(run.trial.trial_id)
-                    error = "stopped"
-                out.append((run.trial, Result.failed(run.trial.trial_id, error, worker=self._names[run.slot])))
-                continue
-            except ray.exceptions.TaskCancelledError:
-                result = Result.failed(run.trial.trial_id, "stopped", worker=self._names[run.slot])
-            except ray.exceptions.RayTaskError as e:  # the trainer itself raised outside run_safely
-                result = Result.failed(run.trial.trial_id, str(e), worker=self._names[run.slot])
-            if run.trial.trial_id in self._stopped:
-                self._stopped.discard(run.trial.trial_id)
-                result = Result.failed(run.trial.trial_id, "stopped", worker=self._names[run.slot])
-            if result.ok:
-                self._ckpts.put(run.trial.trial_id, run.ckpt_ref)
-            if self._actors[run.slot] is run.actor:  # a replaced worker's token went with it
-                self._idle.append(run.slot)
-            out.append((run.trial, result))
+        messages = []
+        with contextlib.suppress(queue.Empty):
+            messages.append(self._inbox.get(block=not out, timeout=timeout))
+            while True:
+                messages.append(self._inbox.get_nowait())
+        for what, key, attempt in messages:
+            run = self._running.get(key)
+            if run is None or run.attempt != attempt:
+                continue  # a worker's ready signal, or news of an attempt already handled
+            if what == "started":
+                out += self._take_started(run)
+            else:  # its start is in before its result (an earlier item of the same stream)
+                concurrent.futures.wait([run.begun], timeout=10)
+                out += self._take_started(run) + self._take_finished(run)
+        if any(e.result is not None for e in out):
+            self._handed_out = time.perf_counter()
         self._check_starting()
         self._dispatch_retries()
         return out
 
+    def _take_started(self, run: _Running) -> list[Event]:
+        if run.started or not run.begun.done() or run.begun.exception() is not None:
+            return []  # (an exception: it never began; its result says how it ended)
+        run.started = True
+        return [Event.started(run.trial, time=run.begun.result()["time"], worker=self._names[run.slot])]
+
+    def _take_finished(self, run: _Running) -> list[Event]:
+        del self._running[run.trial.trial_id]
+        trial, name = run.trial, self._names[run.slot]
+        ckpt_ref = run.refs[1] if len(run.refs) == 3 else None
+        try:
+            try:
+                result = run.ended.result()
+            except ray.exceptions.ObjectRefStreamEndOfStreamError:  # it ended early: an earlier item says why
+                raise self._early_end(run) from None
+            with contextlib.suppress(ValueError):
+                run.gen._consume_next_ref_n(len(run.refs))  # the stream is read: the checkpoint ref stays ours
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+            if self._actors[run.slot] is run.actor:  # the first of its trials to report the death
+                self._replace(run.slot)
+            if run.attempt < self.max_retries and trial.trial_id not in self._stopped:
+                log.warning("worker %s died running trial %d (%s); retrying", name, trial.trial_id,
+                            type(e).__name__)
+                self._retry.append((trial, run.attempt + 1))
+                return [Event(EventKind.REQUEUED, trial, worker=name)]
+            error = f"worker died {run.attempt + 1} times: {e}"
+            if trial.trial_id in self._stopped:
+                self._stopped.discard(trial.trial_id)
+                error = "stopped"
+            return [Event.finished(trial, Result.failed(trial.trial_id, error, worker=name))]
+        except ray.exceptions.TaskCancelledError:
+            result, ckpt_ref = Result.failed(trial.trial_id, "stopped", worker=name), None
+        except (ray.exceptions.RayTaskError, RuntimeError) as e:  # the trainer raised outside run_safely
+            result, ckpt_ref = Result.failed(trial.trial_id, str(e), worker=name), None
+        if trial.trial_id in self._stopped:
+            self._stopped.discard(trial.trial_id)
+            result = Result.failed(trial.trial_id, "stopped", worker=name)
+        if result.ok:
+            self._ckpts.put(trial.trial_id, ckpt_ref)
+        if result.start_time is not None and result.end_time is not None:
+            self.prefetch.observe_duration(result.end_time - result.start_time)
+        if self._actors[run.slot] is run.actor:  # a replaced worker's load went with it
+            self._set_load(run.slot, self._load[run.slot] - 1)
+        return [Event.finished(trial, result)]
+
+    @staticmethod
+    def _early_end(run: _Running) -> Exception:
+        for ref in run.refs[:-1]:
+            with contextlib.suppress(ray.exceptions.ObjectRefStreamEndOfStreamError, ray.exceptions.GetTimeoutError):
+                try:
+                    ray.get(ref, timeout=10)
+                except ray.exceptions.RayError as e:
+                    if not isinstance(e, ray.exceptions.ObjectRefStreamEndOfStreamError):
+                        return e
+        return RuntimeError("the trial's task ended without a result")
+
     def _dispatch_retries(self) -> None:
-        while self._retry and self._idle:
+        while self._retry and (self._free[0] or (self.prefetch.on and self._free[1])):
             trial, attempt = self._retry.popleft()
-            self.submit(trial, attempt=attempt, slot=self._idle.pop())
+            self.submit(trial, attempt=attempt)
 
     def _replace(self, slot: int) -> None:
         """Start a new worker in ``slot`` (Ray places it on a live node), or retire the slot at once
         when the cluster's resources can no longer hold the whole pool."""
         with contextlib.suppress(Exception):  # already dead is what we expect
             ray.kill(self._actors[slot], no_restart=True)
-        self._idle = [s for s in self._idle if s != slot]  # the replacement brings its own tokens
+        self._unlist(slot)  # the replacement is listed when it is up
         cluster = ray.cluster_resources()
         need_cpu, need_gpu = self.slots * self.cpus_per_trial, self.slots * self.gpus_per_trial
         if need_cpu > cluster.get("CPU", 0) + 1e-9 or need_gpu > cluster.get("GPU", 0) + 1e-9:
@@ -293,8 +442,16 @@ class RayExecutor(Executor):
                                f"GPUs, the pool needs {need_cpu:g} and {need_gpu:g}")
             return
         self._start_actor(slot)
-        self._starting[slot] = (self._actors[slot].info.remote(), time.monotonic() + self.start_timeout)
+        ref = self._actors[slot].info.remote()
+        self._starting[slot] = (ref, time.monotonic() + self.start_timeout)
+        inbox = self._inbox
+        ref.future().add_done_callback(lambda _: inbox.put(("ready", -1, -1)))  # wakes a waiting poll
         self.restarts += 1
+
+    def _unlist(self, slot: int) -> None:
+        self._free[0].pop(slot, None)
+        self._free[1].pop(slot, None)
+        self._load[slot] = 2  # listed nowhere until _set_load
 
     def _check_starting(self) -> None:
         for slot, (ref, deadline) in list(self._starting.items()):
@@ -306,7 +463,8 @@ class RayExecutor(Executor):
                 except ray.exceptions.RayError as e:
                     self._retire(slot, f"the replacement died while starting: {type(e).__name__}")
                     continue
-                self._idle.extend([slot] * (1 + self.prefetch))
+                self._load[slot] = 0
+                self._set_load(slot, 0)
             elif time.monotonic() >= deadline:
                 del self._starting[slot]
                 self._retire(slot, f"the replacement was not placed and started within {self.start_timeout:g} s")
@@ -315,7 +473,7 @@ class RayExecutor(Executor):
         with contextlib.suppress(Exception):
             ray.kill(self._actors[slot], no_restart=True)
         self._actors[slot] = None
-        self._idle = [s for s in self._idle if s != slot]
+        self._unlist(slot)
         self.retired.append(slot)
         log.warning("worker %s could not be replaced (%s): the pool shrinks to %d workers",
                     self._names[slot], why, self.slots)
@@ -341,4 +499,4 @@ class RayExecutor(Executor):
         self._running.clear()
         self._starting.clear()
         self._retry.clear()
-        self._idle = []
+        self._free = [{}, {}]

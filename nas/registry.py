@@ -64,3 +64,6 @@ schedulers: Registry[Any] = Registry("scheduler", package="nas.schedulers")
 register_strategy = strategies.register
 register_space = spaces.register
 register_scheduler = schedulers.register
+#: executors by name (``ray``, ``inprocess``, ``simulated``): classes with ``from_config(ExecutorConfig)``
+executors: Registry[Any] = Registry("executor", package="nas.engine.executors")
+register_executor = executors.register

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nas.engine.executor import Event
 from nas.loop import Callback, SearchLoop
 from nas.types import Result, Trial, TrialState
 
@@ -43,6 +44,7 @@ def loop_status(loop: SearchLoop, state: str) -> dict[str, Any]:
     return {
         "state": state, "updated": time.time(), "strategy": loop.strategy.name,
         "finished": loop.finished, "failed": loop.count(TrialState.FAILED), "running": loop.running,
+        "queued": loop.queued,
         "budget": loop.budget if loop.budget < 2**62 else None, "time_budget": loop.time_budget,
         "workers": loop.executor.slots, "elapsed": loop.elapsed, "best_score": loop.best_score,
         "best_trial": best[0].trial_id if best else None, "population": population_size(loop.strategy),
@@ -71,6 +73,9 @@ class StatusFile(Callback):
         self._write(loop, "running")
 
     def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
+        self._write(loop, "running")
+
+    def on_event(self, loop: SearchLoop, event: Event) -> None:
         self._write(loop, "running")
 
     def on_end(self, loop: SearchLoop) -> None:
@@ -164,6 +169,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
         "updated_ago": now - live["updated"] if live and "updated" in live else None,
         "finished": finished, "complete": int(counts.get("COMPLETE", 0)), "failed": int(counts.get("FAILED", 0)),
         "running": int(live.get("running", 0)) if alive and live else 0,
+        "queued": int(live.get("queued", 0)) if alive and live else 0,
         "best_score": float(best.score) if best is not None else None,
         "best_trial": int(best.trial_id) if best is not None else None,
         "best_arch": str(best.arch) if best is not None else None,
@@ -193,7 +199,7 @@ def format_status(st: dict[str, Any]) -> str:
         state += f" (updated {_duration(st['updated_ago'])} ago)"
     lines.append(f"state     {state}")
     lines.append(f"trials    {st['finished']}/{st['budget']} finished: {st['complete']} COMPLETE, "
-                 f"{st['failed']} FAILED, {st['running']} RUNNING")
+                 f"{st['failed']} FAILED, {st['running']} RUNNING, {st.get('queued', 0)} QUEUED")
     if st["best_score"] is not None:
         lines.append(f"best      {st['best_score']:.4f} (trial {st['best_trial']}): {st['best_arch']}")
     else:

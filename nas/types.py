@@ -38,6 +38,7 @@ def arch_hash(arch: Arch) -> str:
 
 class TrialState(StrEnum):
     PENDING = "PENDING"
+    QUEUED = "QUEUED"  # submitted to the executor, not begun by a worker yet (prefetched or in transit)
     RUNNING = "RUNNING"
     COMPLETE = "COMPLETE"
     FAILED = "FAILED"

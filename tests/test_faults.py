@@ -14,6 +14,7 @@ import pytest
 import ray
 
 import nas
+from nas.engine.executor import finished
 from nas.journal import read_journal
 from nas.ray_executor import RayExecutor
 from nas.search_spaces.toy import ToySpace, toy_score
@@ -98,12 +99,12 @@ def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, caplog)
         results = []
         with caplog.at_level(logging.WARNING, logger="nas.ray_executor"):
             while len(results) < 2:
-                results += ex.poll(timeout=10)
+                results += finished(ex.poll(timeout=10))
             assert sorted(t.trial_id for t, _ in results) == [0, 1]
             assert all(r.ok for _, r in results)  # trial 1 ran again, on the worker that is left
             while not ex.retired:  # each poll waits at most until the replacement's deadline
-                assert ex.poll(timeout=10) == []
-        assert ex.slots == 1 and ex.retired == [1] and ex.free_slots() == 1 + ex.prefetch  # its tokens
+                assert finished(ex.poll(timeout=10)) == []
+        assert ex.slots == 1 and ex.retired == [1] and ex.free_slots() == 1 + ex.prefetch.on  # its load
         assert "not placed and started within 3 s" in caplog.text
     finally:
         ex.shutdown()

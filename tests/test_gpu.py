@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import nas
+from nas.engine.executor import finished
 from nas.ray_executor import RayExecutor
 from nas.search_spaces.nb201 import NB201Space
 from nas.trainer import TorchTrainer, TrainSettings
@@ -48,7 +49,7 @@ def test_four_actors_share_one_gpu(ray_local):
             ex.submit(Trial(i, space.parse(CELL)))
         results = []
         while len(results) < 4:
-            results += [r for _, r in ex.poll(timeout=120)]
+            results += [r for _, r in finished(ex.poll(timeout=120))]
         assert all(r.ok and r.metrics["device"] == "cuda" for r in results), [r.error for r in results]
     finally:
         ex.shutdown()

@@ -11,6 +11,7 @@ import torch
 
 import nas
 from nas.api import load_results
+from nas.engine.executor import finished
 from nas.executor import InProcessExecutor
 from nas.journal import Journal, RunDir, read_journal
 from nas.loop import SearchLoop
@@ -160,14 +161,14 @@ def test_inprocess_checkpoint_passing(digits):
     s = RandomSearch(ToySpace(), seed=0)
     parent = s.ask()
     executor.submit(parent)
-    [(_, r1)] = executor.poll()
+    [(_, r1)] = finished(executor.poll())
     child = s.trial(parent.arch, checkpoint_from=parent.trial_id, epochs=1)
     executor.submit(child)
-    [(_, r2)] = executor.poll()
+    [(_, r2)] = finished(executor.poll())
     assert r1.epoch == 1 and r2.epoch == 2
     missing = s.trial(parent.arch, checkpoint_from=12345)
     executor.submit(missing)
-    [(_, r3)] = executor.poll()
+    [(_, r3)] = finished(executor.poll())
     assert r3.state is TrialState.FAILED and "no checkpoint is kept for trial 12345" in r3.error
 
 

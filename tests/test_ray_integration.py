@@ -13,6 +13,7 @@ import pytest
 import ray
 
 import nas
+from nas.engine.executor import finished
 from nas.journal import read_journal
 from nas.ray_executor import RayExecutor
 from nas.search_spaces.toy import ToySpace, toy_score
@@ -93,18 +94,20 @@ def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tm
     try:
         trial = RandomSearch(ToySpace(), seed=0).ask()
         ex.submit(trial)
-        assert ex.poll(timeout=0) == []
+        events = ex.poll(timeout=0)
+        assert finished(events) == []
         deadline = time.monotonic() + 60
         while not os.path.exists(marker) and time.monotonic() < deadline:  # the trial is running
             time.sleep(0.01)
         assert os.path.exists(marker)
         ray.kill(ex.actor(0))
-        results = []
-        while not results:
-            results = ex.poll(timeout=30)
-        [(t, r)] = results
+        while not finished(events):
+            events += ex.poll(timeout=30)
+        [(t, r)] = finished(events)
         assert t.trial_id == trial.trial_id and r.ok and r.score == toy_score(trial.arch)
         assert ex.restarts == 1
+        # it ran, went back to waiting when its worker died, ran again on the replacement, finished
+        assert [e.kind.value for e in events] == ["started", "requeued", "started", "finished"]
     finally:
         ex.shutdown()
 
@@ -150,3 +153,70 @@ def test_cli_search_subprocess(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "finished 4 trials (0 failed)" in proc.stdout and "best score" in proc.stdout
     assert "[########################] 4/4 trials" in proc.stderr
+
+
+class WaitsForGo:
+    """Trial 0 waits until the ``go`` file exists; the others answer at once."""
+
+    def __init__(self, data, settings, *, go):
+        self.go = go
+        self.inner = ScoreTrainer(data, settings, score_fn=toy_score)
+
+    def run(self, trial, space, checkpoint):
+        while trial.trial_id == 0 and not os.path.exists(self.go):
+            threading.Event().wait(0.01)
+        return self.inner.run(trial, space, checkpoint)
+
+
+def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ray_local, tmp_path):
+    go = tmp_path / "go"
+    ex = RayExecutor(ToySpace(), None, workers=1, prefetch=True, namespace="nas-test-started",
+                     trainer=functools.partial(WaitsForGo, go=str(go)))
+    try:
+        strategy = RandomSearch(ToySpace(), seed=0)
+        first, second = strategy.ask(), strategy.ask()
+        ex.submit(first)
+        assert ex.free_slots() == 1  # prefetch: one more may queue behind the running one
+        ex.submit(second)
+        events = []
+        while not events:
+            events = ex.poll(timeout=30)
+        assert [(e.kind.value, e.trial.trial_id) for e in events] == [("started", 0)]
+        assert events[0].worker == "nas-trainer-0" and events[0].time is not None
+        current = ray.get(ex.actor(0).info.remote())["current"]  # answered while trial 0 runs
+        assert current["trial_id"] == 0 and current["arch"] == ToySpace().format(first.arch)
+        assert ex.poll(timeout=0.5) == []  # trial 1 is queued behind trial 0: it has not started
+        go.touch()
+        while len(events) < 4:
+            events += ex.poll(timeout=30)
+        assert [(e.kind.value, e.trial.trial_id) for e in events] == [
+            ("started", 0), ("finished", 0), ("started", 1), ("finished", 1)]
+        assert ray.get(ex.actor(0).info.remote())["current"] is None
+    finally:
+        ex.shutdown()
+
+
+def test_many_light_actors_finish_their_trials_without_torch(ray_local):
+    """16 light actors (0.03 CPU each, no torch), 500 trivial trials; the scale version is
+    ``nas bench ray-poll`` (64 actors, 10,000 trials)."""
+    from nas.bench.ray_poll import NoopTrainer
+    from nas.types import Trial
+
+    ex = RayExecutor(None, None, None, workers=16, trainer=NoopTrainer, cpus_per_trial=0.03,
+                     namespace="nas-test-light")
+    try:
+        infos = ray.get([ex.actor(i).info.remote() for i in range(16)])
+        assert all(i["threads"] is None for i in infos)  # torch never loaded in a light actor
+        submitted, log, most = 0, [], 0
+        while sum(kind == "finished" for kind, _ in log) < 500:
+            while submitted < 500 and ex.free_slots():
+                ex.submit(Trial(submitted, {"x": submitted}))
+                submitted += 1
+            most = max(most, ex.in_flight())
+            log += [(e.kind.value, e.trial.trial_id) for e in ex.poll(timeout=30) if e.result is None or e.result.ok]
+        assert sorted(i for kind, i in log if kind == "finished") == list(range(500))
+        assert sorted(i for kind, i in log if kind == "started") == list(range(500))
+        assert all(log.index(("started", i)) < log.index(("finished", i)) for i in range(500))
+        assert ex.prefetch.on and 16 < most <= 32  # trivial trials: one queued behind each running one
+    finally:
+        ex.shutdown()

@@ -12,6 +12,7 @@ import torch
 import nas
 from nas.bench.train import bench_dataset
 from nas.cli import main
+from nas.engine.executor import finished
 from nas.executor import InProcessExecutor
 from nas.journal import read_journal
 from nas.ray_executor import RayExecutor
@@ -39,7 +40,7 @@ def run_one(ex, trial_id: int = 0):
     ex.submit(Trial(trial_id, ARCH))
     results = []
     while not results:
-        results = ex.poll(timeout=60)
+        results = finished(ex.poll(timeout=60))
     return results[0][1]
 
 

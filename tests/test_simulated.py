@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from nas.bench.nb201data import DATASETS, NB201Benchmark, data_path, load_table
+from nas.engine.executor import finished
 from nas.journal import Journal, RunDir
 from nas.loop import Callback, SearchLoop
 from nas.search_spaces.nb201 import NB201Space, from_op_code
@@ -117,7 +118,7 @@ def test_noise_is_seeded_and_off_by_default(space, bench):
     for noise in (0.0, 0.01):
         ex = SimulatedExecutor(space, bench, seed=0, noise=noise)
         ex.submit(Trial(0, arch))
-        scores[noise] = ex.poll()[0][1].score
+        scores[noise] = finished(ex.poll())[0][1].score
     assert scores[0.0] == pytest.approx(0.82834)
     assert scores[0.01] != scores[0.0] and abs(scores[0.01] - scores[0.0]) < 0.05
 
@@ -136,7 +137,7 @@ def test_trials_the_table_cannot_answer_are_refused(space, bench, fields):
 def test_an_arch_outside_the_table_fails_at_no_cost(space, bench):
     ex = SimulatedExecutor(space, bench)
     ex.submit(Trial(0, {"edge_1_0": "conv_7x7"}))
-    [(_, result)] = ex.poll()
+    [(_, result)] = finished(ex.poll())
     assert result.state is TrialState.FAILED and "InvalidArchitecture" in result.error
     assert ex.now() == 0.0
 
@@ -147,9 +148,9 @@ def test_stop_returns_a_failed_trial_and_frees_its_worker(space, bench):
     ex.submit(Trial(1, from_op_code("000000")))
     ex.stop(1)
     assert ex.free_slots() == 1
-    [(trial, result)] = ex.poll()
+    [(trial, result)] = finished(ex.poll())
     assert trial.trial_id == 1 and result.error == "stopped" and result.end_time == 0.0
-    [(trial, result)] = ex.poll()
+    [(trial, result)] = finished(ex.poll())
     assert trial.trial_id == 0 and result.ok and ex.now() == pytest.approx(130.17846)
     assert ex.poll() == []
 

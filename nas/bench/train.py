@@ -39,6 +39,7 @@ import torch
 
 from nas.bench import text_table
 from nas.data import Dataset, load_dataset
+from nas.engine.executor import finished
 from nas.space import SearchSpace
 from nas.train.augment import Augment, Normalize, channel_stats
 from nas.trainer import TorchTrainer, TrainSettings
@@ -187,7 +188,7 @@ def run_trials(ex: Any, space: SearchSpace, arch: Arch, count: int, first_id: in
         done = ex.poll(timeout=60)
         if not done and not ex.in_flight():
             raise RuntimeError(f"the trainer pool stopped with {len(results)} of {count} trials done")
-        results += [result for _, result in done]
+        results += [result for _, result in finished(done)]
     return results
 
 

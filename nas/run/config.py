@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Any
 
 FORMAT_VERSION = 2
-EXECUTORS = ("ray", "inprocess")
 #: fields of run.json that make a run what it is: a resume with other values would mix two searches
 DEFINING = ("space_spec", "strategy", "strategy_options", "seed", "dataset", "dataset_fingerprint", "epochs", "lr",
             "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "train_options")
@@ -78,8 +77,9 @@ class RunConfig:
             raise ValueError(f"config key 'lr' must be a number > 0, got {self.lr!r}")
         if self.weight_decay < 0 or self.momentum < 0:
             raise ValueError(f"weight_decay and momentum must be >= 0, got {self.weight_decay!r}, {self.momentum!r}")
-        if self.executor not in EXECUTORS:
-            raise ValueError(f"unknown executor {self.executor!r}; known: {', '.join(EXECUTORS)}")
+        from nas import registry
+
+        registry.executors.get(self.executor)  # a ValueError naming the known ones
         if not self.cpus_per_trial > 0:
             raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
         g = self.gpus_per_trial

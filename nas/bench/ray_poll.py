@@ -1,0 +1,178 @@
+"""``nas bench ray-poll``: the driver's cost per trial against the number of trials in flight, on light actors.
+
+W light trainer actors (``--cpus-per-actor`` CPUs each, default 0.03, so 64 fit on two cores; their
+trainer, :class:`NoopTrainer`, answers at once and never loads torch) run N trivial trials, each worker
+holding one trial queued behind the one it runs, so 2 x W trials are in flight. Side by side on the same cluster:
+
+- ours: :class:`nas.ray_executor.RayExecutor` driven as the loop drives it (submit while a slot is free,
+  then ``poll``). Its ``poll`` reads a queue that Ray's callbacks fill, so it touches only the trials
+  that have news.
+- baseline: the same light actors driven by the usual pattern, ``ray.wait`` over the references of
+  every trial in flight (then a second ``ray.wait`` with ``num_returns=len(rest), timeout=0`` to batch
+  what is also done): O(in flight) per call.
+
+It prints, per row, the driver process's CPU time (``time.process_time``: all its threads, Ray's
+callback threads included; the waiting is not counted) per trial in poll (ours) or wait+get (baseline)
+and in submit, and the wall time per trial; the last column is the
+baseline's poll cost over ours. The actors' start-up is shown apart (it is not in the per-trial figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+from nas.bench import text_table
+from nas.types import Result, Trial, TrialState
+
+
+class NoopTrainer:
+    """A trainer that answers at once, without torch: the light actors' workload."""
+
+    makes_checkpoints = False  # the Ray executor sends it no checkpoint item
+
+    def __init__(self, data: Any, settings: Any) -> None:
+        self.worker = ""
+
+    def run(self, trial: Trial, space: Any, checkpoint: bytes | None) -> tuple[Result, None]:
+        now = time.time()
+        return Result(trial.trial_id, TrialState.COMPLETE, score=0.0, epoch=1, start_time=now, end_time=now,
+                      worker=self.worker), None
+
+
+def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
+    """N trials through our RayExecutor on W light actors (Ray must be initialised)."""
+    from nas.ray_executor import RayExecutor
+
+    t0 = time.perf_counter()
+    ex = RayExecutor(None, None, None, workers=workers, trainer=NoopTrainer, cpus_per_trial=cpus,  # type: ignore[arg-type]
+                     prefetch=prefetch, name_prefix=f"nas-light-{workers}-{int(prefetch)}-{os.getpid()}",
+                     start_timeout=900.0)  # many actors on a small, busy machine start slowly
+    start_up = time.perf_counter() - t0
+    submitted = done = most = 0
+    poll_cpu = submit_cpu = 0.0
+    try:
+        t1 = time.perf_counter()
+        while done < trials:
+            c = time.process_time()
+            while submitted < trials and ex.free_slots() > 0:
+                ex.submit(Trial(submitted, {"x": 0}))
+                submitted += 1
+            submit_cpu += time.process_time() - c
+            most = max(most, ex.in_flight())
+            c = time.process_time()
+            events = ex.poll(timeout=30.0)
+            poll_cpu += time.process_time() - c
+            done += sum(e.result is not None and e.result.ok for e in events)
+        wall = time.perf_counter() - t1
+    finally:
+        ex.shutdown()
+    return {"side": "ours", "workers": workers, "in_flight": most, "trials": trials, "wall": wall,
+            "poll_cpu": poll_cpu, "submit_cpu": submit_cpu, "start_up": start_up}
+
+
+def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
+    """N trials on W light actors, polled with ``ray.wait`` over every reference in flight."""
+    import ray
+
+    @ray.remote
+    class Light:
+        def run(self, trial_id: int) -> tuple[int, float]:
+            return trial_id, time.time()
+
+        def ready(self) -> bool:
+            return True
+
+    t0 = time.perf_counter()
+    actors = [Light.options(num_cpus=cpus).remote() for _ in range(workers)]  # type: ignore[attr-defined]
+    ray.get([a.ready.remote() for a in actors])
+    start_up = time.perf_counter() - t0
+    depth = 2 if prefetch else 1
+    free = [i for _ in range(depth) for i in range(workers)][::-1]
+    running: dict[Any, int] = {}
+    submitted = done = most = 0
+    poll_cpu = submit_cpu = 0.0
+    try:
+        t1 = time.perf_counter()
+        while done < trials:
+            c = time.process_time()
+            while submitted < trials and free:
+                slot = free.pop()
+                running[actors[slot].run.remote(submitted)] = slot
+                submitted += 1
+            submit_cpu += time.process_time() - c
+            most = max(most, len(running))
+            c = time.process_time()
+            ready, rest = ray.wait(list(running), num_returns=1, timeout=30.0)
+            if ready and rest:
+                more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                ready += more
+            for ref in ready:
+                ray.get(ref)
+                free.append(running.pop(ref))
+            done += len(ready)
+            poll_cpu += time.process_time() - c
+        wall = time.perf_counter() - t1
+    finally:
+        for a in actors:
+            ray.kill(a)
+    return {"side": "ray.wait over all", "workers": workers, "in_flight": most, "trials": trials, "wall": wall,
+            "poll_cpu": poll_cpu, "submit_cpu": submit_cpu, "start_up": start_up}
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    head = ["side", "actors", "in flight", "trials", "poll CPU us/trial", "submit CPU us/trial", "wall ms/trial",
+            "start-up (s)", "baseline/ours poll"]
+    out = [head]
+    for r in rows:
+        ratio = ""
+        if r["side"] == "ours":
+            base = next((b for b in rows if b["side"] != "ours" and b["in_flight"] == r["in_flight"]), None)
+            if base is not None:
+                ratio = f"{base['poll_cpu'] / max(r['poll_cpu'], 1e-9):.1f}x"
+        out.append([r["side"], str(r["workers"]), str(r["in_flight"]), str(r["trials"]),
+                    f"{1e6 * r['poll_cpu'] / r['trials']:.0f}", f"{1e6 * r['submit_cpu'] / r['trials']:.0f}",
+                    f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['start_up']:.1f}", ratio])
+    return text_table(out, rule=True)
+
+
+def run(trials: int, workers: list[int], cpus: float, *, baseline_too: bool = True) -> list[dict[str, Any]]:
+    rows = []
+    for w in workers:  # each worker holds a running trial and a queued one: 2 x W in flight
+        rows.append(ours(trials, w, cpus, True))
+        if baseline_too:
+            rows.append(baseline(trials, w, cpus, True))
+    return rows
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ray-poll", help="driver cost per trial against trials in flight, on light Ray actors",
+                       description=__doc__)
+    p.add_argument("--trials", type=int, default=10_000, help="trials per measurement (default 10,000)")
+    p.add_argument("--workers", default="16,64", help="light actors, comma-separated (default 16,64)")
+    p.add_argument("--cpus-per-actor", type=float, default=0.03, help="CPUs per light actor (default 0.03)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the ray.wait-over-all baseline")
+    p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
+    p.set_defaults(handler=cmd_ray_poll)
+
+
+def cmd_ray_poll(args: argparse.Namespace) -> int:
+    try:
+        workers = [int(x) for x in args.workers.split(",")]
+    except ValueError:
+        raise ValueError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
+    if args.trials < 1 or any(w < 1 for w in workers) or not 0 < args.cpus_per_actor <= 1:
+        raise ValueError(f"--trials and --workers must be >= 1 and --cpus-per-actor in (0, 1], got {args.trials}, "
+                         f"{args.workers}, {args.cpus_per_actor}")
+    from nas.api import connect
+
+    connect(args.address, num_cpus=os.cpu_count() or 1)
+    print(f"{args.trials} trivial trials per row on light actors ({args.cpus_per_actor:g} CPU each); "
+          f"driver process CPU time per trial (all threads; waiting excluded)", flush=True)
+    rows: list[dict[str, Any]] = []
+    for w in workers:  # the table so far after each pool size: a slow start of the next one loses nothing
+        rows += run(args.trials, [w], args.cpus_per_actor, baseline_too=not args.no_baseline)
+        print(format_rows(rows), flush=True)
+    return 0
