@@ -13,7 +13,6 @@ import importlib
 import json
 import shutil
 import sys
-import time
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -166,7 +165,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         if cfg.gpus_per_trial > 0 and not ray.cluster_resources().get("GPU"):
             print(f"no GPU in the Ray cluster: --gpus-per-trial {cfg.gpus_per_trial:g} ignored, training on CPUs")
-    t0 = time.time()
     stop = StopSignal(args.on_interrupt)
     try:
         with stop_on_sigint(stop):
@@ -182,17 +180,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume {df.attrs['run_dir']}",
               file=sys.stderr)
         return 130
-    wall = time.time() - t0
-    summary = df.attrs["summary"]
+    from nas.status import format_summary, run_status
+
     run_dir = df.attrs["run_dir"]
-    done = df[df.state == "COMPLETE"]
-    print(f"finished {len(df)} trials ({summary['failed']} failed) in {wall:.1f} s; "
-          f"worker utilization {summary['utilization']:.2f}")
-    if len(done):
-        best = done.loc[done.score.idxmax()]
-        print(f"best score {best.score:.4f} (trial {best.trial_id}): {best.arch}")
-    else:
-        print("no trial completed; see the errors with: nas results " + run_dir)
+    print(format_summary(run_status(run_dir)))  # the same wall time and utilization as `nas status`
     print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
     return 0
 

@@ -118,3 +118,55 @@ def test_plain_lines_in_a_log(tmp_path):
     assert [int(line.split("/")[0]) for line in lines] == list(range(0, 21, 2))  # each tenth, once
     assert all(re.match(r"^\d+/20 \[\d\d:\d\d<.*\], best .*, busy \d/1, queued 0, failed 0$", ln)
                for ln in lines), lines
+
+
+def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
+    """``nas status --watch`` on an 80-column pty: the block is redrawn over itself (cursor up, clear), and
+    the watch ends when the run does (the test finishes the run after the third draw it sees)."""
+    import functools
+    import json
+    import select
+
+    import nas
+    from nas.search_spaces.toy import ToySpace, toy_score
+    from nas.status import STATUS_FILE
+    from nas.trainer import ScoreTrainer
+
+    run = tmp_path / "run"
+    nas.search(ToySpace(), strategy="random", budget=4, executor="inprocess", seed=0, run_dir=run,
+               trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+    live = json.loads((run / STATUS_FILE).read_text())
+    (run / STATUS_FILE).write_text(json.dumps({**live, "state": "running", "budget": 8, "pid": os.getpid(),
+                                               "updated": live["updated"]}))
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "nas.cli", "status", str(run), "--watch", "0.05"],
+                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True, close_fds=True,
+                            env={**os.environ, "COLUMNS": "80", "TERM": "xterm"})
+    os.close(slave)
+    out = b""
+    finished = False
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        assert ready, out.decode()[-500:]
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+        if not finished and out.count(b"\x1b[J") >= 3:
+            (run / STATUS_FILE).write_text(json.dumps({**live, "state": "finished"}))
+            finished = True
+    os.close(master)
+    assert proc.wait(timeout=30) == 0
+    text = out.decode().replace("\r\n", "\n")
+    parts = re.split(r"\x1b\[(\d+)A\r\x1b\[J", text)  # block, lines moved up, block, ...
+    blocks, ups = parts[0::2], [int(n) for n in parts[1::2]]
+    assert blocks[0].startswith("\x1b[J") and len(blocks) >= 4, text
+    blocks[0] = blocks[0][3:]
+    assert ups == [b.count("\n") for b in blocks[:-1]]  # each redraw moves up over the block drawn before
+    assert all(b.startswith("run ") for b in blocks)
+    assert "state     running" in blocks[0] and "state     finished" in blocks[-1]
+    assert all(len(line) < 80 for b in blocks for line in b.splitlines())

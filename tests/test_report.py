@@ -34,7 +34,7 @@ def test_status_of_a_finished_run(run_dir, capsys):
     assert main(["status", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "state     finished" in out
-    assert f"trials    {BUDGET}/{BUDGET} finished: {BUDGET} COMPLETE, 0 FAILED, 0 RUNNING" in out
+    assert f"trials    {BUDGET}/{BUDGET} finished: {BUDGET} COMPLETE, 0 FAILED; 0 RUNNING, 0 QUEUED" in out
     assert re.search(r"best      0\.\d{4} \(trial \d+\): d0=", out)
     assert re.search(r"speed     \d+\.\d{3} trials/s", out) and "ETA" not in out
     assert main(["status", str(run_dir), "--watch", "5"]) == 0  # not running: prints once, returns
