@@ -125,11 +125,14 @@ def space_spec(space: SearchSpace) -> str:
     return f"{type(space).__module__}:{type(space).__qualname__}"
 
 
-def load_run(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], pd.DataFrame]:
+def load_run(run_dir: str | os.PathLike[str], *, import_code: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
     """A run directory's config (run.json) and its trials, one row each in finishing order; architectures
-    in the space's one-line form where the space resolves here, else as canonical JSON."""
+    in the space's one-line form where the space resolves here, else as canonical JSON. With
+    ``import_code=False`` only registered spaces format architectures (a ``module:attr`` space is not imported)."""
     cfg = RunDir(run_dir).config()
     try:
+        if not import_code and ":" in str(cfg["space"]):
+            raise LookupError("not importing user code")
         fmt = resolve_space(cfg["space"]).format
     except Exception:  # a custom space that does not import here
         fmt = None

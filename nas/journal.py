@@ -160,13 +160,14 @@ def read_journal(path: str | os.PathLike[str]) -> Iterator[tuple[Trial, Result]]
 
 COLUMNS = ["trial_id", "arch", "parent", "strategy", "state", "score", "epochs", "member",
            "checkpoint_from", "hparams", "metrics", "error", "start_time", "end_time", "duration",
-           "worker", "node"]
+           "worker", "node", "history"]
 
 
 def results_frame(records: list[tuple[Trial, Result]] | Iterator[tuple[Trial, Result]],
                   format_arch: Any = None) -> pd.DataFrame:
     """One row per trial, in finishing order. ``arch`` is the space's one-line form when
-    ``format_arch`` is given, else canonical JSON; ``metrics`` is the last epoch's metrics."""
+    ``format_arch`` is given, else canonical JSON; ``metrics`` is the last epoch's metrics, ``history``
+    the list of every epoch's metrics (learning curves)."""
     rows = []
     for trial, result in records:
         arch = format_arch(trial.arch) if format_arch else json.dumps(dict(trial.arch), sort_keys=True)
@@ -177,7 +178,7 @@ def results_frame(records: list[tuple[Trial, Result]] | Iterator[tuple[Trial, Re
             "member": trial.member, "checkpoint_from": trial.checkpoint_from,
             "hparams": dict(trial.hparams), "metrics": result.metrics, "error": result.error,
             "start_time": result.start_time, "end_time": result.end_time, "duration": duration,
-            "worker": result.worker, "node": result.node,
+            "worker": result.worker, "node": result.node, "history": list(result.history),
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"parent": "Int64", "member": "Int64", "checkpoint_from": "Int64"})
