@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 
-NODE_XY = {0: (0.0, 0.0), 1: (1.0, 0.8), 2: (2.0, -0.8), 3: (3.0, 0.0)}
+NODE_X = (0.0, 1.0, 2.0, 3.0)  # nodes in a row; edges between neighbours straight, longer ones arcs
+ARC = {(0, 2): 0.7, (1, 3): -0.7, (0, 3): 1.4}  # arc heights: above, below, above and higher
 OP_COLOR = {"none": "#bbbbbb", "skip_connect": "#54a24b", "nor_conv_1x1": "#4c78a8",
             "nor_conv_3x3": "#e45756", "avg_pool_3x3": "#f58518"}
 
@@ -30,25 +32,25 @@ def nb201_edges(arch: dict[str, Any]) -> list[tuple[int, int, str]]:
 
 
 def nb201_cell(arch: dict[str, Any], title: str) -> go.Figure:
-    """The cell as a small graph: nodes 0..3, each edge labelled by its operation."""
+    """The cell as a small graph: nodes 0..3 in a row, each edge an arrow labelled by its operation."""
     fig = go.Figure()
+    t = np.linspace(0.0, 1.0, 25)
     for j, i, op in nb201_edges(arch):
-        (x0, y0), (x1, y1) = NODE_XY[j], NODE_XY[i]
-        bend = 0.35 if (j, i) == (0, 3) else 0.0  # the long edge arcs over the others
-        xm, ym = (x0 + x1) / 2, (y0 + y1) / 2 + bend * (1 if (j, i) == (0, 3) else 0) * 2.2
-        fig.add_scatter(x=[x0, xm, x1], y=[y0, ym, y1], mode="lines", hoverinfo="skip", showlegend=False,
-                        line={"color": OP_COLOR.get(op, "#333"), "width": 3, "shape": "spline",
-                              "dash": "dot" if op == "none" else "solid"})
-        fig.add_annotation(x=xm, y=ym, text=op, showarrow=False, font={"size": 11, "color": "#222"},
-                           bgcolor="rgba(255,255,255,0.85)")
-        fig.add_annotation(x=x1, y=y1, ax=xm, ay=ym, xref="x", yref="y", axref="x", ayref="y", text="",
-                           showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5, standoff=16,
-                           arrowcolor=OP_COLOR.get(op, "#333"))
-    fig.add_scatter(x=[p[0] for p in NODE_XY.values()], y=[p[1] for p in NODE_XY.values()], mode="markers+text",
-                    text=[str(n) for n in NODE_XY], textfont={"color": "white", "size": 14}, showlegend=False,
-                    marker={"size": 30, "color": "#333"}, hovertemplate="node %{text}<extra></extra>")
-    fig.update_layout(title={"text": title, "font": {"size": 13}}, height=280, template="plotly_white",
-                      xaxis={"visible": False, "range": [-0.4, 3.4]}, yaxis={"visible": False, "range": [-1.3, 1.6]},
+        x0, x1, h = NODE_X[j], NODE_X[i], ARC.get((j, i), 0.0)
+        xs, ys = x0 + (x1 - x0) * t, 4 * h * t * (1 - t)  # a parabola from node j to node i
+        color = OP_COLOR.get(op, "#333")
+        fig.add_scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                        line={"color": color, "width": 3, "dash": "dot" if op == "none" else "solid"})
+        fig.add_annotation(x=xs[-1], y=ys[-1], ax=xs[-6], ay=ys[-6], xref="x", yref="y", axref="x", ayref="y",
+                           text="", showarrow=True, arrowhead=2, arrowsize=1.3, arrowwidth=2, standoff=15,
+                           arrowcolor=color)
+        fig.add_annotation(x=xs[12], y=ys[12], text=op, showarrow=False, font={"size": 11, "color": "#222"},
+                           bgcolor="rgba(255,255,255,0.9)")
+    fig.add_scatter(x=list(NODE_X), y=[0.0] * 4, mode="markers+text", text=["0", "1", "2", "3"],
+                    textfont={"color": "white", "size": 14}, showlegend=False, marker={"size": 30, "color": "#333"},
+                    hovertemplate="node %{text}<extra></extra>")
+    fig.update_layout(title={"text": title, "font": {"size": 13}}, height=300, template="plotly_white",
+                      xaxis={"visible": False, "range": [-0.3, 3.3]}, yaxis={"visible": False, "range": [-0.95, 1.6]},
                       margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 

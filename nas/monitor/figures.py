@@ -150,7 +150,8 @@ def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame) -> go.Figure
     scores = df.loc[done, "score"]
     dims.append({"label": "score", "values": scores})
     fig = go.Figure(go.Parcoords(line={"color": scores, "colorscale": SCALE, "showscale": True}, dimensions=dims))
-    return _layout(fig, "Decisions against the score (drag along an axis to filter)", "", "", height=460)
+    fig = _layout(fig, "Decisions against the score (drag along an axis to filter)", "", "", height=480)
+    return fig.update_layout(margin={"l": 90, "r": 90, "t": 110, "b": 40})
 
 
 def worker_timeline(df: pd.DataFrame) -> go.Figure | None:

@@ -102,12 +102,19 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def run_section(name: str, cfg: dict[str, Any], df: pd.DataFrame, top: int, key: str) -> str:
+def _usage(run_dir: str | os.PathLike[str], cfg: dict[str, Any], df: pd.DataFrame) -> Any:
+    """The run's wall time and utilization as ``nas status`` gives them (its workers from status.json)."""
+    from nas.status import read_live
+
+    live = read_live(run_dir) or {}
+    return run_usage(df, live.get("workers") or cfg.get("workers"), started=live.get("started"))
+
+
+def run_section(name: str, cfg: dict[str, Any], df: pd.DataFrame, top: int, key: str, usage: Any) -> str:
     """Every section about one run (``key`` makes its element ids unique on a page of several runs)."""
     parse = _parser(cfg)
     decisions = figures.decisions_frame(df, parse)
     pop = (cfg.get("strategy_options") or {}).get("population")
-    usage = run_usage(df, cfg.get("workers"))
     counts = df.state.value_counts().to_dict()
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
     best = (f"best score {done.score.iloc[0]:.4f} (trial {done.trial_id.iloc[0]})" if len(done)
@@ -171,11 +178,11 @@ def _parser(cfg: dict[str, Any]) -> Any:
         return None
 
 
-def comparison(runs: dict[str, tuple[dict[str, Any], pd.DataFrame]]) -> str:
+def comparison(runs: dict[str, tuple[dict[str, Any], pd.DataFrame]], usages: dict[str, Any]) -> str:
     fig = figures.best_so_far({name: df for name, (_, df) in runs.items()})
     rows = []
     for name, (cfg, df) in runs.items():
-        usage = run_usage(df, cfg.get("workers"))
+        usage = usages[name]
         done = df[df.state == "COMPLETE"]
         rows.append({"run": name, "space": cfg.get("space"), "strategy": cfg.get("strategy"), "trials": len(df),
                      "failed": int((df.state == "FAILED").sum()),
@@ -191,14 +198,17 @@ def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[s
 
     dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
     runs: dict[str, tuple[dict[str, Any], pd.DataFrame]] = {}
+    usages: dict[str, Any] = {}
     for d in dirs:
         cfg, df = load_run(d, import_code=False)
         if df.empty:
             raise ValueError(f"run {str(d)!r} has no finished trial yet: nothing to report")
         name = Path(d).name or str(d)
-        runs[name if name not in runs else str(d)] = (cfg, df)
-    body = [comparison(runs)] if len(runs) > 1 else []
-    body += [run_section(name, cfg, df, top, f"run{i}") for i, (name, (cfg, df)) in enumerate(runs.items())]
+        name = name if name not in runs else str(d)
+        runs[name], usages[name] = (cfg, df), _usage(d, cfg, df)
+    body = [comparison(runs, usages)] if len(runs) > 1 else []
+    body += [run_section(name, cfg, df, top, f"run{i}", usages[name])
+             for i, (name, (cfg, df)) in enumerate(runs.items())]
     title = "NAS report: " + ", ".join(runs)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style><script>{SCRIPT}</script><script>{get_plotlyjs()}</script></head><body>"
