@@ -52,7 +52,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def grafana_dashboard() -> str:
+    """The Grafana dashboard shipped in the package (a copy of dashboards/nas.json)."""
+    from importlib.resources import files
+
+    return files("nas.monitor").joinpath("grafana.json").read_text(encoding="utf-8")
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    if not args.grafana:
+        raise ValueError("say which dashboard: --grafana (the Grafana JSON, to import into Grafana)")
+    sys.stdout.write(grafana_dashboard())
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dashboard", help="print the Grafana dashboard of the search metrics (JSON)",
+                       description="Print the Grafana dashboard that plots the search metrics Ray exports: "
+                       "nas dashboard --grafana > nas.json, then import nas.json in Grafana.")
+    p.add_argument("--grafana", action="store_true", help="the Grafana dashboard JSON")
+    p.set_defaults(handler=cmd_dashboard)
     p = sub.add_parser("status", help="a run's progress: trials by state, best so far, throughput, ETA",
                        description="A run's progress from its directory, while it runs or after.")
     p.add_argument("run_dir", metavar="RUN_DIR")
