@@ -122,7 +122,8 @@ def run_section(name: str, cfg: dict[str, Any], df: pd.DataFrame, top: int, key:
     util = f", worker utilization {usage.utilization:.2f}" if usage.utilization is not None else ""
     parts = [f"<h2 id='{key}'>{html.escape(name)}</h2><p>{html.escape(str(cfg.get('space')))} / "
              f"{html.escape(str(cfg.get('strategy')))}: {len(df)} trials ({counts.get('COMPLETE', 0)} COMPLETE, "
-             f"{counts.get('FAILED', 0)} FAILED) over {usage.wall:.1f} s on {usage.workers} workers{util}; "
+             f"{counts.get('FAILED', 0)} FAILED) over {usage.wall:.1f} s on {usage.workers} "
+             f"worker{'s' if usage.workers != 1 else ''}{util}; "
              f"{html.escape(best)}.</p>"]
     sections = [
         ("Best score so far and every trial", figures.best_so_far({name: df}), "no trial completed"),
