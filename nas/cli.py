@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import sys
-import time
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -185,7 +184,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         if cfg.gpus_per_trial > 0 and not ray.cluster_resources().get("GPU"):
             print(f"no GPU in the Ray cluster: --gpus-per-trial {cfg.gpus_per_trial:g} ignored, training on CPUs")
-    t0 = time.time()
     stop = StopSignal(args.on_interrupt)
     try:
         with stop_on_sigint(stop):
@@ -201,17 +199,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume {df.attrs['run_dir']}",
               file=sys.stderr)
         return 130
-    wall = time.time() - t0
-    summary = df.attrs["summary"]
+    from nas.status import format_summary, run_status
+
     run_dir = df.attrs["run_dir"]
-    done = df[df.state == "COMPLETE"]
-    print(f"finished {len(df)} trials ({summary['failed']} failed) in {wall:.1f} s; "
-          f"worker utilization {summary['utilization']:.2f}")
-    if len(done):
-        best = done.loc[done.score.idxmax()]
-        print(f"best score {best.score:.4f} (trial {best.trial_id}): {best.arch}")
-    else:
-        print("no trial completed; see the errors with: nas results " + run_dir)
+    print(format_summary(run_status(run_dir)))  # the same wall time and utilization as `nas status`
     print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
     if args.keep_dashboard:
         keep_cluster_up(url)
@@ -237,31 +228,38 @@ def keep_cluster_up(dashboard_url: str | None) -> None:
 
 # -- nas results / best -----------------------------------------------------------------------------
 def cmd_results(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from nas.api import load_run
+    from nas.monitor.page import _parser
+    from nas.monitor.tables import export_frame, results_table
 
-    _, df = load_run(args.run_dir)
-    if args.csv:
-        df.assign(hparams=df.hparams.map(json.dumps), metrics=df.metrics.map(lambda m: json.dumps(m, default=str))
-                  ).to_csv(args.csv, index=False)
-        print(f"wrote {len(df)} trials to {args.csv}")
-    if args.parquet:
-        df.assign(hparams=df.hparams.map(json.dumps), metrics=df.metrics.map(lambda m: json.dumps(m, default=str))
-                  ).to_parquet(args.parquet, index=False)
-        print(f"wrote {len(df)} trials to {args.parquet}")
-    if args.csv or args.parquet:
+    cfg, df = load_run(args.run_dir)
+    if args.top < 1:
+        raise UsageError(f"--top must be >= 1, got {args.top}")
+    flat = export_frame(df, _parser(cfg))
+    for path, write in ((args.csv, flat.to_csv), (args.parquet, flat.to_parquet)):
+        if path:
+            try:
+                write(path, index=False)
+            except OSError as e:
+                raise UsageError(f"cannot write {path!r}: {e.strerror}") from None
+            print(f"wrote {len(df)} trials to {path}", file=sys.stderr if args.format != "table" else sys.stdout)
+    if (args.csv or args.parquet) and args.format == "table":
+        return 0
+    order = df.sort_values("score", ascending=False, na_position="last").index if args.sort == "score" else df.index
+    if args.format == "csv":
+        flat.loc[order].to_csv(sys.stdout, index=False)
+        return 0
+    if args.format == "json":
+        print(flat.loc[order].to_json(orient="records", indent=1))
         return 0
     if df.empty:
         print("no finished trials yet")
         return 0
-    view = df.sort_values("score", ascending=False, na_position="last") if args.sort == "score" else df
-    cols = ["trial_id", "state", "score", "epochs", "duration", "worker", "parent", "arch"]
-    width = shutil.get_terminal_size((160, 20)).columns
-    with pd.option_context("display.width", width, "display.max_colwidth", 70, "display.max_rows", 500):
-        print(view[cols].head(args.top).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    width = shutil.get_terminal_size((200, 20)).columns if sys.stdout.isatty() else None
+    print(results_table(df.loc[order].head(args.top), width))
     n_ok = int((df.state == "COMPLETE").sum())
-    print(f"\n{len(df)} trials: {n_ok} complete, {len(df) - n_ok} failed")
+    more = f" (best {args.top} shown; --top N for more)" if len(df) > args.top else ""
+    print(f"\n{len(df)} trials: {n_ok} complete, {len(df) - n_ok} failed{more}")
     return 0
 
 
@@ -299,29 +297,45 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_spaces(args: argparse.Namespace) -> int:
-    for name, cls in registry.spaces.items():
-        doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-        print(f"{name:10s} {cls().size:>8,d} architectures  {doc}")
+    from nas.monitor.listing import listing
+
+    print(listing(registry.spaces.items(), size=True))
     return 0
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:
-    for name, cls in registry.strategies.items():
-        doc = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip().splitlines()[0]
-        print(f"{name:10s} {doc}")
+    from nas.monitor.listing import listing
+
+    print(listing(registry.strategies.items(), module_first=True))
     return 0
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return f"nas-ray {dist_version('nas-ray')}"
+    except PackageNotFoundError:
+        return "nas-ray (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nas", description="Parallel neural architecture search on Ray.")
+    parser.add_argument("--version", action="version", version=version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_search_parser(sub)
-    p = sub.add_parser("results", help="table of a run's trials; export CSV/parquet")
-    p.add_argument("run_dir")
-    p.add_argument("--csv", help="write all trials to this CSV file")
-    p.add_argument("--parquet", help="write all trials to this parquet file")
-    p.add_argument("--top", type=int, default=50, help="rows to print (default 50)")
-    p.add_argument("--sort", choices=["score", "finish"], default="score")
+    p = sub.add_parser("results", help="a run's trials as a table, CSV or JSON; export CSV/parquet",
+                       description="A run's trials: an aligned table with units, or CSV/JSON/parquet with one "
+                       "column per decision (arch_*), per hyperparameter (hparams_*) and the measured costs.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="what to print: table (best --top rows), or csv/json (every trial) (default: table)")
+    p.add_argument("--csv", metavar="FILE", help="write every trial to this CSV file")
+    p.add_argument("--parquet", metavar="FILE", help="write every trial to this parquet file")
+    p.add_argument("--top", type=int, default=50, help="rows of the table (default: 50)")
+    p.add_argument("--sort", choices=["score", "finish"], default="score",
+                   help="best first, or in finishing order (default: score)")
     p.set_defaults(handler=cmd_results)
     p = sub.add_parser("best", help="a run's best architecture; export it and its weights")
     p.add_argument("run_dir")
@@ -329,10 +343,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-weights", metavar="FILE", help="copy its trained weights (torch file)")
     p.add_argument("--evaluate-test", action="store_true", help="its accuracy on the dataset's test split")
     p.set_defaults(handler=cmd_best)
-    sub.add_parser("spaces", help="list the built-in search spaces").set_defaults(handler=cmd_spaces)
-    sub.add_parser("strategies", help="list the search strategies").set_defaults(handler=cmd_strategies)
+    sub.add_parser("spaces", help="list the search spaces, their options and defaults").set_defaults(
+        handler=cmd_spaces)
+    sub.add_parser("strategies", help="list the search strategies, their options (-o) and defaults").set_defaults(
+        handler=cmd_strategies)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
+    from nas.monitor.listing import tidy_help
+
+    tidy_help(parser)  # docstring markup out, no default named twice
     return parser
 
 

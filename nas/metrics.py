@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import datetime
 import logging
 import re
 import time
@@ -32,6 +33,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from nas.engine.executor import Event
 from nas.loop import Callback, SearchLoop
+from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
 from nas.status import end_state, loop_status, population_size
 from nas.types import Result, Trial
 
@@ -75,6 +77,9 @@ METRICS = (
     MetricSpec("nas_best_score", "gauge", "best score so far (higher is better)"),
     MetricSpec("nas_population_size", "gauge", "members in the strategy's population (0 if it keeps none)"),
     MetricSpec("nas_busy_workers", "gauge", "workers running a trial"),
+    MetricSpec("nas_queued_trials", "gauge", "trials submitted and waiting for a worker (prefetched)"),
+    MetricSpec("nas_worker_utilization", "gauge",
+               "summed trial time / (workers x wall time) so far (nas.monitor.usage, as nas status)"),
     MetricSpec("nas_workers", "gauge", "workers in the pool"),
     MetricSpec("nas_budget", "gauge", "trials the run will finish"),
     MetricSpec("nas_trial_duration_seconds", "histogram", "wall time of each finished trial",
@@ -105,10 +110,17 @@ def _metric(name: str) -> Any:
 
 
 def status_line(status: dict[str, Any]) -> str:
+    """One line of the ``nas-search`` actor's log, stamped with the time of the update (local, ISO 8601).
+
+    >>> status_line({"state": "running", "updated": 0.0, "finished": 3, "budget": 10, "failed": 0,
+    ...              "running": 2, "queued": 1, "workers": 2, "best_score": 0.5})[25:]
+    ' running: 3/10 finished, 0 failed, busy 2/2, queued 1, best 0.5000'
+    """
+    stamp = datetime.datetime.fromtimestamp(status.get("updated") or time.time()).astimezone()
     best = "-" if status.get("best_score") is None else f"{status['best_score']:.4f}"
-    return (f"{status['state']}: {status['finished']}/{status.get('budget') or '?'} finished, "
-            f"{status['failed']} failed, busy {status['running']}/{status['workers']}, "
-            f"queued {status.get('queued', 0)}, best {best}")
+    return (f"{stamp.isoformat(timespec='seconds')} {status['state']}: {status['finished']}/"
+            f"{status.get('budget') or '?'} finished, {status['failed']} failed, busy {status['running']}/"
+            f"{status['workers']}, queued {status.get('queued', 0)}, best {best}")
 
 
 @ray.remote(num_cpus=0)  # type: ignore[call-overload]
@@ -188,8 +200,14 @@ class MetricsCallback(Callback):
             _metric(name).observe(value, tags=obs_tags)
         self._observed.clear()
         tags = self._tags(loop)
-        busy = loop.running if state == "running" else 0  # RUNNING only: a QUEUED (prefetched) trial is not busy
+        busy, queued = busy_and_queued(loop_counts(loop), loop.executor.slots)
+        if state != "running":
+            busy = queued = 0
         _metric("nas_busy_workers").set(busy, tags=tags)
+        _metric("nas_queued_trials").set(queued, tags=tags)
+        utilization = loop_usage(loop).utilization
+        if utilization is not None:
+            _metric("nas_worker_utilization").set(utilization, tags=tags)
         _metric("nas_workers").set(loop.executor.slots, tags=tags)
         _metric("nas_population_size").set(population_size(loop.strategy), tags=tags)
         if loop.budget < 2**62:

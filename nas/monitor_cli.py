@@ -1,9 +1,25 @@
-"""``nas status RUN_DIR`` (a live summary) and ``nas report RUN_DIR`` (an HTML page with plots)."""
+"""``nas status RUN_DIR`` (a live summary) and ``nas report RUN_DIR ...`` (an interactive HTML page)."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 import time
+from typing import TextIO
+
+CLEAR_BELOW = "\x1b[J"
+
+
+def redraw(stream: TextIO, block: str, drawn: int) -> int:
+    """Draw ``block`` over the ``drawn`` lines drawn before (a terminal: cursor up, clear, write; each line
+    cut to the width so that none wraps); the number of lines now drawn."""
+    width = shutil.get_terminal_size((100, 24)).columns
+    lines = [line[: width - 1] for line in block.splitlines()]
+    up = f"\x1b[{drawn}A\r" if drawn else ""
+    stream.write(up + CLEAR_BELOW + "\n".join(lines) + "\n")
+    stream.flush()
+    return len(lines)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -11,13 +27,19 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     if args.watch is not None and not args.watch > 0:
         raise ValueError(f"--watch must be a number of seconds > 0, got {args.watch!r}")
+    tty = args.watch is not None and sys.stdout.isatty()
+    drawn = 0
     while True:
         st = run_status(args.run_dir)
-        print(format_status(st), flush=True)
+        if tty:
+            drawn = redraw(sys.stdout, format_status(st), drawn)
+        else:
+            print(format_status(st), flush=True)
         if args.watch is None or st["state"] != "running":
             return 0
         time.sleep(args.watch)  # the refresh period the user asked for
-        print(flush=True)
+        if not tty:
+            print(flush=True)  # a log: blocks one after another, a blank line between
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -25,19 +47,41 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")
-    path = write_report(args.run_dir, args.out, top=args.top)
+    path = write_report(args.run_dirs, args.out, top=args.top)
     print(f"wrote {path}")
     return 0
 
 
+def grafana_dashboard() -> str:
+    """The Grafana dashboard shipped in the package (a copy of dashboards/nas.json)."""
+    from importlib.resources import files
+
+    return files("nas.monitor").joinpath("grafana.json").read_text(encoding="utf-8")
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    if not args.grafana:
+        raise ValueError("say which dashboard: --grafana (the Grafana JSON, to import into Grafana)")
+    sys.stdout.write(grafana_dashboard())
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="a run's progress: trials by state, best so far, throughput, ETA")
-    p.add_argument("run_dir")
+    p = sub.add_parser("dashboard", help="print the Grafana dashboard of the search metrics (JSON)",
+                       description="Print the Grafana dashboard that plots the search metrics Ray exports: "
+                       "nas dashboard --grafana > nas.json, then import nas.json in Grafana.")
+    p.add_argument("--grafana", action="store_true", help="the Grafana dashboard JSON")
+    p.set_defaults(handler=cmd_dashboard)
+    p = sub.add_parser("status", help="a run's progress: trials by state, best so far, throughput, ETA",
+                       description="A run's progress from its directory, while it runs or after.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--watch", type=float, metavar="SECONDS",
-                   help="print again every SECONDS until the run is no longer running")
+                   help="redraw every SECONDS until the run is no longer running (in place on a terminal)")
     p.set_defaults(handler=cmd_status)
-    p = sub.add_parser("report", help="an HTML page with plots and the top trials of a run")
-    p.add_argument("run_dir")
-    p.add_argument("--out", metavar="FILE", help="where to write it (default RUN_DIR/report.html)")
-    p.add_argument("--top", type=int, default=10, help="rows in the top-trials table (default 10)")
+    p = sub.add_parser("report", help="an interactive HTML page about one run, or comparing several",
+                       description="Write one self-contained HTML page (works offline) with interactive plots "
+                       "of a run, or of several runs side by side.")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--out", metavar="FILE", help="where to write it (default: RUN_DIR/report.html of the first run)")
+    p.add_argument("--top", type=int, default=10, help="best architectures drawn and listed first (default: 10)")
     p.set_defaults(handler=cmd_report)

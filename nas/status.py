@@ -18,7 +18,8 @@ from typing import Any
 
 from nas.engine.executor import Event
 from nas.loop import Callback, SearchLoop
-from nas.types import Result, Trial, TrialState
+from nas.monitor.usage import run_usage
+from nas.types import Result, Trial
 
 STATUS_FILE = "status.json"
 
@@ -40,11 +41,15 @@ def population_size(strategy: object) -> int:
 
 def loop_status(loop: SearchLoop, state: str) -> dict[str, Any]:
     """The loop's state as plain values (what ``status.json`` and the ``nas-search`` actor hold)."""
+    from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
+
     best = loop.best
+    counts = loop_counts(loop)
+    running, queued = busy_and_queued(counts, loop.executor.slots)
     return {
         "state": state, "updated": time.time(), "strategy": loop.strategy.name,
-        "finished": loop.finished, "failed": loop.count(TrialState.FAILED), "running": loop.running,
-        "queued": loop.queued,
+        "finished": loop.finished, "failed": counts.get("FAILED", 0), "running": running, "queued": queued,
+        "utilization": loop_usage(loop).utilization,
         "budget": loop.budget if loop.budget < 2**62 else None, "time_budget": loop.time_budget,
         "workers": loop.executor.slots, "elapsed": loop.elapsed, "best_score": loop.best_score,
         "best_trial": best[0].trial_id if best else None, "population": population_size(loop.strategy),
@@ -147,13 +152,13 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     else:
         state = "finished" if budget and len(df) >= budget else "unknown (no status.json)"
     started = (live or {}).get("started") or (float(df.start_time.min()) if len(df) else None)
-    end = now if alive else (float(df.end_time.max()) if len(df) else None)
-    elapsed = max(end - started, 0.0) if started is not None and end is not None else 0.0
+    workers = (live or {}).get("workers") or cfg.get("workers")
+    # this session's wall time and utilization (a resumed run's journal also holds earlier sessions')
+    usage = run_usage(df, workers, started=started, now=now if alive else None)
+    elapsed = usage.wall
     finished = len(df)
-    # this session's trials (a resumed run's journal also holds earlier sessions')
     session = df[df.end_time >= started] if started is not None and len(df) else df
     throughput = len(session) / elapsed if elapsed > 0 else 0.0
-    workers = (live or {}).get("workers") or cfg.get("workers")
     done = df[df.state == "COMPLETE"]
     best = done.loc[done.score.idxmax()] if len(done) else None
     left = max(budget - finished, 0) if budget else None
@@ -174,7 +179,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
         "best_trial": int(best.trial_id) if best is not None else None,
         "best_arch": str(best.arch) if best is not None else None,
         "elapsed": elapsed, "throughput": throughput, "left": left, "eta": eta,
-        "utilization": float(session.duration.sum()) / (elapsed * workers) if elapsed > 0 and workers else None,
+        "utilization": usage.utilization,
     }
 
 
@@ -199,7 +204,7 @@ def format_status(st: dict[str, Any]) -> str:
         state += f" (updated {_duration(st['updated_ago'])} ago)"
     lines.append(f"state     {state}")
     lines.append(f"trials    {st['finished']}/{st['budget']} finished: {st['complete']} COMPLETE, "
-                 f"{st['failed']} FAILED, {st['running']} RUNNING, {st.get('queued', 0)} QUEUED")
+                 f"{st['failed']} FAILED; {st['running']} RUNNING, {st.get('queued', 0)} QUEUED")
     if st["best_score"] is not None:
         lines.append(f"best      {st['best_score']:.4f} (trial {st['best_trial']}): {st['best_arch']}")
     else:
@@ -210,4 +215,16 @@ def format_status(st: dict[str, Any]) -> str:
         lines.append(f"ETA       {_duration(st['eta'])} ({st['left']} trials left)")
     elif st["state"] != "running" and st["left"]:
         lines.append(f"ETA       - ({st['left']} trials left; the run is not running)")
+    return "\n".join(lines)
+
+
+def format_summary(st: dict[str, Any]) -> str:
+    """The end-of-search lines, from the same values as ``nas status`` (one definition of wall time and
+    utilization: :func:`nas.monitor.usage.run_usage`)."""
+    util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
+    lines = [f"finished {st['finished']} trials ({st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
+    if st["best_score"] is not None:
+        lines.append(f"best score {st['best_score']:.4f} (trial {st['best_trial']}): {st['best_arch']}")
+    else:
+        lines.append(f"no trial completed; see the errors with: nas results {st['run_dir']}")
     return "\n".join(lines)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -34,7 +33,7 @@ def test_status_of_a_finished_run(run_dir, capsys):
     assert main(["status", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "state     finished" in out
-    assert f"trials    {BUDGET}/{BUDGET} finished: {BUDGET} COMPLETE, 0 FAILED, 0 RUNNING, 0 QUEUED" in out
+    assert f"trials    {BUDGET}/{BUDGET} finished: {BUDGET} COMPLETE, 0 FAILED; 0 RUNNING, 0 QUEUED" in out
     assert re.search(r"best      0\.\d{4} \(trial \d+\): d0=", out)
     assert re.search(r"speed     \d+\.\d{3} trials/s", out) and "ETA" not in out
     assert main(["status", str(run_dir), "--watch", "5"]) == 0  # not running: prints once, returns
@@ -60,19 +59,30 @@ def test_status_of_a_running_and_of_a_killed_run(run_dir, tmp_path):
     assert st["state"] == "died" and st["eta"] is None and st["running"] == 0
 
 
-def test_report_has_three_plots_and_the_top_trials(run_dir, tmp_path, capsys):
+def test_report_is_one_offline_page_with_every_section(run_dir, tmp_path, capsys):
     out = tmp_path / "report.html"
     assert main(["report", str(run_dir), "--out", str(out), "--top", "3"]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     page = out.read_text()
-    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
-    assert [alt for alt, _ in images] == [
-        "Best score so far against time", "Score of every trial against time, coloured by strategy",
-        "Pareto front: score against parameter count"]
-    assert all(base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n" for _, png in images)
-    table = page[page.index('<table'):page.index("</table>")]
-    assert "top-trials" in table and table.count("<tr>") == 3  # 3 body rows (the header row is styled)
-    assert "params" in table and re.search(r"<td>\d{1,3}(,\d{3})*</td>", table)  # real parameter counts
+    assert "https://" not in page.split("</script>", 2)[-1][:200] and page.count("Plotly.newPlot") >= 7
+    for title in ("Best score so far and every trial", "Learning curves", "Genealogy", "Decisions against the score",
+                  "Decision importance", "Population age", "Worker timeline", "Best architectures (top 3)",
+                  "Failed trials (0)", "Trial detail", "Run configuration"):
+        assert f"<h3>{title}</h3>" in page, title
+    assert "Pareto front and hypervolume" not in page  # one objective: the multi-objective hook adds nothing
+    table = page[page.index("<table id='run0-trials'"):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == BUDGET + 1 and "params" in table
+    assert re.search(r"<td>\d{1,3}(,\d{3})+</td>", table)  # real parameter counts
+
+
+def test_the_front_hook_only_shows_for_several_objectives():
+    import pandas as pd
+
+    from nas.report import objective_front_section
+
+    assert objective_front_section({}, pd.DataFrame()) == ""
+    assert "Pareto front" in objective_front_section({"objectives": ["val_acc:max", "latency_ms:min"]}, pd.DataFrame())
 
 
 def test_report_default_path_and_bad_input(run_dir, tmp_path, capsys):

@@ -25,7 +25,7 @@ from nas.types import Arch, Result, Trial
 
 COLUMNS = ["trial_id", "arch", "parent", "strategy", "state", "score", "epochs", "member",
            "checkpoint_from", "hparams", "metrics", "error", "start_time", "end_time", "duration",
-           "worker", "node"]
+           "worker", "node", "history"]
 
 
 def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
@@ -66,7 +66,7 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
             "member": trial.member, "checkpoint_from": trial.checkpoint_from,
             "hparams": dict(trial.hparams), "metrics": result.metrics, "error": result.error,
             "start_time": result.start_time, "end_time": result.end_time, "duration": duration,
-            "worker": result.worker, "node": result.node,
+            "worker": result.worker, "node": result.node, "history": list(result.history),
         })
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"parent": "Int64", "member": "Int64", "checkpoint_from": "Int64"})

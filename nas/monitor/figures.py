@@ -1,0 +1,198 @@
+"""The report's interactive plots (plotly figures), each from the results frame of :func:`nas.api.load_run`.
+
+Times are seconds since the run's first trial started. Every function returns a ``plotly`` figure or
+None when the run holds nothing to draw (the page says so instead).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+SCALE = "Viridis"
+HEIGHT = 420
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, **kw: Any) -> go.Figure:
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=kw.pop("height", HEIGHT),
+                      template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 50}, **kw)
+    return fig
+
+
+def timed(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``t_start``/``t_end``: seconds since the first trial started."""
+    t0 = float(df.start_time.min()) if len(df) and df.start_time.notna().any() else 0.0
+    return df.assign(t_start=df.start_time - t0, t_end=df.end_time - t0)
+
+
+def best_so_far(runs: dict[str, pd.DataFrame]) -> go.Figure | None:
+    """Every trial's score when it finished, and the best so far as a step line (one per run)."""
+    fig = go.Figure()
+    for name, df in runs.items():
+        d = timed(df).sort_values("t_end")
+        done = d[d.state == "COMPLETE"]
+        if done.empty:
+            continue
+        label = f"{name}: " if len(runs) > 1 else ""
+        fig.add_scatter(x=done.t_end, y=done.score, mode="markers", name=f"{label}trials", opacity=0.5,
+                        marker={"size": 6}, customdata=np.stack([done.trial_id, done.arch], axis=1),
+                        hovertemplate="trial %{customdata[0]}<br>score %{y:.4f}<br>%{x:.1f} s<br>%{customdata[1]}"
+                                      "<extra></extra>")
+        fig.add_scatter(x=done.t_end, y=done.score.cummax(), mode="lines", line={"shape": "hv", "width": 3},
+                        name=f"{label}best so far")
+        failed = d[d.state == "FAILED"]
+        if len(failed):
+            fig.add_scatter(x=failed.t_end, y=[float(done.score.min())] * len(failed), mode="markers",
+                            marker={"symbol": "x", "color": "crimson", "size": 8},
+                            name=f"{label}FAILED (at the lowest score)", text=failed.error,
+                            hovertemplate="trial failed: %{text}<extra></extra>")
+    if not fig.data:
+        return None
+    return _layout(fig, "Best score so far and every trial", "seconds since the first trial started",
+                   "score (higher is better)")
+
+
+def curve_metric(df: pd.DataFrame) -> str | None:
+    """The per-epoch metric to draw: ``val_acc`` or ``score`` where recorded, else the first numeric one."""
+    keys: list[str] = []
+    for hist in df.get("history", pd.Series(dtype=object)):
+        for rec in hist or []:
+            keys += [k for k, v in rec.items() if k != "epoch" and isinstance(v, (int, float)) and k not in keys]
+    for k in ("val_acc", "score", "accuracy", "val_loss"):
+        if k in keys:
+            return k
+    return keys[0] if keys else None
+
+
+def learning_curves(df: pd.DataFrame) -> go.Figure | None:
+    """One line per trial: its per-epoch metric (from the journaled ``history``), coloured by final score."""
+    metric = curve_metric(df)
+    if metric is None:
+        return None
+    fig = go.Figure()
+    scores = df.score.dropna()
+    lo, hi = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 1.0)
+    for row in df.itertuples():
+        hist = [r for r in (row.history or []) if metric in r]
+        if not hist:
+            continue
+        frac = 0.5 if hi == lo or pd.isna(row.score) else (float(row.score) - lo) / (hi - lo)
+        color = _viridis(frac) if row.state == "COMPLETE" else "crimson"
+        fig.add_scatter(x=[r.get("epoch", i + 1) for i, r in enumerate(hist)], y=[r[metric] for r in hist],
+                        mode="lines+markers", line={"color": color, "width": 1.5}, marker={"size": 4},
+                        name=f"trial {row.trial_id}", showlegend=False, opacity=0.8,
+                        hovertemplate=f"trial {row.trial_id}<br>epoch %{{x}}<br>{metric} %{{y:.4f}}<extra></extra>")
+    if not fig.data:
+        return None
+    return _layout(fig, f"Learning curves ({metric} per epoch; colour: final score, red: FAILED)", "epoch", metric)
+
+
+def _viridis(frac: float) -> str:
+    from plotly.colors import sample_colorscale
+
+    return str(sample_colorscale(SCALE, [min(max(frac, 0.0), 1.0)])[0])
+
+
+def genealogy(df: pd.DataFrame) -> go.Figure | None:
+    """Who descends from whom: each trial at (trial id, score), a line from its parent, coloured by score."""
+    done = df[df.state == "COMPLETE"].set_index("trial_id")
+    if done.empty:
+        return None
+    xs: list[Any] = []
+    ys: list[Any] = []
+    for tid, row in done.iterrows():
+        parent = row.parent
+        if parent is not None and not pd.isna(parent) and int(parent) in done.index:
+            xs += [int(parent), tid, None]
+            ys += [float(done.loc[int(parent), "score"]), row.score, None]
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "rgba(120,120,120,0.45)", "width": 1},
+                    hoverinfo="skip", name="parent -> child")
+    fig.add_scatter(x=done.index, y=done.score, mode="markers", name="trials",
+                    marker={"color": done.score, "colorscale": SCALE, "size": 9, "showscale": True,
+                            "colorbar": {"title": "score"}, "line": {"width": 0.5, "color": "white"}},
+                    customdata=np.stack([done.parent.astype("string").fillna("-"), done.arch], axis=1),
+                    hovertemplate="trial %{x}<br>score %{y:.4f}<br>parent %{customdata[0]}<br>%{customdata[1]}"
+                                  "<extra></extra>")
+    n_children = int(done.parent.notna().sum())
+    return _layout(fig, f"Genealogy: {n_children} trials with a parent (lines join parent and child)",
+                   "trial id (order proposed)", "score", showlegend=False)
+
+
+def decisions_frame(df: pd.DataFrame, parse: Any) -> pd.DataFrame:
+    """One column per decision, from the ``arch`` column (``parse`` a registered space's parser, or None:
+    canonical JSON)."""
+    def one(text: str) -> dict[str, Any]:
+        try:
+            return dict(parse(text)) if parse is not None else dict(json.loads(text))
+        except Exception:
+            return {}
+
+    return pd.DataFrame([one(a) for a in df.arch], index=df.index)
+
+
+def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame) -> go.Figure | None:
+    """Each COMPLETE trial as a line through its choice for every decision, ending at its score."""
+    done = df.state == "COMPLETE"
+    if not done.any() or decisions.empty:
+        return None
+    dims = []
+    for col in decisions.columns:
+        values = decisions.loc[done, col]
+        options = sorted(values.dropna().unique(), key=lambda v: (str(type(v)), v))
+        codes = {v: i for i, v in enumerate(options)}
+        dims.append({"label": col, "values": [codes.get(v, -1) for v in values],
+                     "tickvals": list(range(len(options))), "ticktext": [str(o) for o in options]})
+    scores = df.loc[done, "score"]
+    dims.append({"label": "score", "values": scores})
+    fig = go.Figure(go.Parcoords(line={"color": scores, "colorscale": SCALE, "showscale": True}, dimensions=dims))
+    fig = _layout(fig, "Decisions against the score (drag along an axis to filter)", "", "", height=480)
+    return fig.update_layout(margin={"l": 90, "r": 90, "t": 110, "b": 40})
+
+
+def worker_timeline(df: pd.DataFrame) -> go.Figure | None:
+    """Which worker ran which trial when: one bar per trial, from start to end, on its worker's row."""
+    d = timed(df).dropna(subset=["t_start", "t_end"])
+    if d.empty:
+        return None
+    fig = go.Figure()
+    for state, color in (("COMPLETE", "#4c78a8"), ("FAILED", "crimson")):
+        part = d[d.state == state]
+        if part.empty:
+            continue
+        label = (part.worker.fillna("?").astype(str) + " @ " + part.node.fillna("?").astype(str))
+        fig.add_bar(y=label, x=part.t_end - part.t_start, base=part.t_start, orientation="h", name=state,
+                    marker={"color": color, "line": {"color": "white", "width": 1}}, text=part.trial_id,
+                    textposition="inside", customdata=np.stack([part.trial_id, part.arch], axis=1),
+                    hovertemplate="trial %{customdata[0]}<br>%{base:.1f} s to %{x:.1f} s long<br>"
+                                  "%{customdata[1]}<extra></extra>")
+    rows = d.worker.nunique()
+    return _layout(fig, "Worker timeline (each bar a trial)", "seconds since the first trial started", "worker",
+                   barmode="overlay", height=max(200, 60 + 40 * rows))
+
+
+def population_age(df: pd.DataFrame, population: int | None) -> go.Figure | None:
+    """Ages over time: each selected parent's age when its child was proposed (trials proposed since the
+    parent), and, given the population size P, the mean age in seconds of the population (the last P
+    COMPLETE results, as regularized evolution keeps them) at each finish."""
+    d = timed(df).sort_values("t_end")
+    fig = go.Figure()
+    kids = d[d.parent.notna()]
+    if len(kids):
+        fig.add_scatter(x=kids.t_start, y=kids.trial_id - kids.parent.astype(int), mode="markers",
+                        name="parent's age when chosen (trials)", marker={"size": 6})
+    done = d[d.state == "COMPLETE"]
+    if population and len(done):
+        ends = done.t_end.to_numpy()
+        ages = [float(np.mean(ends[i] - ends[max(0, i + 1 - population):i + 1])) for i in range(len(ends))]
+        fig.add_scatter(x=ends, y=ages, mode="lines", name=f"mean age of the population of {population} (s)",
+                        yaxis="y2", line={"width": 2})
+        fig.update_layout(yaxis2={"title": "population mean age (s)", "overlaying": "y", "side": "right"})
+    if not fig.data:
+        return None
+    return _layout(fig, "Population age over time", "seconds since the first trial started",
+                   "parent age (trials)", legend={"orientation": "h", "y": -0.25})

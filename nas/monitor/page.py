@@ -1,0 +1,222 @@
+"""``nas report RUN_DIR [RUN_DIR ...]``: one self-contained HTML page (plotly's JavaScript embedded once,
+works offline) about a run, or several runs compared.
+
+Everything comes from :func:`nas.api.load_run` (the config and the results frame); no user code is
+imported (architectures are parsed and drawn only for registered spaces). Sections: status; best so far
+and every trial against time; learning curves; genealogy; decisions against the score; decision
+importance; the multi-objective front (:func:`objective_front_section`, a hook: empty while a run has one
+objective); population age; worker timeline; the best architectures; failed trials; trial detail
+(sortable, filterable); the run configuration.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from nas.monitor import archdraw, figures
+from nas.monitor.importance import decision_importance, importance_figure
+from nas.monitor.usage import run_usage
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:12px}.note{color:#666;font-style:italic}
+.scroll{max-height:520px;overflow:auto;border:1px solid #ddd}
+table{border-collapse:collapse;font-size:12px;width:100%}td,th{border-bottom:1px solid #eee;padding:3px 6px;
+text-align:left;vertical-align:top}th{background:#fafafa;position:sticky;top:0;cursor:pointer;white-space:nowrap}
+td.arch{font-family:monospace;word-break:break-all}.grid{display:grid;grid-template-columns:repeat(2,1fr);gap:8px}
+input.filter{width:100%;padding:4px;margin:4px 0;box-sizing:border-box}#js-errors{color:crimson}"""
+
+# Collects JavaScript errors where a test (and a reader) can see them; sorts and filters tables. Hand-written:
+# a few lines, and the page must work offline with no other library than plotly.
+SCRIPT = """window.jsErrors=[];window.addEventListener('error',function(e){window.jsErrors.push(String(e.message));
+var el=document.getElementById('js-errors');if(el){el.textContent='JavaScript errors: '+window.jsErrors.join('; ');}});
+function sortTable(th){var t=th.closest('table'),i=Array.prototype.indexOf.call(th.parentNode.children,th),
+asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';var rows=Array.from(t.tBodies[0].rows);
+rows.sort(function(a,b){var x=a.cells[i].textContent,y=b.cells[i].textContent,nx=parseFloat(x),ny=parseFloat(y);
+var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return asc?c:-c;});
+rows.forEach(function(r){t.tBodies[0].appendChild(r);});}
+function filterTable(input,id){var q=input.value.toLowerCase();Array.from(document.getElementById(id).tBodies[0].rows)
+.forEach(function(r){r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});}"""
+
+
+def objective_front_section(cfg: dict[str, Any], df: pd.DataFrame) -> str:
+    """The Pareto front and hypervolume over time, for a run with several objectives. The hook for
+    multi-objective runs: returns "" (no section) while the run records a single score."""
+    objectives = cfg.get("objectives") or []
+    if len(objectives) < 2:
+        return ""
+    return ("<h2>Pareto front and hypervolume</h2><p class='note'>This run has several objectives "
+            f"({html.escape(', '.join(map(str, objectives)))}); their front is drawn by the multi-objective "
+            "report (not in this version).</p>")
+
+
+def _fig(fig: go.Figure | None, div_id: str, missing: str) -> str:
+    if fig is None:
+        return f"<p class='note'>{html.escape(missing)}</p>"
+    return str(fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                           config={"displaylogo": False, "responsive": True}))
+
+
+def _table(df: pd.DataFrame, table_id: str, arch_cols: Sequence[str] = ("arch",)) -> str:
+    head = "".join(f"<th onclick='sortTable(this)' title='sort'>{html.escape(str(c))}</th>" for c in df.columns)
+    body = []
+    for row in df.itertuples(index=False):
+        cells = []
+        for col, v in zip(df.columns, row):
+            text = "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
+            cls = " class='arch'" if col in arch_cols else ""
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<input class='filter' placeholder='filter rows...' oninput=\"filterTable(this,'{table_id}')\">"
+            f"<div class='scroll'><table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>"
+            + "\n".join(body) + "</tbody></table></div>")
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "" if v is None or pd.isna(v) else format(v, fmt)
+
+
+def trial_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Every trial with its metrics (params, FLOPs, latency where measured), best first."""
+    d = figures.timed(df).sort_values("score", ascending=False, na_position="last")
+    metrics = pd.DataFrame([m if isinstance(m, dict) else {} for m in d.metrics], index=d.index)
+    extra = {k: metrics[k] for k in ("params", "flops", "latency_ms", "val_loss", "train_seconds")
+             if k in metrics}
+    return pd.DataFrame({
+        "trial": d.trial_id, "state": d.state, "score": d.score.map(lambda v: _num(v, ".4f")),
+        **{k: v.map(lambda x: _num(x, ",.0f") if isinstance(x, (int, float)) and abs(x) >= 100 else _num(x, ".4g"))
+           for k, v in extra.items()},
+        "epochs": d.epochs, "start (s)": d.t_start.map(lambda v: _num(v, ".1f")),
+        "duration (s)": d.duration.map(lambda v: _num(v, ".2f")), "worker": d.worker,
+        "parent": d.parent.astype("string").fillna(""), "strategy": d.strategy, "arch": d.arch,
+        "error": d.error,
+    })
+
+
+def _usage(run_dir: str | os.PathLike[str], cfg: dict[str, Any], df: pd.DataFrame) -> Any:
+    """The run's wall time and utilization as ``nas status`` gives them (its workers from status.json)."""
+    from nas.status import read_live
+
+    live = read_live(run_dir) or {}
+    return run_usage(df, live.get("workers") or cfg.get("workers"), started=live.get("started"))
+
+
+def run_section(name: str, cfg: dict[str, Any], df: pd.DataFrame, top: int, key: str, usage: Any) -> str:
+    """Every section about one run (``key`` makes its element ids unique on a page of several runs)."""
+    parse = _parser(cfg)
+    decisions = figures.decisions_frame(df, parse)
+    pop = (cfg.get("strategy_options") or {}).get("population")
+    counts = df.state.value_counts().to_dict()
+    done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
+    best = (f"best score {done.score.iloc[0]:.4f} (trial {done.trial_id.iloc[0]})" if len(done)
+            else "no trial completed")
+    util = f", worker utilization {usage.utilization:.2f}" if usage.utilization is not None else ""
+    parts = [f"<h2 id='{key}'>{html.escape(name)}</h2><p>{html.escape(str(cfg.get('space')))} / "
+             f"{html.escape(str(cfg.get('strategy')))}: {len(df)} trials ({counts.get('COMPLETE', 0)} COMPLETE, "
+             f"{counts.get('FAILED', 0)} FAILED) over {usage.wall:.1f} s on {usage.workers} "
+             f"worker{'s' if usage.workers != 1 else ''}{util}; "
+             f"{html.escape(best)}.</p>"]
+    sections = [
+        ("Best score so far and every trial", figures.best_so_far({name: df}), "no trial completed"),
+        ("Learning curves", figures.learning_curves(df), "no per-epoch history recorded"),
+        ("Genealogy", figures.genealogy(df), "no trial completed"),
+        ("Decisions against the score", figures.parallel_coordinates(df, decisions),
+         "no decisions to show (architectures not parsed)"),
+        ("Decision importance", importance_figure(decision_importance(df, decisions)),
+         "too few COMPLETE trials, or no decision varies, to rank decisions"),
+        ("Population age", figures.population_age(df, pop), "no parents and no population recorded"),
+        ("Worker timeline", figures.worker_timeline(df), "no start and end times recorded"),
+    ]
+    for i, (title, fig, missing) in enumerate(sections):
+        parts.append(f"<h3>{html.escape(title)}</h3>" + _fig(fig, f"{key}-plot{i}", missing))
+    parts.append(objective_front_section(cfg, df))
+    parts.append(f"<h3>Best architectures (top {min(top, len(done))})</h3>"
+                 + best_architectures(cfg, df, done, top, key))
+    failed = df[df.state == "FAILED"]
+    parts.append(f"<h3>Failed trials ({len(failed)})</h3>" + (
+        _table(failed[["trial_id", "arch", "worker", "error"]], f"{key}-failed") if len(failed)
+        else "<p class='note'>none</p>"))
+    parts.append("<h3>Trial detail</h3>" + _table(trial_table(df), f"{key}-trials"))
+    parts.append("<h3>Run configuration</h3><pre>" + html.escape(json.dumps(cfg, indent=2, default=str)) + "</pre>")
+    return "\n".join(parts)
+
+
+def best_architectures(cfg: dict[str, Any], df: pd.DataFrame, done: pd.DataFrame, top: int, key: str) -> str:
+    parse = _parser(cfg)
+    drawings = []
+    for rank, row in enumerate(done.head(top).itertuples(), 1):
+        arch = figures.decisions_frame(pd.DataFrame({"arch": [row.arch]}), parse).iloc[0].to_dict()
+        fig = archdraw.draw(str(cfg.get("space")), arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
+        if fig is not None:
+            drawings.append(_fig(fig, f"{key}-arch{rank}", ""))
+    if drawings:
+        return "<div class='grid'>" + "\n".join(drawings[:4]) + "</div>" + (
+            f"<p class='note'>{len(drawings) - 4} more in the trial detail below.</p>" if len(drawings) > 4 else "")
+    table = pd.concat([done.head(top)[["trial_id", "score"]].reset_index(drop=True),
+                       figures.decisions_frame(done.head(top), parse).reset_index(drop=True)], axis=1)
+    return _table(table.astype(str), f"{key}-best")
+
+
+def _parser(cfg: dict[str, Any]) -> Any:
+    """The registered space's ``parse`` (no user code: a ``module:attr`` space is never imported)."""
+    from nas import registry
+
+    space = str(cfg.get("space"))
+    if ":" in space:
+        return None
+    try:
+        return registry.spaces.get(space)().parse
+    except Exception:
+        return None
+
+
+def comparison(runs: dict[str, tuple[dict[str, Any], pd.DataFrame]], usages: dict[str, Any]) -> str:
+    fig = figures.best_so_far({name: df for name, (_, df) in runs.items()})
+    rows = []
+    for name, (cfg, df) in runs.items():
+        usage = usages[name]
+        done = df[df.state == "COMPLETE"]
+        rows.append({"run": name, "space": cfg.get("space"), "strategy": cfg.get("strategy"), "trials": len(df),
+                     "failed": int((df.state == "FAILED").sum()),
+                     "best": f"{done.score.max():.4f}" if len(done) else "-", "wall (s)": f"{usage.wall:.1f}",
+                     "utilization": "-" if usage.utilization is None else f"{usage.utilization:.2f}"})
+    return ("<h2>Comparison</h2>" + _table(pd.DataFrame(rows), "compare", ()) + _fig(fig, "compare-plot", "no trial"))
+
+
+def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                 out: str | os.PathLike[str] | None = None, top: int = 10) -> Path:
+    """Write the page (default ``<first run>/report.html``) and return its path."""
+    from nas.api import load_run
+
+    dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
+    runs: dict[str, tuple[dict[str, Any], pd.DataFrame]] = {}
+    usages: dict[str, Any] = {}
+    for d in dirs:
+        cfg, df = load_run(d)  # (a read: it never imports code that run.json names)
+        if df.empty:
+            raise ValueError(f"run {str(d)!r} has no finished trial yet: nothing to report")
+        name = Path(d).name or str(d)
+        name = name if name not in runs else str(d)
+        runs[name], usages[name] = (cfg, df), _usage(d, cfg, df)
+    body = [comparison(runs, usages)] if len(runs) > 1 else []
+    body += [run_section(name, cfg, df, top, f"run{i}", usages[name])
+             for i, (name, (cfg, df)) in enumerate(runs.items())]
+    title = "NAS report: " + ", ".join(runs)
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style><script>{SCRIPT}</script><script>{get_plotlyjs()}</script></head><body>"
+            f"<h1>{html.escape(title)}</h1><div id='js-errors'></div>" + "\n".join(body) + "</body></html>")
+    path = Path(out) if out is not None else Path(dirs[0]) / "report.html"
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot write report {str(path)!r}: {e.strerror}") from None
+    return path

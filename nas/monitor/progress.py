@@ -1,0 +1,154 @@
+"""The search's progress display, drawn by tqdm: redrawn in place on a timer on a terminal, plain lines in logs.
+
+On a terminal one line, as wide as the terminal and never wider (it narrows its bar, drops the bar below
+about 90 columns, then cuts the text)::
+
+    42%|####      | 10/24 [00:31<00:43, 3.10s/trial], best 0.9812, busy 2/2, queued 1, failed 0
+
+ A thread redraws it every ``refresh`` seconds, so elapsed time and ETA move during
+long trials too. When the stream is not a terminal (CI logs, a pipe) the same text, without the bar,
+is printed as a line of its own at each tenth of the budget and at least every ``log_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, TextIO
+
+from tqdm import tqdm
+from tqdm.utils import disp_len
+
+from nas.loop import Callback, SearchLoop
+from nas.monitor.usage import busy_and_queued, loop_counts
+from nas.types import Result, Trial
+
+BAR_FORMAT = "{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]{postfix}"
+TEXT_FORMAT = "{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]{postfix}"
+MIN_BAR = 10  # narrower than this, the bar says nothing: drop it
+
+
+class FittingBar(tqdm):  # type: ignore[type-arg]
+    """A tqdm bar whose line never exceeds ``ncols``: tqdm narrows a bar but not its text, so a long text
+    would wrap and every redraw would stack a new line."""
+
+    @staticmethod
+    def format_meter(n: float, total: float, elapsed: float, ncols: int | None = None,
+                     bar_format: str | None = None, **kw: Any) -> str:
+        if ncols:
+            ncols -= 1  # the last column stays free: some terminals wrap on writing it
+        if ncols and bar_format and "{bar}" in bar_format:
+            text = tqdm.format_meter(n, total, elapsed, ncols=None, bar_format=bar_format.replace("{bar}", ""), **kw)
+            if disp_len(text) + MIN_BAR > ncols:
+                bar_format = TEXT_FORMAT
+        line = tqdm.format_meter(n, total, elapsed, ncols=ncols, bar_format=bar_format, **kw)
+        return line[:ncols] if ncols and disp_len(line) > ncols else line  # tqdm trims only bar-less text
+
+
+def postfix(loop: SearchLoop) -> str:
+    """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now."""
+    counts = loop_counts(loop)
+    workers = loop.executor.slots
+    busy, queued = busy_and_queued(counts, workers)
+    best = "-" if loop.best_score is None else f"{loop.best_score:.4f}"
+    return f"best {best}, busy {busy}/{workers}, queued {queued}, failed {counts.get('FAILED', 0)}"
+
+
+class SearchProgress(Callback):
+    """A progress display for :class:`nas.loop.SearchLoop` (``nas search`` shows it unless ``--quiet``).
+
+    >>> import io
+    >>> SearchProgress(stream=io.StringIO()).tty
+    False
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, refresh: float = 1.0, log_interval: float = 30.0,
+                 tty: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.refresh = refresh
+        self.log_interval = log_interval
+        self.bar: FittingBar | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._last_tenth = -1
+        self._printed = -1  # trials done at the last plain line
+        self._total: int | None = None
+
+    # -- the bar -------------------------------------------------------------------------------
+    def _update(self, loop: SearchLoop) -> None:
+        assert self.bar is not None
+        with self._lock:
+            self.bar.n = loop.finished
+            self.bar.set_postfix_str(postfix(loop), refresh=False)
+        if self.tty:
+            self.bar.refresh()
+        else:
+            tenth = 10 * loop.finished // self._total if self._total else -1
+            if tenth != self._last_tenth:
+                self._last_tenth = tenth
+                self._print_line()
+
+    def _print_line(self) -> None:
+        assert self.bar is not None
+        with self._lock:
+            d = self.bar.format_dict
+            line = tqdm.format_meter(**{**d, "ncols": None, "bar_format": TEXT_FORMAT})
+            self._printed = self.bar.n
+            self.stream.write(line.rstrip() + "\n")
+            self.stream.flush()
+
+    def _tick(self) -> None:
+        """The timer: redraw (a terminal) or print a line (a log) while trials run."""
+        period = self.refresh if self.tty else self.log_interval
+        while not self._stop.wait(period):
+            if self.bar is None:
+                return
+            if self.tty:
+                self.bar.refresh()
+            else:
+                self._print_line()
+
+    # -- the loop's hooks ----------------------------------------------------------------------
+    def on_start(self, loop: SearchLoop) -> None:
+        self._total = loop.budget if loop.budget < 2**62 else None
+        # in a log the bar draws nowhere (it keeps the clock and counts; _print_line prints its text)
+        self.bar = FittingBar(total=self._total, initial=loop.finished, file=self.stream if self.tty else _NullFile(),
+                              unit="trial", dynamic_ncols=self.tty, smoothing=0, mininterval=0, leave=True,
+                              ascii=" #", bar_format=BAR_FORMAT, postfix=postfix(loop))
+        self._update(loop)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._tick, name="nas-progress", daemon=True)
+        self._thread.start()
+
+    def on_submit(self, loop: SearchLoop, trial: Trial) -> None:
+        if self.bar is not None and self.tty:
+            self._update(loop)
+
+    def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
+        if self.bar is not None:
+            self._update(loop)
+
+    def on_end(self, loop: SearchLoop) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.bar is None:
+            return
+        with self._lock:
+            self.bar.n = loop.finished
+            self.bar.set_postfix_str(postfix(loop), refresh=False)
+        if not self.tty and self._printed != loop.finished:
+            self._print_line()
+        self.bar.close()
+        self.bar = None
+
+
+class _NullFile:
+    """Where a log-mode bar draws (nowhere): its lines are printed by :meth:`SearchProgress._print_line`."""
+
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None: ...

@@ -1,0 +1,114 @@
+"""`nas results` (table, CSV, JSON, parquet with a column per decision), `nas strategies` / `nas spaces`
+with options and defaults, clean help texts, `nas --version`, and the Grafana dashboard in the package."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import nas
+from nas.cli import build_parser, main
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.trainer import ScoreTrainer, TrainSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """Six toy MLPs really trained on digits (1 epoch): metrics with parameter counts, per-epoch history."""
+    path = tmp_path_factory.mktemp("results") / "run"
+    nas.search(ToySpace(), "evolution", budget=6, executor="inprocess", seed=0, run_dir=path,
+               strategy_options={"population": 3, "sample_size": 2},
+               settings=TrainSettings(epochs=1, batch_size=128, seed=0))
+    return path
+
+
+def test_results_table_is_aligned_with_units(run_dir, capsys):
+    assert main(["results", str(run_dir), "--top", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    header, rule, rows = out[0], out[1], out[2:6]
+    assert header.split() == ["trial", "state", "score", "epochs", "time", "(s)", "params", "worker", "parent", "arch"]
+    assert set(rule) <= {"-", " "} and "<NA>" not in "\n".join(out)
+    ends = {col: header.index(col) + len(col) for col in ("score", "params")}
+    for row in rows:  # numbers right-aligned under their headers
+        assert re.fullmatch(r"0\.\d{4}", row[ends["score"] - 6:ends["score"]]), row
+        assert re.fullmatch(r"[ \d,]*\d", row[ends["params"] - 7:ends["params"]]), row
+    assert "6 trials: 6 complete, 0 failed (best 4 shown" in out[-1]
+
+
+def test_results_csv_json_and_parquet_have_a_column_per_decision(run_dir, tmp_path, capsys):
+    assert main(["results", str(run_dir), "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 6 and records[0]["score"] >= records[-1]["score"]  # best first
+    assert {f"arch_d{i}" for i in range(5)} <= set(records[0]) and records[0]["params"] > 0
+    assert main(["results", str(run_dir), "--format", "csv"]) == 0
+    csv = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert len(csv) == 6 and csv.arch_d0.between(0, 4).all()
+    parquet = tmp_path / "t.parquet"
+    assert main(["results", str(run_dir), "--parquet", str(parquet), "--csv", str(tmp_path / "t.csv")]) == 0
+    frame = pd.read_parquet(parquet)
+    assert [c for c in frame if c.startswith("arch_")] == [f"arch_d{i}" for i in range(5)]
+    assert frame.arch_d0.dtype.kind == "i" and (frame.params > 0).all()
+    assert len(json.loads(frame.history[0])) == 1  # the learning curve, one record per epoch
+
+
+def test_strategies_and_spaces_list_options_with_defaults(capsys):
+    assert main(["strategies"]) == 0
+    out = capsys.readouterr().out
+    assert "options: population=50, sample_size=10, dedup=False" in out
+    assert "options: sampler='tpe', startup=10" in out and "seed" not in out
+    assert main(["spaces"]) == 0
+    out = capsys.readouterr().out
+    assert "nb201  (15,625 architectures)" in out and "options: channels=16, cells_per_stage=1" in out
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_help_texts_are_plain_and_name_each_default_once():
+    for parser in _parsers(build_parser()):
+        text = parser.format_help()
+        assert "``" not in text and ":class:" not in text and ":func:" not in text, text[:300]
+        for action in parser._actions:
+            help_ = action.help or ""
+            assert "(default: None)" not in help_ and help_.count("(default") <= 1, (parser.prog, help_)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and re.fullmatch(r"nas-ray \d+\.\d+\.\d+\S*\n", capsys.readouterr().out)
+
+
+def test_grafana_dashboard_ships_in_the_package(capsys):
+    assert main(["dashboard", "--grafana"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads((ROOT / "dashboards" / "nas.json").read_text())
+    assert main(["dashboard"]) == 2
+
+
+def test_the_report_imports_no_user_code(tmp_path, monkeypatch):
+    """A run of a module:attr space: the report reads it without importing the module."""
+    (tmp_path / "userspace_never_imported.py").write_text("raise SystemExit('user code ran')\n")
+    run = tmp_path / "run"
+    nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=run,
+               trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+    cfg = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**cfg, "space": "userspace_never_imported:Space"}))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from nas.report import write_report
+
+    page = write_report(run).read_text()
+    assert "d0" in page  # architectures shown as their JSON decisions
