@@ -10,7 +10,6 @@ study inside it and PBT checkpoints that write a marker when unpickled. Each com
 from __future__ import annotations
 
 import functools
-import io
 import json
 import os
 import pathlib
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import nas
-from nas.resume import STATE_FILE, _DataOnly
+from nas.run.store import SNAPSHOT
 from nas.search_spaces.toy import toy_score
 from nas.trainer import ScoreTrainer, TrainSettings
 
@@ -104,9 +103,10 @@ def test_resume_refuses_a_space_that_is_no_searchspace_class(run_copy, tmp_path,
     assert json.loads((run_copy / "run.json").read_text())["budget"] == 3  # refused before anything was written
 
 
-def test_resume_unpickles_no_strategy_state(run_copy, tmp_path):
+@pytest.mark.parametrize("name", [SNAPSHOT, "strategy.pkl"])
+def test_resume_unpickles_no_strategy_state(run_copy, tmp_path, name):
     marker = tmp_path / "unpickled"
-    (run_copy / STATE_FILE).write_bytes(pickle.dumps(Touch(marker)))
+    (run_copy / name).write_bytes(pickle.dumps(Touch(marker)))
     proc = nas_cli("search", "--resume", str(run_copy), "--budget", "4", cwd=tmp_path)
     refused_or_ignored(proc)
     assert not marker.exists()
@@ -115,22 +115,18 @@ def test_resume_unpickles_no_strategy_state(run_copy, tmp_path):
         assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="needs branch core/state: Optuna's study in its own storage, not a pickle "
-                   "inside the state (strategies/optuna_sampler.py load_state_dict unpickles it); drop this mark then")
 def test_resume_unpickles_no_optuna_study(tmp_path):
+    """The study lives in Optuna's own journal storage (JSON lines); a pickle put in its place is not run."""
     run_dir, marker = tmp_path / "run", tmp_path / "unpickled-study"
     nas.search("toy", "optuna", budget=3, executor="inprocess", seed=0, run_dir=run_dir,
                trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
-    saved = _DataOnly(io.BytesIO((run_dir / STATE_FILE).read_bytes())).load()
-    saved["state"]["study"] = pickle.dumps(Touch(marker))
-    (run_dir / STATE_FILE).write_bytes(pickle.dumps(saved))
+    assert (run_dir / "optuna.journal").is_file()
+    (run_dir / "optuna.journal").write_bytes(pickle.dumps(Touch(marker)))
     proc = nas_cli("search", "--resume", str(run_dir), "--budget", "4", cwd=tmp_path)
     assert not marker.exists()
     refused_or_ignored(proc)
 
 
-@pytest.mark.xfail(strict=True, reason="needs branch data: the trainer loads checkpoints with "
-                   "torch.load(weights_only=True) (nas/trainer.py); drop this mark then")
 def test_resume_unpickles_no_checkpoint(tmp_path):
     import torch
 
