@@ -159,17 +159,17 @@ def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
     rec = json.loads(lines[1])
     rec["trial"]["arch"] = {"conv": 3}
     journal.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
-    with pytest.raises(ValueError, match="its journal holds trial 0, which is not in space 'toy'"):
+    with pytest.raises(ValueError, match=r"its journal holds trial \d+, which is not in space 'toy'"):
         resume(finished_run)
     journal.write_text("\n".join(lines) + "\n")
 
     state = finished_run / "snapshot.json"
     saved = state.read_bytes()
     state.write_bytes(b"\x80\x04 not a snapshot")
-    with pytest.raises(ValueError, match="snapshot.json is corrupt or not a strategy snapshot"):
+    with pytest.raises(ValueError, match="snapshot.json: is a pickle, not a JSON snapshot; refusing to load it"):
         resume(finished_run)
     state.write_bytes(json.dumps({"format": 0}).encode())
-    with pytest.raises(ValueError, match="snapshot.json was written by an incompatible version"):
+    with pytest.raises(ValueError, match="snapshot.json: is not a nas-snapshot file"):
         resume(finished_run)
     state.write_bytes(saved)
 

@@ -171,4 +171,5 @@ def test_status_and_the_search_actor_line_count_running_and_queued_apart():
         ToySpace(), trainer=functools.partial(ScoreTrainer, score_fn=toy_score), workers=2))
     SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=4, callbacks=[Watch()]).run()
     # two submitted at once; the in-process executor runs one at a time: 1 running, 1 queued
-    assert lines[0] == "running: 0/4 finished, 0 failed, busy 1/2, queued 1, best -"
+    stamp, line = lines[0].split(" ", 1)  # a timestamp, then the counts
+    assert line == "running: 0/4 finished, 0 failed, busy 1/2, queued 1, best -"

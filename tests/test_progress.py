@@ -47,7 +47,7 @@ CHILD = textwrap.dedent("""
                     sys.exit("the display did not redraw on its timer during a trial")
         return toy_score(arch)
 
-    nas.search(ToySpace(), strategy="evolution", budget=40, executor="inprocess", seed=0,
+    nas.search(ToySpace(), strategy="evolution", budget=40, executor="inprocess", workers=1, seed=0,
                strategy_options={"population": 8, "sample_size": 3}, run_dir=tempfile.mkdtemp(),
                trainer=functools.partial(ScoreTrainer, score_fn=slow_first),
                callbacks=[Counted(refresh=0.05)])
@@ -109,7 +109,8 @@ def test_plain_lines_in_a_log(tmp_path):
     from nas.trainer import ScoreTrainer
 
     log = io.StringIO()
-    nas.search(ToySpace(), strategy="random", budget=20, executor="inprocess", seed=0, run_dir=tmp_path / "r",
+    nas.search(ToySpace(), strategy="random", budget=20, executor="inprocess", workers=1, seed=0,
+               run_dir=tmp_path / "r",
                trainer=functools.partial(ScoreTrainer, score_fn=toy_score),
                callbacks=[SearchProgress(stream=log, log_interval=3600)])
     text = log.getvalue()

@@ -152,7 +152,7 @@ def test_cli_search_subprocess(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "finished 4 trials (0 failed)" in proc.stdout and "best score" in proc.stdout
-    assert "[########################] 4/4 trials" in proc.stderr
+    assert "4/4 [" in proc.stderr  # the progress display's last line in a log
 
 
 class WaitsForGo:

@@ -3,6 +3,7 @@ errors; uint8 datasets trained end to end on real Ray actors."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 
@@ -69,7 +70,7 @@ def test_python2_style_bytes_keys_are_read(tmp_path):
 
 class Boom:
     def __reduce__(self):
-        return (print, ("code ran",))
+        return (os.system, ("echo code ran",))
 
 
 def test_a_batch_that_would_run_code_is_refused_naming_the_file(tmp_path, capsys):
@@ -77,7 +78,7 @@ def test_a_batch_that_would_run_code_is_refused_naming_the_file(tmp_path, capsys
     with open(root / "data_batch_3", "wb") as f:
         pickle.dump({"data": Boom(), "labels": []}, f, protocol=2)
     with pytest.raises(ValueError, match=r"data_batch_3: not a CIFAR python batch file .*refused to load "
-                                         r"(__builtin__|builtins).print") as e:
+                                         r"(os|posix).system") as e:
         load_dataset(f"cifar10:{root}")
     assert "\n" not in str(e.value) and "code ran" not in capsys.readouterr().out
 
