@@ -77,7 +77,7 @@ def test_a_crash_mid_write_leaves_the_previous_pair_whole(tmp_path, monkeypatch)
     replaced leaves the old JSON naming the old tensor file, still there and intact."""
     path = tmp_path / "s.json"
     write_snapshot(path, {"w": torch.zeros(4), "gen": 1})
-    real, crashed = snapshot._atomic_write, []
+    real, crashed = snapshot.atomic_write, []
 
     def crash_on_json(p, data):
         if p == path:
@@ -85,7 +85,7 @@ def test_a_crash_mid_write_leaves_the_previous_pair_whole(tmp_path, monkeypatch)
             raise OSError("simulated crash before the JSON was replaced")
         real(p, data)
 
-    monkeypatch.setattr(snapshot, "_atomic_write", crash_on_json)
+    monkeypatch.setattr(snapshot, "atomic_write", crash_on_json)
     with pytest.raises(OSError, match="simulated crash"):
         write_snapshot(path, {"w": torch.ones(4), "gen": 2})
     assert crashed == [path]

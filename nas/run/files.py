@@ -29,4 +29,9 @@ def atomic_write(path: Path, data: bytes) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)  # the rename itself is durable before anything that depends on it is written
+    finally:
+        os.close(dfd)
     return len(data)

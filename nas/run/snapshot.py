@@ -29,10 +29,8 @@ import base64
 import hashlib
 import json
 import math
-import os
 import pathlib
 import re
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -41,12 +39,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from nas.run.files import atomic_write
+
 FORMAT = "nas-snapshot"
 VERSION = 1
 TAG = "__nas__"
 MAX_SAFE_INT = 2**53  # beyond this, JSON readers other than Python's lose digits: kept as a string
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 def write_snapshot(path: pathlib.Path, payload: dict) -> int:
@@ -66,11 +64,11 @@ def write_snapshot(path: pathlib.Path, payload: dict) -> int:
             raise ValueError(f"{path}: the payload's arrays cannot be stored as safetensors ({e})") from None
         digest = hashlib.sha256(blob).hexdigest()
         tensor_file = {"file": f"{path.name}.{digest[:16]}.safetensors", "sha256": digest, "bytes": len(blob)}
-        _atomic_write(path.parent / tensor_file["file"], blob)
+        atomic_write(path.parent / tensor_file["file"], blob)
         written += len(blob)
     doc = {"format": FORMAT, "version": VERSION, "tensors": tensor_file, "payload": body}
     text = json.dumps(doc, allow_nan=False, separators=(",", ":")).encode()
-    _atomic_write(path, text)
+    atomic_write(path, text)
     written += len(text)
     keep = None if tensor_file is None else tensor_file["file"]
     generation = re.compile(re.escape(path.name) + r"\.[0-9a-f]{16}\.safetensors")
@@ -128,26 +126,6 @@ def _read_tensors(path: pathlib.Path, meta: Any) -> dict[str, torch.Tensor]:
         return load_tensors(blob)
     except (SafetensorError, ValueError, RuntimeError) as e:
         raise ValueError(f"{tpath}: is not a safetensors file ({e})") from None
-
-
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    """Readers see the old file or the new one, never a torn one; the new one survives a power cut."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a snapshot should read like any new file
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)  # the rename itself is durable before the next file is written
-    finally:
-        os.close(dfd)
 
 
 def _tagged(tag: str, **fields: Any) -> dict[str, Any]:
