@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from nas.engine.executor import Event, Executor, ExecutorConfig
 from nas.registry import register_executor
-from nas.types import Result, Trial
+from nas.types import Decision, Result, Trial
 
 if TYPE_CHECKING:
     from nas.data import Dataset
@@ -45,6 +46,12 @@ class BaseExecutor:
     def now(self) -> float | None:
         """The executor's clock when it is simulated; None for wall-clock executors."""
         return None
+
+    def decide(self, trial_id: int, decision: Decision) -> None:
+        """The loop's answer to a report of ``trial_id`` (STOP or PAUSE; CONTINUE is never sent)."""
+
+    def decision_epochs(self, epochs: Collection[int]) -> None:
+        """Epochs at which workers wait for the loop's answer to their report (a scheduler's rungs)."""
 
     def shutdown(self) -> None:
         pass

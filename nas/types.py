@@ -61,6 +61,7 @@ class FailureKind(StrEnum):
     OOM = "OOM"  # the device ran out of memory
     INFEASIBLE = "INFEASIBLE"  # a constraint (params, FLOPs, latency) was broken; nothing was trained
     STOPPED = "STOPPED"  # a scheduler stopped it early (its last report stands as its result)
+    PAUSED = "PAUSED"  # paused at a rung with its checkpoint (ASHA promotion); a promotion continues it
     WORKER_LOST = "WORKER_LOST"  # its worker died more times than the retries allowed
     OBJECTIVE_MISSING = "OBJECTIVE_MISSING"  # the trainer never reported an objective metric
 
@@ -72,7 +73,9 @@ class Trial:
     ``epochs`` and ``hparams`` left empty mean the run's defaults. ``checkpoint_from`` names a finished
     trial whose saved model and optimizer state this one starts from (PBT's exploit, expressed as a
     value); ``save_checkpoint`` asks the executor to keep this trial's final state for later trials.
-    ``member`` groups the segments of one PBT population member.
+    ``member`` groups the segments of one PBT population member. ``inherit_from`` names a finished trial
+    (usually the parent) whose trained weights this one starts from wherever a tensor's name and shape are
+    unchanged (weight inheritance, Real et al. 2017); the rest is freshly initialised.
     """
 
     trial_id: int
@@ -84,6 +87,7 @@ class Trial:
     save_checkpoint: bool = False
     member: int | None = None
     strategy: str = ""
+    inherit_from: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -99,7 +103,13 @@ class Trial:
 
 @dataclasses.dataclass
 class Result:
-    """What became of a trial. ``score`` is higher-is-better and finite for COMPLETE trials."""
+    """What became of a trial. ``score`` is higher-is-better and finite for COMPLETE trials.
+
+    ``scores``: every objective's higher-is-better value, in the run's objective order (``score`` is the
+    first); ``reason``: why it ended where it did: a :class:`FailureKind` value for FAILED trials; for
+    COMPLETE ones None (it trained all its epochs), ``STOPPED`` (a scheduler stopped it; its last report
+    stands) or ``PAUSED`` (paused at a rung with its checkpoint; a promotion may continue it).
+    """
 
     trial_id: int
     state: TrialState
@@ -112,14 +122,16 @@ class Result:
     end_time: float | None = None
     worker: str | None = None
     node: str | None = None
+    scores: list[float] | None = None
+    reason: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.state is TrialState.COMPLETE
 
     @classmethod
-    def failed(cls, trial_id: int, error: str, **kw: Any) -> Result:
-        return cls(trial_id=trial_id, state=TrialState.FAILED, error=error, **kw)
+    def failed(cls, trial_id: int, error: str, reason: FailureKind | str = "ERROR", **kw: Any) -> Result:
+        return cls(trial_id=trial_id, state=TrialState.FAILED, error=error, reason=str(reason), **kw)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -8,6 +8,15 @@ worker), then ``report`` events (intermediate results, one per epoch, as they ha
 ``finished`` with the final :class:`nas.types.Result`. A trial that never got to a worker (stopped while
 queued, a checkpoint it needed was gone) may finish without having started.
 
+Reports and decisions: a ``report`` event carries the epoch, the metrics and ``score`` (the run's first
+objective, higher is better; None where the report lacks it). The loop answers a report by calling
+``decide(trial_id, decision)`` only when the decision is not CONTINUE: STOP ends the trial as COMPLETE
+with its last report as the result (reason ``STOPPED``), PAUSE ends it likewise, keeping its checkpoint
+(reason ``PAUSED``). A decision reaches the worker before it reports again, so a stop lands within one
+epoch; at the epochs given to ``decision_epochs`` (a scheduler's rungs) the worker waits for the loop's
+answer before it trains on, so a stop or pause there lands at once. A promoted trial is submitted again
+under its own id with ``checkpoint_from`` = its id (a continuation from its kept checkpoint).
+
 Executors register by name in :data:`nas.registry.executors` and are built from one
 :class:`ExecutorConfig` by their ``from_config`` classmethod, so the CLI and the API pick them by name:
 
@@ -26,12 +35,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import statistics
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from nas import registry
-from nas.types import Result, Trial
+from nas.types import Decision, Result, Trial
 
 if TYPE_CHECKING:
     from nas.data import Dataset
@@ -63,15 +72,17 @@ class Event:
     metrics: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     time: float | None = None
     worker: str | None = None
+    score: float | None = None
 
     @classmethod
     def started(cls, trial: Trial, *, time: float | None = None, worker: str | None = None) -> Event:
         return cls(EventKind.STARTED, trial, time=time, worker=worker)
 
     @classmethod
-    def report(cls, trial: Trial, epoch: int, metrics: Mapping[str, Any], *, time: float | None = None,
-               worker: str | None = None) -> Event:
-        return cls(EventKind.REPORT, trial, epoch=epoch, metrics=dict(metrics), time=time, worker=worker)
+    def report(cls, trial: Trial, epoch: int, metrics: Mapping[str, Any], *, score: float | None = None,
+               time: float | None = None, worker: str | None = None) -> Event:
+        return cls(EventKind.REPORT, trial, epoch=epoch, metrics=dict(metrics), time=time, worker=worker,
+                   score=score)
 
     @classmethod
     def finished(cls, trial: Trial, result: Result) -> Event:
@@ -97,6 +108,8 @@ class Executor(Protocol):
     def submit(self, trial: Trial) -> None: ...
     def poll(self, timeout: float | None = None) -> list[Event]: ...
     def stop(self, trial_id: int) -> None: ...
+    def decide(self, trial_id: int, decision: Decision) -> None: ...
+    def decision_epochs(self, epochs: Collection[int]) -> None: ...
     def checkpoint(self, trial_id: int) -> bytes | None: ...
     def restore_checkpoint(self, trial_id: int, data: bytes) -> None: ...
     def now(self) -> float | None: ...
