@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import inspect
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from nas import registry
+from nas.core.scheduler import Scheduler, make_scheduler
 from nas.core.spec import resolve_space_spec
 from nas.data import Dataset, dataset_fingerprint, load_dataset
 from nas.engine.executor import Executor, ExecutorConfig, build_executor
@@ -37,6 +39,7 @@ from nas.run.store import RunStore
 from nas.space import SearchSpace
 from nas.status import monitoring_callbacks
 from nas.strategy import Strategy
+from nas.train.context import TrialContext
 from nas.trainer import TorchTrainer, TrainerFactory, TrainSettings
 from nas.types import Trial
 
@@ -142,6 +145,10 @@ def search(
     resume: bool = False,
     stop: StopSignal | None = None,
     run_options: Mapping[str, Any] | None = None,
+    scheduler: str = "none",
+    scheduler_options: Mapping[str, Any] | None = None,
+    objectives: Sequence[str] | None = None,
+    train: Callable[[TrialContext], Any] | None = None,
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
 
@@ -156,6 +163,11 @@ def search(
     space, strategy, options, seed, data and training settings (a difference is a ValueError naming
     it); ``budget`` may be raised. Finished trials come from the journal, the strategy from its saved
     state, and trials that were in flight run again under their own ids (see :mod:`nas.resume`).
+    ``scheduler`` (``nas.registry.schedulers``: none, asha, hyperband, median) stops (or pauses and promotes)
+    trials on their per-epoch reports, with ``scheduler_options`` (e.g. ``{"eta": 3, "variant": "promotion"}``);
+    ``objectives`` are the metrics searched for, each ``metric[:max|min]`` (default ``["val_acc"]``); ``train``
+    is a training function of your own, ``train(ctx)`` (see :mod:`nas.train.context`), run by the default
+    trainer in place of its built-in one.
     ``stop`` (a :class:`nas.resume.StopSignal`) ends the search gracefully when requested;
     ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
     (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
@@ -164,15 +176,23 @@ def search(
         registry.executors.get(executor)  # a ValueError naming the known ones
     space_obj = resolve_space(space)
     settings = settings or TrainSettings(seed=seed)
+    if objectives is not None:
+        settings = dataclasses.replace(settings, objectives=tuple(objectives))
+    if train is not None:
+        if not callable(train):
+            raise ValueError(f"train must be a function train(ctx), got {train!r}")
+        trainer = functools.partial(TorchTrainer, train_fn=train)
     config = RunConfig(
         space=space_spec(space_obj), strategy=strategy.name if isinstance(strategy, Strategy) else strategy,
         strategy_options=dict(strategy_options or {}), budget=budget, workers=workers,
         dataset=data if isinstance(data, str) else data.name, seed=seed,
         run_dir=None if run_dir is None else str(run_dir), executor=executor if isinstance(executor, str) else "ray",
         address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
+        scheduler=scheduler, scheduler_options=dict(scheduler_options or {}),
     ).with_settings(settings)  # every value type-checked here, before anything runs
     strat = strategy if isinstance(strategy, Strategy) else make_strategy(
         strategy, space_obj, seed=seed, options=strategy_options)
+    sched = build_scheduler(config, strat, seed)
     dataset = data if isinstance(data, Dataset) else load_dataset(data, seed=seed)
     settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
     run_path = Path(run_dir or default_run_dir(space_spec(space_obj), strat.name))
@@ -213,7 +233,7 @@ def search(
         monitors = monitoring_callbacks(run_path, given=callbacks or [],
                                         ray_namespace=f"nas-{run_path.name}" if executor == "ray" else None)
         loop = SearchLoop(strat, ex, budget=budget, store=store, callbacks=[*(callbacks or []), *monitors],
-                          stop=stop)
+                          stop=stop, scheduler=sched)
         if store.restored is not None:
             loop.restore(store.restored)
             store.fix_best(loop.best)
@@ -232,6 +252,21 @@ def search(
 
 
 OPTUNA_STORAGE = "optuna.journal"
+
+#: strategies that decide themselves when a trial stops, so that no scheduler may stop it too
+OWN_STOPPING = {"pbt": "PBT trains its members in segments and decides at each one itself (exploit/explore)"}
+
+
+def build_scheduler(config: RunConfig, strategy: Strategy, seed: int) -> Scheduler | None:
+    """The run's scheduler (None for ``none``), its options checked, over ``config.epochs`` epochs; a
+    strategy that stops its own trials refuses every other scheduler with one line saying why."""
+    if config.scheduler == "none":
+        return None
+    why = OWN_STOPPING.get(strategy.name)
+    if why:
+        raise ValueError(f"scheduler {config.scheduler!r} does not compose with strategy {strategy.name!r}: {why}; "
+                         f"use --scheduler none")
+    return make_scheduler(config.scheduler, max_epochs=config.epochs, seed=seed, options=config.scheduler_options)
 
 
 def _takes_storage(name: str, options: Mapping[str, Any] | None) -> bool:

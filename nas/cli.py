@@ -93,6 +93,10 @@ SEARCH_FLAGS: list[tuple[str, type | Callable[[str], Any], str]] = [
     ("gpus_per_trial", float, "GPUs per trainer actor, fractional packs several trials on one GPU"),
     ("max_retries", int, "resubmissions of a trial whose worker died"),
     ("device", str, "auto, cpu or cuda"),
+    ("scheduler", str, "early stopping on per-epoch reports: none, asha, hyperband or median (see `nas schedulers`)"),
+    ("max_params", int, "constraint: candidates with more parameters are infeasible (not trained)"),
+    ("max_flops", float, "constraint: FLOPs of one forward pass of one example"),
+    ("max_latency_ms", float, "constraint: median inference latency at batch 1 on the worker's device, in ms"),
 ]
 
 
@@ -105,6 +109,11 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
                        help=f"{help_} (default: {default})")
     p.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a strategy option, e.g. -o population=20 -o sample_size=5 (repeatable)")
+    p.add_argument("--objective", action="append", dest="objectives", default=None, metavar="METRIC[:max|min]",
+                   help="a metric the trials report, to maximise (default) or minimise; repeat it for a "
+                   "multi-objective search (default: val_acc)")
+    p.add_argument("--scheduler-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a scheduler option, e.g. --scheduler-option eta=3 --scheduler-option variant=promotion")
     p.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=None,
                    help="start Ray's dashboard (on 127.0.0.1) with a local cluster and print its URL (default: off)")
     p.add_argument("--keep-dashboard", action="store_true",
@@ -130,6 +139,8 @@ def search_config(args: argparse.Namespace) -> Any:
             values[f.name] = given
     if args.option:
         values["strategy_options"] = {**values.get("strategy_options", {}), **parse_options(args.option)}
+    if args.scheduler_option:
+        values["scheduler_options"] = {**values.get("scheduler_options", {}), **parse_options(args.scheduler_option)}
     return SearchConfig.from_mapping(values)
 
 
@@ -143,6 +154,7 @@ def resume_config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     given = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(SearchConfig)
              if getattr(args, f.name, None) is not None and f.name not in ("budget", "address")]
     given += ["--config"] * bool(args.config) + ["-o"] * bool(args.option)
+    given += ["--scheduler-option"] * bool(args.scheduler_option)
     if given:
         raise UsageError(f"--resume takes the run's options from its run.json; only --budget (to raise it) "
                          f"and --address may be given, not {' '.join(given)}")
@@ -191,7 +203,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                         executor=cfg.executor, settings=settings, strategy_options=cfg.strategy_options,
                         seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
                         gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
-                        callbacks=[] if args.quiet else [ProgressBar()], resume=bool(args.resume), stop=stop)
+                        callbacks=[] if args.quiet else [ProgressBar()], resume=bool(args.resume), stop=stop,
+                        scheduler=cfg.scheduler, scheduler_options=cfg.scheduler_options)
     except KeyboardInterrupt:
         print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
         return 130
@@ -310,6 +323,13 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedulers(args: argparse.Namespace) -> int:
+    from nas.monitor.listing import listing
+
+    print(listing(registry.schedulers.items(), module_first=True))
+    return 0
+
+
 def version() -> str:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
@@ -347,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
         handler=cmd_spaces)
     sub.add_parser("strategies", help="list the search strategies, their options (-o) and defaults").set_defaults(
         handler=cmd_strategies)
+    sub.add_parser("schedulers", help="list the early-stopping schedulers, their options and defaults").set_defaults(
+        handler=cmd_schedulers)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)
     from nas.monitor.listing import tidy_help

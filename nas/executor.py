@@ -17,7 +17,8 @@ import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from nas.engine.executor import Event, Executor, ExecutorConfig
+from nas.engine.channel import TrialChannel
+from nas.engine.executor import Event, Executor, ExecutorConfig, KeepRule
 from nas.registry import register_executor
 from nas.types import Decision, Result, Trial
 
@@ -34,6 +35,12 @@ class BaseExecutor:
 
     #: how many finished trials' checkpoints are kept for later ``checkpoint_from`` (oldest dropped)
     checkpoint_keep: int = 256
+    #: the best score so far (the loop sets it): a trial's checkpoint is made when it beats it (a possible
+    #: new best, whose weights are exported) or a strategy will use it (see KeepRule)
+    keep_above: float | None = None
+
+    def keep_rule(self, trial: Trial) -> KeepRule:
+        return KeepRule(save=trial.save_checkpoint, above=self.keep_above)
 
     def checkpoint(self, trial_id: int) -> bytes | None:
         """The saved state (model, optimizer, epoch) of a finished trial, if still kept."""
@@ -90,10 +97,14 @@ class CheckpointStore:
 
 @register_executor("inprocess")
 class InProcessExecutor(BaseExecutor):
-    """Runs each trial in this process when polled, in submission order. ``slots`` trials may be
-    submitted at once (as a pool of that many workers would take them), which lets asynchronous
-    strategies be tested deterministically. A submitted trial is QUEUED until a ``poll`` runs it:
-    that poll returns its ``started`` event, its reports, and its ``finished`` event, in that order."""
+    """Runs each trial in this process, in submission order. ``slots`` trials may be submitted at once (as a
+    pool of that many workers would take them), which lets asynchronous strategies be tested
+    deterministically. A submitted trial is QUEUED until a ``poll`` begins it.
+
+    A trial that reports (the TorchTrainer, a training function) trains on a thread of its own in lockstep
+    with the loop: each ``poll`` returns the next thing that happened (``started`` with its first report,
+    a ``report``, or ``finished``) and the training waits there until the next ``poll`` or ``decide``, so
+    the loop's answer to every report lands before another epoch is trained, always at the same point."""
 
     def __init__(
         self,
@@ -104,14 +115,16 @@ class InProcessExecutor(BaseExecutor):
         trainer: TrainerFactory | None = None,
         slots: int = 1,
     ) -> None:
-        from nas.trainer import TorchTrainer, TrainSettings
+        from nas.trainer import TorchTrainer, TrainSettings, trainer_reports
 
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ValueError(f"slots must be an integer >= 1, got {slots!r}")
         self.space = space
         self._slots = slots
         self._trainer = (trainer or TorchTrainer)(data, settings or TrainSettings())  # type: ignore[arg-type]
+        self._reports = trainer_reports(self._trainer)  # False: run at once, no thread
         self._queue: collections.deque[Trial] = collections.deque()
+        self._current: tuple[Trial, TrialChannel] | None = None
         self._stopped: set[int] = set()
         self._ckpts = CheckpointStore(self.checkpoint_keep)
 
@@ -125,10 +138,10 @@ class InProcessExecutor(BaseExecutor):
         return self._slots
 
     def free_slots(self) -> int:
-        return self._slots - len(self._queue)
+        return self._slots - self.in_flight()
 
     def in_flight(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + (self._current is not None)
 
     def submit(self, trial: Trial) -> None:
         if self.free_slots() <= 0:
@@ -137,22 +150,56 @@ class InProcessExecutor(BaseExecutor):
 
     def stop(self, trial_id: int) -> None:
         self._stopped.add(trial_id)
+        if self._current is not None and self._current[0].trial_id == trial_id:
+            self._current[1].decide(Decision.STOP)
+
+    def decide(self, trial_id: int, decision: Decision) -> None:
+        if self._current is not None and self._current[0].trial_id == trial_id:
+            self._current[1].decide(decision)
 
     def poll(self, timeout: float | None = None) -> list[Event]:
-        """Runs the next queued trial to its end, here and now."""
-        if not self._queue:
-            return []
-        trial = self._queue.popleft()
-        if trial.trial_id in self._stopped:
-            return [Event.finished(trial, Result.failed(trial.trial_id, "stopped"))]
-        try:
-            source = self._ckpts.get(trial.checkpoint_from)
-        except KeyError as e:
-            return [Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0])))]
-        started = Event.started(trial, time=time.time(), worker=getattr(self._trainer, "worker", None))
-        result, ckpt = self._trainer.run(trial, self.space, source)  # type: ignore[arg-type]
+        """The next step of the trial in progress, or the start of the next queued one."""
+        from nas.trainer import run_trainer
+
+        events: list[Event] = []
+        if self._current is None:
+            if not self._queue:
+                return []
+            trial = self._queue.popleft()
+            if trial.trial_id in self._stopped:
+                return [Event.finished(trial, Result.failed(trial.trial_id, "stopped"))]
+            try:
+                source = self._ckpts.get(trial.checkpoint_from)
+            except KeyError as e:
+                return [Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0])))]
+            inherit = self._ckpts.get(trial.inherit_from) if trial.inherit_from in self._ckpts else None
+            events.append(Event.started(trial, time=time.time(), worker=getattr(self._trainer, "worker", None)))
+            keep = self.keep_rule(trial)
+            if not self._reports:
+                result, ckpt = run_trainer(self._trainer, trial, self.space, source, keep=keep)
+                return [*events, self._finish(trial, result, ckpt)]
+            channel = TrialChannel(lockstep=True)
+            channel.start(lambda: run_trainer(self._trainer, trial, self.space, source, report=channel.report,
+                                              inherit=inherit, keep=keep))  # type: ignore[arg-type]
+            self._current = (trial, channel)
+        else:
+            self._current[1].go_on()
+        trial, channel = self._current
+        item = channel.next()
+        if item[0] == "report":
+            _, epoch, metrics, score, when = item
+            return [*events, Event.report(trial, epoch, metrics, score=score, time=when,
+                                          worker=getattr(self._trainer, "worker", None))]
+        self._current = None
+        if item[0] == "error":
+            raise item[1]
+        result, ckpt = item[1]
+        return [*events, self._finish(trial, result, ckpt)]
+
+    def _finish(self, trial: Trial, result: Result, ckpt: bytes | None) -> Event:
+        self._stopped.discard(trial.trial_id)
         self._ckpts.put(trial.trial_id, ckpt)
-        return [started, Event.finished(trial, result)]
+        return Event.finished(trial, result)
 
     def checkpoint(self, trial_id: int) -> bytes | None:
         return self._ckpts.get(trial_id) if trial_id in self._ckpts else None  # type: ignore[return-value]

@@ -26,9 +26,10 @@ from nas.engine.executor import Event, EventKind, Executor
 from nas.run.journal import JournalWriter
 from nas.space import InvalidSpace
 from nas.strategy import Strategy
-from nas.types import Result, Trial, TrialState
+from nas.types import Decision, FailureKind, Result, Trial, TrialState
 
 if TYPE_CHECKING:
+    from nas.core.scheduler import Scheduler
     from nas.resume import StopSignal
     from nas.run.store import Restored, RunStore
 
@@ -40,6 +41,8 @@ class TrialRecord:
     result: Result | None = None
     submitted_at: float = 0.0
     started_at: float | None = None  # when its worker began it (QUEUED -> RUNNING), the executor's clock
+    runs: int = 1  # 1 + the promotions that continued it from its checkpoint
+    epoch: int = 0  # the last epoch it reported
 
 
 class Callback:
@@ -75,6 +78,7 @@ class SearchLoop:
         poll_timeout: float = 1.0,
         stop: StopSignal | None = None,
         broken_space_trials: int | None = 5,
+        scheduler: Scheduler | None = None,
     ) -> None:
         if budget is None and time_budget is None:
             raise ValueError("give a budget (trials) or a time_budget (seconds), or both")
@@ -104,6 +108,14 @@ class SearchLoop:
         self.broken_space_trials = broken_space_trials
         self._build_failures = 0  # finished trials whose space.build raised or returned a non-module
         self._space_ok = False  # some finished trial got past the build
+        self._objective_missing = 0  # finished trials that did not report the objective
+        self._objective_ok = False  # some trial completed with it
+        self.scheduler = scheduler
+        self.reports = 0  # intermediate results handled
+        self.report_seconds = 0.0  # driver time spent on them (journal, scheduler, decision), for the figures
+        self.decisions: collections.Counter[str] = collections.Counter()  # STOP / PAUSE sent
+        if scheduler is not None and scheduler.rungs:
+            executor.decision_epochs(scheduler.rungs)
 
     def clock(self) -> float:
         """Seconds on the executor's clock: simulated time for a simulated executor, else wall time."""
@@ -161,13 +173,15 @@ class SearchLoop:
             cb.on_start(self)
         ended = False
         try:
-            while self.finished < self.budget and not self.out_of_time():
+            while not self.out_of_time():
                 if self.stop is not None and self.stop.requested:
                     self._stop_in_flight()
                     break
                 self._fill()
                 if self.store is not None:
                     self.store.maybe_snapshot(self)  # asks and tells so far are all journaled: a consistent cut
+                if self.in_flight == 0 and self.finished >= self.budget:
+                    break  # (promotions of paused trials go on past the budget until none is due)
                 if self.in_flight == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
                     raise RuntimeError(
                         f"strategy {self.strategy.name!r} proposed nothing with no trial running "
@@ -188,18 +202,22 @@ class SearchLoop:
         return self.results()
 
     def _fill(self) -> None:
-        while self.executor.free_slots() > 0 and self.finished + self.in_flight < self.budget:
-            if self.requeue:
-                trial = self.requeue.popleft()
-            else:
-                t0 = time.perf_counter()
-                trial = self.strategy.ask()  # type: ignore[assignment]
-                self.strategy_seconds += time.perf_counter() - t0
-                if trial is None:
-                    return
-            if trial.trial_id in self.records:
+        while self.executor.free_slots() > 0:
+            trial = self._next_trial()
+            if trial is None:
+                return
+            record = self.records.get(trial.trial_id)
+            if record is None:
+                self._add(TrialRecord(trial, TrialState.QUEUED, submitted_at=self.clock()))
+            elif trial.checkpoint_from == trial.trial_id and record.state is not TrialState.QUEUED:
+                self._move(record, TrialState.QUEUED)  # a promotion continues it from its checkpoint
+                record.trial, record.runs = trial, record.runs + 1
+            elif record.state is not TrialState.PENDING:
                 raise RuntimeError(f"strategy {self.strategy.name!r} reused trial id {trial.trial_id}")
-            self._add(TrialRecord(trial, TrialState.QUEUED, submitted_at=self.clock()))
+            else:
+                self._move(record, TrialState.QUEUED)
+            if self.scheduler is not None:
+                self.scheduler.on_start(trial.trial_id)
             if self.store is not None:
                 self.store.on_submit(trial)  # journaled before it runs (write-ahead)
             elif self.journal is not None:
@@ -207,6 +225,28 @@ class SearchLoop:
             self.executor.submit(trial)
             for cb in self.callbacks:
                 cb.on_submit(self, trial)
+
+    def _next_trial(self) -> Trial | None:
+        """A trial to submit: one re-queued after a crash, a paused trial the scheduler promotes, or the
+        strategy's next proposal while the budget allows."""
+        if self.requeue:
+            return self.requeue.popleft()
+        if self.scheduler is not None and self.scheduler.pauses:
+            promotion = self.scheduler.promote()
+            if promotion is not None:
+                return self._continuation(promotion.trial_id, promotion.until - promotion.epoch)
+        if self.finished + self.in_flight >= self.budget:
+            return None
+        t0 = time.perf_counter()
+        trial = self.strategy.ask()
+        self.strategy_seconds += time.perf_counter() - t0
+        if trial is not None and self.scheduler is not None and self.scheduler.pauses and not trial.save_checkpoint:
+            trial = dataclasses.replace(trial, save_checkpoint=True)  # it may pause: its checkpoint is needed
+        return trial
+
+    def _continuation(self, trial_id: int, epochs: int) -> Trial:
+        trial = self.records[trial_id].trial
+        return dataclasses.replace(trial, epochs=epochs, checkpoint_from=trial_id, save_checkpoint=True)
 
     def _handle(self, events: Sequence[Event]) -> None:
         """Apply the executor's events in order: ``started`` moves a trial from QUEUED to RUNNING,
@@ -221,7 +261,11 @@ class SearchLoop:
             record = self.records.get(event.trial.trial_id)
             if record is None or record.state in (TrialState.COMPLETE, TrialState.FAILED):
                 continue  # an event of a trial this loop does not hold (or no longer runs): nothing to count
-            if event.kind is EventKind.STARTED and record.state is not TrialState.RUNNING:
+            if event.kind is EventKind.REPORT:
+                if record.state is TrialState.QUEUED:  # its start and first report came together
+                    self._move(record, TrialState.RUNNING)
+                self._report(record, event)
+            elif event.kind is EventKind.STARTED and record.state is not TrialState.RUNNING:
                 self._move(record, TrialState.RUNNING)
                 record.started_at = event.time
             elif event.kind is EventKind.REQUEUED and record.state is TrialState.RUNNING:
@@ -229,6 +273,34 @@ class SearchLoop:
             for cb in self.callbacks:
                 cb.on_event(self, event)
         self._finish_batch(batch)
+        if self.journal is not None and self.reports:
+            self.journal.flush()  # reports reach the OS at once; the next result's fsync makes them durable
+
+    def _report(self, record: TrialRecord, event: Event) -> None:
+        """Journal an intermediate result, then let the scheduler (and the strategy) decide; a STOP or PAUSE
+        goes to the executor at once."""
+        t0 = time.perf_counter()
+        trial, epoch = record.trial, int(event.epoch or 0)
+        record.epoch = max(record.epoch, epoch)
+        self.reports += 1
+        if self.store is not None or self.journal is not None:
+            report = Result(trial.trial_id, TrialState.RUNNING, score=event.score,
+                            metrics={**event.metrics, "epoch": epoch}, epoch=epoch, end_time=event.time,
+                            worker=event.worker)
+            if self.store is not None:
+                self.store.on_report(trial, report)
+            else:
+                self.journal.write_report(trial, report)  # type: ignore[union-attr]
+        decision = Decision.CONTINUE
+        if self.scheduler is not None and event.score is not None:
+            decision = self.scheduler.on_report(trial.trial_id, epoch, event.score)
+        if decision is Decision.CONTINUE:
+            decision = self.strategy.report(trial, Result(trial.trial_id, TrialState.RUNNING, score=event.score,
+                                                          metrics=dict(event.metrics), epoch=epoch))
+        if decision is not Decision.CONTINUE:
+            self.decisions[decision.value] += 1
+            self.executor.decide(trial.trial_id, decision)
+        self.report_seconds += time.perf_counter() - t0
 
     def _finish(self, trial: Trial, result: Result) -> None:
         self._finish_batch([(trial, result)])
@@ -240,14 +312,17 @@ class SearchLoop:
         batch = []
         for trial, result in events:
             if result.state is TrialState.COMPLETE and (result.score is None or not math.isfinite(result.score)):
-                result = dataclasses.replace(result, state=TrialState.FAILED,
+                result = dataclasses.replace(result, state=TrialState.FAILED, reason=FailureKind.NAN.value,
                                              error=f"non-finite score {result.score!r}")
+            if result.ok and result.scores is None:
+                result.scores = [result.score]  # type: ignore[list-item]
             record = self.records[trial.trial_id]
             self._move(record, result.state)
             record.result = result
+            record.epoch = max(record.epoch, result.epoch)
             if result.start_time is not None and result.end_time is not None:
                 self.busy_seconds += result.end_time - result.start_time
-            if result.ok and trial.save_checkpoint:
+            if result.ok and (trial.save_checkpoint or result.reason == FailureKind.PAUSED.value):
                 self._keep_checkpoint(trial.trial_id)  # before the journal: a journaled trial has its checkpoint
             batch.append((trial, result))
         if self.store is not None:
@@ -256,16 +331,31 @@ class SearchLoop:
             self.journal.write_results(batch)
         self._journaled += len(batch)
         for trial, result in batch:
-            t0 = time.perf_counter()
-            self.strategy.tell(trial, result)
-            self.strategy_seconds += time.perf_counter() - t0
+            self._tell(self.records[trial.trial_id], trial, result)
             if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
                 self.best = (trial, result)
+                self.executor.keep_above = result.score  # type: ignore[attr-defined]
                 if self.store is not None:
                     self.store.on_best(trial, result, self.executor.checkpoint(trial.trial_id))
             for cb in self.callbacks:
                 cb.on_result(self, trial, result)
             self._check_space(result)
+            self._check_objective(result)
+
+    def _tell(self, record: TrialRecord, trial: Trial, result: Result) -> None:
+        """The strategy hears of a trial once, when it first ends (finished, stopped or paused); a promoted
+        trial's later result goes to its ``update``. The scheduler hears of every end."""
+        t0 = time.perf_counter()
+        if record.runs == 1:
+            self.strategy.tell(trial, result)
+        elif result.ok:
+            self.strategy.update(trial, result)
+        self.strategy_seconds += time.perf_counter() - t0
+        if self.scheduler is not None:
+            if result.ok:
+                self.scheduler.on_result(trial.trial_id, result.epoch, result.score)
+            else:
+                self.scheduler.on_failed(trial.trial_id)
 
     def _check_space(self, result: Result) -> None:
         if self._space_ok or self.broken_space_trials is None:
@@ -281,6 +371,19 @@ class SearchLoop:
                 f"the space's build failed for each of the first {self._build_failures} trials, so the "
                 f"search stops (fix the space, then resume): {first.removeprefix('InvalidSpace: ')}"
             )
+
+    def _check_objective(self, result: Result) -> None:
+        """A run whose objective none of its first ``broken_space_trials`` finished trials reported (and none
+        completed) is misconfigured: it stops with the first such trial's one-line error."""
+        if self._objective_ok or self.broken_space_trials is None:
+            return
+        if result.reason != FailureKind.OBJECTIVE_MISSING.value:
+            self._objective_ok = result.ok or self._objective_ok
+            return
+        self._objective_missing += 1
+        if self._objective_missing >= self.broken_space_trials:
+            raise ValueError(f"none of the first {self._objective_missing} trials reported the objective, so the "
+                             f"search stops: {(result.error or '').splitlines()[0]}")
 
     def _stop_in_flight(self) -> None:
         """A requested stop: await the running trials ("wait"), or cancel them ("cancel") and leave
@@ -310,32 +413,39 @@ class SearchLoop:
         start = 0
         if snap is not None:
             self.strategy.load_state_dict(snap["state"])
+            if self.scheduler is not None and snap.get("scheduler") is not None:
+                self.scheduler.load_state_dict(snap["scheduler"])
             start = int(snap["records"])
-        submitted: dict[int, Trial] = {}  # submitted, not finished (in submission order)
+        submitted: dict[int, Trial] = {}  # submitted (or continued), not finished since (in submission order)
         for i, rec in enumerate(restored.records):
-            tid = rec.trial.trial_id
+            tid, after = rec.trial.trial_id, i >= start  # after the snapshot: replay it into the strategy
             if rec.kind == "submit":
+                if tid in self.records and rec.trial.checkpoint_from == tid:  # a promotion continued it
+                    submitted[tid] = rec.trial
+                    if after:
+                        self._replay_promotion(tid, rec.line)
+                    continue
                 first = tid not in submitted and tid not in self.records
                 if first:
                     submitted[tid] = rec.trial
-                if first and i >= start:  # asked after the snapshot: ask again, so the strategy knows it
+                if first and after:  # asked after the snapshot: ask again, so the strategy knows it
                     asked = self.strategy.ask()
                     if asked is None or asked.trial_id != tid:
                         raise ValueError(
                             f"cannot resume: replaying the journal (line {rec.line}), strategy "
                             f"{self.strategy.name!r} asked {None if asked is None else asked.trial_id} where the "
                             f"journal has trial {tid}: it does not replay deterministically")
+                    if self.scheduler is not None:
+                        self.scheduler.on_start(tid)
+            elif rec.kind == "report" and rec.result is not None:
+                record = self.records.get(tid)
+                if record is not None:
+                    record.epoch = max(record.epoch, rec.result.epoch)
+                if after and self.scheduler is not None and rec.result.score is not None:
+                    self.scheduler.on_report(tid, rec.result.epoch, rec.result.score)
             elif rec.kind == "result" and rec.result is not None:
                 submitted.pop(tid, None)
-                self._add(TrialRecord(rec.trial, rec.result.state, rec.result))
-                if i >= start:  # journaled after the snapshot: tell it now
-                    self.strategy.tell(rec.trial, rec.result)
-                if not rec.result.ok and (rec.result.error or "").startswith(InvalidSpace.__name__ + ":"):
-                    self._build_failures += 1
-                else:
-                    self._space_ok = True
-                if rec.result.ok and (self.best is None or rec.result.score > self.best[1].score):  # type: ignore[operator]
-                    self.best = (rec.trial, rec.result)
+                self._restore_result(rec.trial, rec.result, after)
         self.requeue.extend(submitted.values())
         if self.store is not None:
             for trial_id, data in self.store.kept_checkpoints():
@@ -344,6 +454,34 @@ class SearchLoop:
                     self.executor.restore_checkpoint(trial_id, data)
                     self.store.note_kept(trial_id)
         self._journaled = self.resumed = self.finished
+        if self.best is not None:
+            self.executor.keep_above = self.best[1].score  # type: ignore[attr-defined]
+
+    def _replay_promotion(self, trial_id: int, line: int) -> None:
+        promotion = self.scheduler.promote() if self.scheduler is not None else None
+        if promotion is None or promotion.trial_id != trial_id:
+            raise ValueError(f"cannot resume: replaying the journal (line {line}), the scheduler promoted "
+                             f"{None if promotion is None else promotion.trial_id} where the journal continues "
+                             f"trial {trial_id}: it does not replay deterministically")
+        self.records[trial_id].runs += 1
+
+    def _restore_result(self, trial: Trial, result: Result, after: bool) -> None:
+        record = self.records.get(trial.trial_id)
+        if record is None:
+            record = TrialRecord(trial, result.state, result)
+            self._add(record)
+        else:  # a continued trial's newer result
+            self._move(record, result.state)
+            record.result = result
+        record.epoch = max(record.epoch, result.epoch)
+        if after:  # journaled after the snapshot: tell it now
+            self._tell(record, trial, result)
+        if not result.ok and (result.error or "").startswith(InvalidSpace.__name__ + ":"):
+            self._build_failures += 1
+        else:
+            self._space_ok = True
+        if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
+            self.best = (record.trial, result)
 
     def _keep_checkpoint(self, trial_id: int) -> None:
         """Keep a finished trial's checkpoint (one that later trials may start from, as PBT's) in the run
@@ -361,4 +499,5 @@ class SearchLoop:
             "best_score": self.best_score, "wall_seconds": wall,
             "utilization": self.busy_seconds / (max(self.executor.slots, 1) * wall) if wall > 0 else 0.0,
             "strategy_seconds": self.strategy_seconds, "resumed": self.resumed, "interrupted": self.interrupted,
+            "reports": self.reports, "report_seconds": self.report_seconds, "decisions": dict(self.decisions),
         }

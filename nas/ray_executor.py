@@ -15,15 +15,17 @@ its trial waits for the next free slot. Only when no slot is left does the searc
 
 Each trial is one streaming-generator task on its actor (named ``trial-<id>`` in the dashboard's task
 list): its first item says the trial began (the ``started`` event: the trial goes from QUEUED to
-RUNNING), then come the result and the checkpoint (the checkpoint stays in the object store, owned by
-the driver). The driver never scans what is in flight: a callback on each trial's first item and on its
-completion puts the trial's key into a queue, and ``poll`` takes only what that queue holds, so its cost
-per trial is flat in the number of trials in flight (``nas bench ray-poll`` measures it).
+RUNNING), then come its reports, one per epoch as it trains, then its checkpoint where one is kept (it
+stays in the object store, owned by the driver) and its result. The driver's STOP or PAUSE goes back by
+an actor method in a concurrency group of its own (``decide``), which the training thread hears at its
+next report; at a scheduler's rungs the worker waits for the answer. The driver never scans what is in
+flight: a callback on the next item of each trial's stream puts the trial's key into a queue, and
+``poll`` takes only what that queue holds, so its cost per event is flat in the number of trials in
+flight (``nas bench ray-poll`` measures it).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -34,16 +36,17 @@ import queue
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Any
 
 import ray
 import ray.exceptions
 
-from nas.engine.executor import Event, EventKind, ExecutorConfig, PrefetchRule
+from nas.engine.channel import TrialChannel
+from nas.engine.executor import Event, EventKind, ExecutorConfig, KeepRule, PrefetchRule
 from nas.executor import BaseExecutor, CheckpointStore
 from nas.registry import register_executor
-from nas.types import Result, Trial, arch_key
+from nas.types import Decision, Result, Trial, arch_key
 
 if TYPE_CHECKING:
     from nas.data import Dataset
@@ -65,6 +68,7 @@ class TrainerActor:
         self.space = space
         self.threads = threads
         self.current: dict[str, Any] | None = None
+        self.channels: dict[int, TrialChannel] = {}  # the trial in training (at most one) and its channel
         if settings is not None:
             self._set_threads(settings.threads or threads)
         self.trainer = factory(data, settings, **factory_kwargs)  # type: ignore[call-arg,arg-type]
@@ -79,10 +83,16 @@ class TrainerActor:
 
         torch.set_num_threads(n)
 
-    def run(self, trial: Trial, checkpoint: bytes | None, keep: bool) -> Iterator[Any]:
-        """A streaming generator: ``{"time": ..}`` as the trial begins, its checkpoint if ``keep`` (it stays
-        in the object store), its Result. (Each item is a message to the driver: a trainer that makes no
-        checkpoints saves one.)"""
+    def run(self, trial: Trial, checkpoint: bytes | None, inherit: bytes | None, keep: KeepRule,
+            wait_epochs: frozenset[int]) -> Iterator[Any]:
+        """A streaming generator, one message to the driver per item: ``{"time": ..}`` as the trial begins,
+        ``{"report": (epoch, metrics, score, time)}`` after each epoch as it happens, then, where the
+        checkpoint is kept, ``{"checkpoint": True}`` followed by the checkpoint itself (it stays in the
+        object store, owned by the driver, never fetched by it unless used), and ``{"result": Result}``.
+        The training runs on a thread of its own (:class:`nas.engine.channel.TrialChannel`) so that the
+        driver's decisions (:meth:`decide`, in another concurrency group) reach it while it trains."""
+        from nas.trainer import run_trainer, trainer_reports
+
         start = time.time()
         arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
         self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
@@ -90,13 +100,32 @@ class TrainerActor:
               f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
         yield {"time": start}
         try:
-            result, ckpt = self.trainer.run(trial, self.space, checkpoint)  # type: ignore[arg-type]
+            if not trainer_reports(self.trainer):
+                result, ckpt = run_trainer(self.trainer, trial, self.space, checkpoint, keep=keep)  # type: ignore[arg-type]
+            else:
+                channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
+                channel.start(lambda: run_trainer(self.trainer, trial, self.space, checkpoint,  # type: ignore[arg-type]
+                                                  report=channel.report, inherit=inherit, keep=keep))
+                while (item := channel.next())[0] == "report":
+                    yield {"report": item[1:]}
+                if item[0] == "error":
+                    raise item[1]
+                result, ckpt = item[1]
         finally:
             self.current = None
+            self.channels.pop(trial.trial_id, None)
         result.node = ray.get_runtime_context().get_node_id()[:12]
-        if keep:
+        if ckpt is not None:
+            yield {"checkpoint": True}
             yield ckpt
-        yield result
+        yield {"result": result}
+
+    @ray.method(concurrency_group="monitor")
+    def decide(self, trial_id: int, decision: Decision) -> None:
+        """The driver's answer to a report of ``trial_id``: STOP or PAUSE, or CONTINUE where it waits."""
+        channel = self.channels.get(trial_id)
+        if channel is not None:
+            channel.decide(decision)
 
     @ray.method(concurrency_group="monitor")
     def info(self) -> dict[str, Any]:
@@ -116,9 +145,9 @@ class _Running:
     gen: Any  # the trial's ObjectRefGenerator
     attempt: int
     actor: Any  # the worker it was sent to (a slot's worker may have been replaced since)
-    begun: Any  # future of its first item (the start), filled on Ray's thread
-    ended: Any  # future of its result
-    refs: list[Any]  # the items' references: start, [checkpoint,] result
+    item: Any = None  # future of the next item of its stream, filled on Ray's thread
+    ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
+    consume: int = 1  # stream items read once the watched one is in
     started: bool = False
 
 
@@ -190,7 +219,6 @@ class RayExecutor(BaseExecutor):
 
             settings = TrainSettings()
         self._factory_kwargs = {"worker": None} if torch_trainer else {}
-        self._keeps = bool(getattr(trainer, "makes_checkpoints", True))  # False: results only, one message less
         self.space = space
         self.settings = settings
         self.cpus_per_trial, self.gpus_per_trial = cpus_per_trial, gpus_per_trial
@@ -212,7 +240,7 @@ class RayExecutor(BaseExecutor):
         self._load = [0] * workers
         self._free: list[dict[int, None]] = [{}, {}]
         self._running: dict[int, _Running] = {}  # trial id -> its run
-        self._inbox: queue.SimpleQueue[tuple[str, int, int]] = queue.SimpleQueue()  # (what, key, attempt)
+        self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (trial id, attempt)
         self._stopped: set[int] = set()
         self._ckpts = CheckpointStore(self.checkpoint_keep)
         self.restarts = 0
@@ -222,6 +250,8 @@ class RayExecutor(BaseExecutor):
         self._retry: deque[tuple[Trial, int]] = deque()  # (trial, attempt) waiting for a slot
         self._done: list[Event] = []  # stopped while waiting: returned by the next poll
         self._handed_out: float | None = None  # when poll last returned a finished trial (round-trip probe)
+        self._wait_epochs: frozenset[int] = frozenset()  # where workers wait for the loop's answer (rungs)
+        self._awaiting: dict[int, Any] = {}  # trial id -> actor: a report at such an epoch, not answered yet
         for i in range(workers):
             self._start_actor(i)
         self._wait_ready()
@@ -311,23 +341,40 @@ class RayExecutor(BaseExecutor):
             self._set_load(slot, self._load[slot])
             self._done.append(Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0]))))
             return
+        inherit = self._ckpts.get(trial.inherit_from) if trial.inherit_from in self._ckpts else None
         self._set_load(slot, self._load[slot] + 1)
         actor = self._actors[slot]
         gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(
-            trial, source, self._keeps)
-        refs = gen._get_next_ref_n(3 if self._keeps else 2)  # the items' references, before they exist
-        # Callbacks (on Ray's thread, which also fetches the small values) when the trial begins and when
-        # its result is in: poll reads only what they queue. The checkpoint is never fetched here.
-        begun, ended = refs[0].future(), refs[-1].future()
-        self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor, begun, ended, refs)
-        key, inbox = trial.trial_id, self._inbox
-        begun.add_done_callback(lambda _: inbox.put(("started", key, attempt)))
-        ended.add_done_callback(lambda _: inbox.put(("done", key, attempt)))
+            trial, source, inherit, self.keep_rule(trial), self._wait_epochs)
+        run = self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor)
+        self._watch(run)
+
+    def _watch(self, run: _Running, skip: int = 0) -> None:
+        """A callback (on Ray's thread, which also fetches the small value) when the next item of the
+        trial's stream is in (after ``skip`` items that are not fetched): poll reads only what these
+        callbacks queue."""
+        refs = run.gen._get_next_ref_n(skip + 1)
+        if skip:
+            run.ckpt_ref = refs[0]
+        run.consume = skip + 1  # the stream is read up to the watched item once it is in
+        run.item = refs[-1].future()
+        key, attempt, inbox = run.trial.trial_id, run.attempt, self._inbox
+        run.item.add_done_callback(lambda _: inbox.put((key, attempt)))
+
+    def decision_epochs(self, epochs: Collection[int]) -> None:
+        self._wait_epochs = frozenset(epochs)
+
+    def decide(self, trial_id: int, decision: Decision) -> None:
+        run = self._running.get(trial_id)
+        self._awaiting.pop(trial_id, None)
+        if run is not None:
+            run.actor.decide.remote(trial_id, decision)
 
     def stop(self, trial_id: int) -> None:
         run = self._running.get(trial_id)
         if run is not None:
             self._stopped.add(trial_id)
+            self.decide(trial_id, Decision.STOP)  # it ends at its next report
             with contextlib.suppress(Exception):
                 ray.cancel(run.gen)
         for trial, attempt in list(self._retry):
@@ -337,7 +384,11 @@ class RayExecutor(BaseExecutor):
 
     def poll(self, timeout: float | None = None) -> list[Event]:
         """The events that arrived, in order, waiting at most ``timeout`` seconds for the first. Costs
-        O(events), whatever the number of trials in flight."""
+        O(events), whatever the number of trials in flight. A worker waiting at a rung for the answer to
+        its report, which the loop did not stop or pause, goes on now."""
+        for trial_id, actor in self._awaiting.items():
+            actor.decide.remote(trial_id, Decision.CONTINUE)
+        self._awaiting.clear()
         out, self._done = self._done, []
         self._check_starting()
         self._dispatch_retries()
@@ -353,39 +404,65 @@ class RayExecutor(BaseExecutor):
             messages.append(self._inbox.get(block=not out, timeout=timeout))
             while True:
                 messages.append(self._inbox.get_nowait())
-        for what, key, attempt in messages:
+        for key, attempt in messages:
             run = self._running.get(key)
             if run is None or run.attempt != attempt:
                 continue  # a worker's ready signal, or news of an attempt already handled
-            if what == "started":
-                out += self._take_started(run)
-            else:  # its start is in before its result (an earlier item of the same stream)
-                concurrent.futures.wait([run.begun], timeout=10)
-                out += self._take_started(run) + self._take_finished(run)
+            out += self._take_item(run)
         if any(e.result is not None for e in out):
             self._handed_out = time.perf_counter()
         self._check_starting()
         self._dispatch_retries()
         return out
 
-    def _take_started(self, run: _Running) -> list[Event]:
-        if run.started or not run.begun.done() or run.begun.exception() is not None:
-            return []  # (an exception: it never began; its result says how it ended)
-        run.started = True
-        return [Event.started(run.trial, time=run.begun.result()["time"], worker=self._names[run.slot])]
-
-    def _take_finished(self, run: _Running) -> list[Event]:
-        del self._running[run.trial.trial_id]
-        trial, name = run.trial, self._names[run.slot]
-        ckpt_ref = run.refs[1] if len(run.refs) == 3 else None
+    def _take_item(self, run: _Running) -> list[Event]:
+        """The event the trial's next item makes: started, a report, or (its checkpoint announced) the
+        final result; a failure of the stream ends the trial (see :meth:`_take_failure`)."""
         try:
-            try:
-                result = run.ended.result()
-            except ray.exceptions.ObjectRefStreamEndOfStreamError:  # it ended early: an earlier item says why
-                raise self._early_end(run) from None
-            with contextlib.suppress(ValueError):
-                run.gen._consume_next_ref_n(len(run.refs))  # the stream is read: the checkpoint ref stays ours
-        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+            item = run.item.result()
+        except (ray.exceptions.RayError, RuntimeError) as e:
+            return self._take_failure(run, e)
+        run.gen._consume_next_ref_n(run.consume)
+        name = self._names[run.slot]
+        events = []
+        if "time" in item:
+            run.started = True
+            events.append(Event.started(run.trial, time=item["time"], worker=name))
+        elif "report" in item:
+            epoch, metrics, score, when = item["report"]
+            events.append(Event.report(run.trial, epoch, metrics, score=score, time=when, worker=name))
+            if epoch in self._wait_epochs:
+                self._awaiting[run.trial.trial_id] = run.actor
+        elif "checkpoint" in item:  # the next item is the checkpoint: keep its reference, fetch nothing
+            self._watch(run, skip=1)
+            return events
+        else:
+            return self._take_finished(run, item["result"])
+        self._watch(run)
+        return events
+
+    def _take_finished(self, run: _Running, result: Result) -> list[Event]:
+        del self._running[run.trial.trial_id]
+        self._awaiting.pop(run.trial.trial_id, None)
+        trial, name = run.trial, self._names[run.slot]
+        if trial.trial_id in self._stopped:
+            self._stopped.discard(trial.trial_id)
+            result = Result.failed(trial.trial_id, "stopped", worker=name)
+        if result.ok:
+            self._ckpts.put(trial.trial_id, run.ckpt_ref)
+        if result.start_time is not None and result.end_time is not None:
+            self.prefetch.observe_duration(result.end_time - result.start_time)
+        if self._actors[run.slot] is run.actor:  # a replaced worker's load went with it
+            self._set_load(run.slot, self._load[run.slot] - 1)
+        return [Event.finished(trial, result)]
+
+    def _take_failure(self, run: _Running, e: BaseException) -> list[Event]:
+        """The stream failed: the worker died (retried up to ``max_retries``), the task was cancelled
+        (stopped), or the trainer raised outside its safety net (a FAILED trial)."""
+        trial, name = run.trial, self._names[run.slot]
+        if isinstance(e, ray.exceptions.RayActorError | ray.exceptions.ObjectLostError):
+            del self._running[trial.trial_id]
+            self._awaiting.pop(trial.trial_id, None)
             if self._actors[run.slot] is run.actor:  # the first of its trials to report the death
                 self._replace(run.slot)
             if run.attempt < self.max_retries and trial.trial_id not in self._stopped:
@@ -397,32 +474,16 @@ class RayExecutor(BaseExecutor):
             if trial.trial_id in self._stopped:
                 self._stopped.discard(trial.trial_id)
                 error = "stopped"
-            return [Event.finished(trial, Result.failed(trial.trial_id, error, worker=name))]
-        except ray.exceptions.TaskCancelledError:
-            result, ckpt_ref = Result.failed(trial.trial_id, "stopped", worker=name), None
-        except (ray.exceptions.RayTaskError, RuntimeError) as e:  # the trainer raised outside run_safely
-            result, ckpt_ref = Result.failed(trial.trial_id, str(e), worker=name), None
-        if trial.trial_id in self._stopped:
-            self._stopped.discard(trial.trial_id)
-            result = Result.failed(trial.trial_id, "stopped", worker=name)
-        if result.ok:
-            self._ckpts.put(trial.trial_id, ckpt_ref)
-        if result.start_time is not None and result.end_time is not None:
-            self.prefetch.observe_duration(result.end_time - result.start_time)
-        if self._actors[run.slot] is run.actor:  # a replaced worker's load went with it
-            self._set_load(run.slot, self._load[run.slot] - 1)
-        return [Event.finished(trial, result)]
-
-    @staticmethod
-    def _early_end(run: _Running) -> Exception:
-        for ref in run.refs[:-1]:
-            with contextlib.suppress(ray.exceptions.ObjectRefStreamEndOfStreamError, ray.exceptions.GetTimeoutError):
-                try:
-                    ray.get(ref, timeout=10)
-                except ray.exceptions.RayError as e:
-                    if not isinstance(e, ray.exceptions.ObjectRefStreamEndOfStreamError):
-                        return e
-        return RuntimeError("the trial's task ended without a result")
+            reason = "ERROR" if error == "stopped" else "WORKER_LOST"
+            return [Event.finished(trial, Result.failed(trial.trial_id, error, reason, worker=name))]
+        if isinstance(e, ray.exceptions.TaskCancelledError):
+            failed = Result.failed(trial.trial_id, "stopped", worker=name)
+        elif isinstance(e, ray.exceptions.ObjectRefStreamEndOfStreamError):
+            failed = Result.failed(trial.trial_id, "the trial's task ended without a result", worker=name)
+        else:
+            failed = Result.failed(trial.trial_id, str(e), worker=name)
+        run.ckpt_ref = None
+        return self._take_finished(run, failed)
 
     def _dispatch_retries(self) -> None:
         while self._retry and (self._free[0] or (self.prefetch.on and self._free[1])):
@@ -445,7 +506,7 @@ class RayExecutor(BaseExecutor):
         ref = self._actors[slot].info.remote()
         self._starting[slot] = (ref, time.monotonic() + self.start_timeout)
         inbox = self._inbox
-        ref.future().add_done_callback(lambda _: inbox.put(("ready", -1, -1)))  # wakes a waiting poll
+        ref.future().add_done_callback(lambda _: inbox.put((-1, -1)))  # wakes a waiting poll
         self.restarts += 1
 
     def _unlist(self, slot: int) -> None:

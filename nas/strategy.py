@@ -48,6 +48,11 @@ class Strategy:
         """The final result of ``trial`` (COMPLETE with a score, or FAILED)."""
         raise NotImplementedError
 
+    def update(self, trial: Trial, result: Result) -> None:
+        """A newer result of a trial already told: a paused trial that a scheduler promoted trained further
+        (its result at a higher rung). The default ignores it; a strategy that ranks what it was told may
+        take it in."""
+
     def report(self, trial: Trial, result: Result) -> Decision:
         """An intermediate result of a running trial. The default lets every trial run on."""
         return Decision.CONTINUE

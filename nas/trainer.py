@@ -12,32 +12,35 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import inspect
 import io
 import logging
-import math
 import os
 import socket
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from nas.core.objectives import Objectives
 from nas.data import Dataset
 from nas.space import SearchSpace
+from nas.train.context import CheckpointIO, Report, TrialContext, TrialFailure
+from nas.train.costs import Constraints, measure_costs
 from nas.train.feed import DeviceFeed, StreamFeed, data_bytes, device_budget
+from nas.train.fit import fit
 from nas.train.hparams import OPTIMIZERS as OPTIMIZERS  # re-exported: where callers look for it
 from nas.train.hparams import (
     TRIAL_HPARAMS,
-    augmentation,
     check_augmentation,
     check_hparams,
     make_optimizer,
-    make_schedule,
 )
-from nas.types import Arch, Result, Trial, TrialState, finite_score
+from nas.types import Arch, FailureKind, Result, Trial, TrialState, finite_score
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +76,16 @@ class TrainSettings:
     amp: bool = True  # bf16 autocast on devices that support it
     channels_last: bool = True  # for 4-d inputs on CUDA
     threads: int | None = None  # torch CPU threads per worker; None: the worker's CPU share
-    max_params: int = 50_000_000  # larger candidates fail at once instead of exhausting memory
+    max_params: int = 50_000_000  # larger candidates are INFEASIBLE at once instead of exhausting memory
+    max_flops: float | None = None  # constraints checked after the build, before training (INFEASIBLE)
+    max_latency_ms: float | None = None
+    objectives: tuple[str, ...] = ("val_acc:max",)  # metrics and modes (nas.core.objectives); the first is `score`
+    measure_costs: bool = True  # FLOPs, latency and peak memory of every candidate before it trains
+    cost_repeats: int = 5  # timed forward passes per latency figure (after 2 warm-up passes)
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "max_params"):
+        for name in ("epochs", "batch_size", "max_params", "cost_repeats"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -90,6 +98,8 @@ class TrainSettings:
         if self.data_budget_mb is not None and not (isinstance(self.data_budget_mb, (int, float))
                                                     and self.data_budget_mb >= 0):
             raise ValueError(f"data_budget_mb must be None (automatic) or a number >= 0, got {self.data_budget_mb!r}")
+        object.__setattr__(self, "objectives", tuple(Objectives(list(self.objectives)).to_list()))
+        Constraints(max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)  # a ValueError names a bad one
         if isinstance(self.loader_workers, bool) or not isinstance(self.loader_workers, int) or self.loader_workers < 0:
             raise ValueError(f"loader_workers must be an integer >= 0, got {self.loader_workers!r}")
 
@@ -111,32 +121,91 @@ class TrainSettings:
 
 
 class Trainer(Protocol):
-    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes | None]:
+    """What a worker runs trials with. ``report`` (epoch, metrics, score) -> Decision carries each epoch's
+    report out as it happens; ``inherit``: a checkpoint to inherit tensors from; ``keep``: whether the
+    trial's checkpoint comes back (a bool, or a test of its Result)."""
+
+    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None, *, report: Report | None = None,
+            inherit: bytes | None = None, keep: bool | Callable[[Result], bool] = True,
+            ) -> tuple[Result, bytes | None]:
         ...
 
 
 TrainerFactory = Callable[[Dataset, TrainSettings], Trainer]
 
 
+def run_trainer(trainer: Any, trial: Trial, space: SearchSpace, checkpoint: bytes | None, *,
+                report: Report | None = None, inherit: bytes | None = None,
+                keep: bool | Callable[[Result], bool] = True) -> tuple[Result, bytes | None]:
+    """``trainer.run`` with the keywords it takes: a trainer written before reports existed (``run(trial,
+    space, checkpoint)``) still runs; it just reports nothing."""
+    params = _run_params(type(trainer))
+    given = {"report": report, "inherit": inherit, "keep": keep}
+    kwargs = given if params is None else {k: v for k, v in given.items() if k in params}
+    return trainer.run(trial, space, checkpoint, **kwargs)  # type: ignore[no-any-return]
+
+
+def trainer_reports(trainer: Any) -> bool:
+    """Whether ``trainer`` sends reports (else executors run it without a reporting thread)."""
+    params = _run_params(type(trainer))
+    return bool(getattr(trainer, "reports", True)) and (params is None or "report" in params)
+
+
+@functools.cache
+def _run_params(cls: type) -> frozenset[str] | None:
+    """The keyword names ``cls.run`` takes (None: any, it has ``**kwargs``)."""
+    sig = inspect.signature(cls.run)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return frozenset(sig.parameters)
+
+
 def worker_identity() -> tuple[str, str]:
     return f"pid{os.getpid()}", socket.gethostname()
+
+
+def failure_kind(e: BaseException) -> FailureKind:
+    """The typed reason of a trial that raised ``e``."""
+    if isinstance(e, TrialFailure):
+        return e.kind
+    if isinstance(e, torch.OutOfMemoryError | MemoryError):
+        return FailureKind.OOM
+    if isinstance(e, FloatingPointError):
+        return FailureKind.NAN
+    return FailureKind.ERROR
 
 
 def run_safely(
     trial: Trial, body: Callable[[], tuple[Result, bytes | None]], worker: str, node: str
 ) -> tuple[Result, bytes | None]:
-    """Run ``body``; any exception becomes a FAILED result with the error text. Stamps times and worker."""
+    """Run ``body``; any exception becomes a FAILED result with the error text and its typed reason
+    (:func:`failure_kind`). Stamps times and worker."""
     start = time.time()
     try:
         result, ckpt = body()
     except Exception as e:  # a candidate's failure is data, not a crash
         if isinstance(e, torch.OutOfMemoryError) and torch.cuda.is_available():
             torch.cuda.empty_cache()
-        tb = traceback.format_exc(limit=-3)
-        result, ckpt = Result.failed(trial.trial_id, f"{type(e).__name__}: {e}\n{tb}"), None
+        kind = failure_kind(e)
+        if isinstance(e, TrialFailure):  # an expected failure: its one line says it all
+            result = Result.failed(trial.trial_id, f"{kind.value}: {e}", kind, metrics=e.metrics)
+        else:
+            tb = traceback.format_exc(limit=-3)
+            result = Result.failed(trial.trial_id, f"{type(e).__name__}: {e}\n{tb}", kind)
+        ckpt = None
     result.start_time, result.end_time = start, time.time()
     result.worker, result.node = worker, node
     return result, ckpt
+
+
+def inherit_into(model: torch.nn.Module, data: bytes, device: torch.device) -> dict[str, Any]:
+    """Copy into ``model`` every tensor of the checkpoint ``data`` whose name and shape it shares (weight
+    inheritance, :mod:`nas.train.inherit`); the metrics that record it."""
+    from nas.train.inherit import inherit_weights
+
+    state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    stats = inherit_weights(model, state["model"])
+    return {"inherited_params": stats.params_copied, "inherited_tensors": stats.tensors_copied}
 
 
 class TorchTrainer:
@@ -166,8 +235,12 @@ class TorchTrainer:
 
     eval_batch_size = 2048
 
-    def __init__(self, data: Dataset, settings: TrainSettings, *, worker: str | None = None) -> None:
+    def __init__(self, data: Dataset, settings: TrainSettings, *, worker: str | None = None,
+                 train_fn: Callable[[TrialContext], Any] | None = None) -> None:
         self.settings = settings
+        self.train_fn = train_fn or fit
+        self.objectives = Objectives(list(settings.objectives))
+        self.constraints = Constraints(max_flops=settings.max_flops, max_latency_ms=settings.max_latency_ms)
         self.task = data.task
         settings.check_data(data)
         want_cuda = settings.device == "cuda" or (settings.device == "auto" and torch.cuda.is_available())
@@ -240,10 +313,14 @@ class TorchTrainer:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes | None]:
+    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None, *, report: Report | None = None,
+            inherit: bytes | None = None, keep: bool | Callable[[Result], bool] = True) -> tuple[Result, bytes | None]:
+        """Train ``trial`` (from ``checkpoint`` if given; inheriting tensors from the ``inherit`` checkpoint if
+        given) with the training function, sending each epoch's report to ``report``. Its checkpoint comes back
+        where ``keep`` says (a bool, or a test of the Result) or the trial paused; else None."""
         def body() -> tuple[Result, bytes | None]:
             with self._torch_flags():
-                return self._train(trial, space, checkpoint)
+                return self._run(trial, space, checkpoint, report, inherit, keep)
 
         return run_safely(trial, body, self.worker, self.node)
 
@@ -257,71 +334,51 @@ class TorchTrainer:
                 model.eval()
                 model(self._probe)
         n_params = sum(p.numel() for p in model.parameters())
-        if n_params > self.settings.max_params:
-            raise MemoryError(f"model has {n_params:,} parameters, over max_params={self.settings.max_params:,}")
         return model.to(self.device, memory_format=self.memory_format), n_params  # type: ignore[call-overload]
 
-    def _train(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes]:
+    def measure(self, model: torch.nn.Module, n_params: int, batch_size: int) -> dict[str, Any]:
+        """The model's costs on this worker's device (:func:`nas.train.costs.measure_costs`), or only its
+        parameters where ``measure_costs`` is off."""
+        if not self.settings.measure_costs:
+            return {"params": n_params}
+        costs = measure_costs(model, tuple(self._probe.shape[1:]), device=self.device, batch_size=batch_size,
+                              warmup=2, repeats=self.settings.cost_repeats, autocast=self.autocast,
+                              memory_format=self.memory_format)
+        return costs.to_dict()
+
+    def _run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None, report: Report | None,
+             inherit: bytes | None, keep: bool | Callable[[Result], bool]) -> tuple[Result, bytes | None]:
         s = self.settings
         hp = s.for_trial(trial)
         check_augmentation(hp, self.task.input_shape)
         torch.manual_seed(s.seed * 1_000_003 + trial.trial_id)
         model, n_params = self.build(trial.arch, space)
-        opt = make_optimizer(model, hp)
-        start_epoch = 0
-        if checkpoint is not None:
-            state = torch.load(io.BytesIO(checkpoint), map_location=self.device, weights_only=True)
-            model.load_state_dict(state["model"])
-            if state.get("optimizer_name") == hp["optimizer"]:
-                opt.load_state_dict(state["optimizer"])
-            for group in opt.param_groups:  # explored hparams win over the copied optimizer's
-                group["lr"] = hp["lr"]
-                group["weight_decay"] = hp["weight_decay"]
-            start_epoch = int(state["epoch"])
-        epochs = trial.epochs or s.epochs
-        history = []
-        loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=hp["label_smoothing"])
-        augment = augmentation(hp)
-        per_epoch = self.feed.train_samples(hp["batch_size"])
-        steps = -(-per_epoch // min(hp["batch_size"], self.feed.n_train))
-        # the schedule spans the run's epochs (or the trial's end, if later); a resumed trial continues it
-        schedule = make_schedule(hp, steps, max(s.epochs, start_epoch + epochs))
-        step = start_epoch * steps
-        params = [p for p in model.parameters() if p.requires_grad]
+        if n_params > s.max_params:  # before anything else is measured: it may not even fit a forward pass
+            raise TrialFailure(FailureKind.INFEASIBLE, f"params {n_params:,} > max_params {s.max_params:,}",
+                               {"params": n_params})
+        costs = self.measure(model, n_params, hp["batch_size"])
+        violation = self.constraints.check(costs) if self.constraints.active else None
+        if violation is not None:  # recorded at once; nothing is trained
+            raise TrialFailure(FailureKind.INFEASIBLE, str(violation), costs)
+        measured: dict[str, Any] = {}
+        if inherit is not None:
+            measured.update(inherit_into(model, inherit, self.device))
+        ckpt_io = CheckpointIO(checkpoint, self.device)
+        if (norm := self.normalization()) is not None:
+            ckpt_io.extra["normalization"] = norm
+        ctx = TrialContext(trial, model=model, data=self.feed, hparams=hp, device=self.device, costs=costs,
+                           checkpoint=ckpt_io, report=report, objectives=self.objectives, default_epochs=s.epochs,
+                           total_epochs=s.epochs, evaluate=self.evaluate, autocast=self._autocast)
         t0 = time.perf_counter()
-        for epoch in range(start_epoch, start_epoch + epochs):
-            model.train()
-            total = torch.zeros((), device=self.device)  # summed on the device: no sync per step
-            for x, y in self.feed.train_batches(hp["batch_size"], augment):
-                lr = schedule.lr(step)
-                for group in opt.param_groups:
-                    group["lr"] = lr
-                with self._autocast():
-                    loss = loss_fn(model(x), y)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if hp["grad_clip"] is not None:
-                    torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"], foreach=True)
-                opt.step()
-                total.add_(loss.detach().float(), alpha=len(y))
-                step += 1
-            train_loss = float(total) / per_epoch
-            if not math.isfinite(train_loss):
-                raise FloatingPointError(f"training loss became {train_loss} in epoch {epoch + 1}")
-            val_loss, val_acc = self.evaluate(model)
-            history.append({"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
-                            "val_acc": val_acc, "lr": lr})
+        returned = self.train_fn(ctx)
         train_seconds = time.perf_counter() - t0
-        score = finite_score(history[-1]["val_acc"]) if history else None
-        if score is None:
-            raise FloatingPointError("validation accuracy is not finite")
-        metrics = {**history[-1], "params": n_params, "train_seconds": train_seconds,
-                   "samples_per_second": per_epoch * epochs / max(train_seconds, 1e-9),
-                   "device": self.device.type, "threads": torch.get_num_threads(), "hparams": hp,
-                   "data_path": "streaming" if self.feed.streaming else "device"}
-        result = Result(trial.trial_id, TrialState.COMPLETE, score=score, metrics=metrics,
-                        history=history, epoch=start_epoch + epochs)
-        return result, self.checkpoint(model, opt, hp, start_epoch + epochs, trial.arch, self.normalization())
+        epochs = len(ctx.history)
+        measured.update({
+            "train_seconds": train_seconds, "epochs_trained": epochs,
+            "samples_per_second": self.feed.train_samples(hp["batch_size"]) * epochs / max(train_seconds, 1e-9),
+            "device": self.device.type, "threads": torch.get_num_threads(), "hparams": hp,
+            "data_path": "streaming" if self.feed.streaming else "device"})
+        return ctx.outcome(returned, measured=measured, keep_checkpoint=keep)
 
     def normalization(self) -> dict[str, list[float]] | None:
         """The per-channel mean and std (pixel units) the inputs are normalised with; None for float data."""
@@ -342,37 +399,26 @@ class TorchTrainer:
         loss, right = torch.stack([loss_sum, correct.double()]).tolist()  # one device sync
         return loss / self.feed.n_val, int(right) / self.feed.n_val
 
-    @staticmethod
-    def checkpoint(model: torch.nn.Module, opt: torch.optim.Optimizer, hp: Mapping[str, Any], epoch: int,
-                   arch: Arch, normalization: Mapping[str, list[float]] | None = None) -> bytes:
-        """Plain tensors, dicts, lists, numbers and strings only: ``torch.load(weights_only=True)`` reads it."""
-        buf = io.BytesIO()
-        state = {"model": {k: v.cpu() for k, v in model.state_dict().items()},
-                 "optimizer": opt.state_dict(), "optimizer_name": hp["optimizer"], "epoch": epoch,
-                 "arch": dict(arch), "hparams": dict(hp)}
-        if normalization is not None:
-            state["normalization"] = dict(normalization)
-        torch.save(state, buf)
-        return buf.getvalue()
-
 
 class ScoreTrainer:
     """Scores each architecture with a function (``score_fn(arch) -> float``) instead of training:
     for spaces with a known objective, tests, and strategy studies. Failures are handled as in real
     training (an exception or a non-finite score makes a FAILED trial)."""
 
+    reports = False  # one score, no epochs: executors run it without a reporting thread
+
     def __init__(self, data: Dataset | None, settings: TrainSettings | None, *,
                  score_fn: Callable[[Arch], float]) -> None:
         self.score_fn = score_fn
         self.worker, self.node = worker_identity()
 
-    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes | None]:
+    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None, **_: Any) -> tuple[Result, bytes | None]:
         def body() -> tuple[Result, bytes | None]:
             space.validate(trial.arch)
             score = finite_score(self.score_fn(trial.arch))
             if score is None:
                 raise FloatingPointError(f"score is not finite for {space.format(trial.arch)}")
-            return Result(trial.trial_id, TrialState.COMPLETE, score=score, epoch=1,
+            return Result(trial.trial_id, TrialState.COMPLETE, score=score, scores=[score], epoch=1,
                           metrics={"score": score}), None
 
         return run_safely(trial, body, self.worker, self.node)
@@ -381,14 +427,16 @@ class ScoreTrainer:
 class SleepTrainer:
     """Returns a fixed score after ``seconds`` of sleep (0: at once): the per-trial overhead probe."""
 
+    reports = False
+
     def __init__(self, data: Dataset | None, settings: TrainSettings | None, *, seconds: float = 0.0) -> None:
         self.seconds = seconds
         self.worker, self.node = worker_identity()
 
-    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None) -> tuple[Result, bytes | None]:
+    def run(self, trial: Trial, space: SearchSpace, checkpoint: bytes | None, **_: Any) -> tuple[Result, bytes | None]:
         def body() -> tuple[Result, bytes | None]:
             if self.seconds:
                 time.sleep(self.seconds)
-            return Result(trial.trial_id, TrialState.COMPLETE, score=0.0, epoch=1), None
+            return Result(trial.trial_id, TrialState.COMPLETE, score=0.0, scores=[0.0], epoch=1), None
 
         return run_safely(trial, body, self.worker, self.node)

@@ -74,7 +74,7 @@ def test_too_large_models_fail_as_trials_and_the_search_finishes(tmp_path):
     df = nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=tmp_path / "run",
                     settings=TrainSettings(epochs=1, max_params=100))
     assert len(df) == 3 and (df.state == "FAILED").all()
-    assert df.error.str.contains(r"MemoryError: model has [\d,]+ parameters, over max_params=100").all()
+    assert df.error.str.contains(r"INFEASIBLE: params [\d,]+ > max_params 100").all()
 
 
 @pytest.mark.parametrize(("arrays", "message"), [

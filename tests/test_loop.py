@@ -123,7 +123,8 @@ def test_unknown_hparams_fail_the_trial_with_their_names(digits):
 def test_too_large_models_fail_cleanly(digits):
     trainer = TorchTrainer(digits, TrainSettings(epochs=1, max_params=100))
     result, _ = trainer.run(RandomSearch(ToySpace(), seed=0).ask(), ToySpace(), None)
-    assert result.state is TrialState.FAILED and "over max_params=100" in result.error
+    assert result.state is TrialState.FAILED and result.reason == "INFEASIBLE"
+    assert result.error == "INFEASIBLE: params 3,010 > max_params 100" and result.metrics == {"params": 3010}
 
 
 def test_strategy_that_stalls_is_an_error(toy_trainer):
@@ -156,19 +157,30 @@ def test_score_trainer_turns_non_finite_scores_into_failures():
     assert result.state is TrialState.FAILED and "not finite" in result.error
 
 
+def run_next(executor):
+    """Poll the in-process executor until its trial finishes (one step per poll): (kinds seen, result)."""
+    kinds = []
+    while True:
+        events = executor.poll()
+        kinds += [e.kind.value for e in events]
+        if done := finished(events):
+            return kinds, done[0][1]
+
+
 def test_inprocess_checkpoint_passing(digits):
     executor = InProcessExecutor(ToySpace(), digits, TrainSettings(epochs=1))
     s = RandomSearch(ToySpace(), seed=0)
     parent = s.ask()
     executor.submit(parent)
-    [(_, r1)] = finished(executor.poll())
+    kinds, r1 = run_next(executor)
+    assert kinds == ["started", "report", "finished"]
     child = s.trial(parent.arch, checkpoint_from=parent.trial_id, epochs=1)
     executor.submit(child)
-    [(_, r2)] = finished(executor.poll())
+    _, r2 = run_next(executor)
     assert r1.epoch == 1 and r2.epoch == 2
     missing = s.trial(parent.arch, checkpoint_from=12345)
     executor.submit(missing)
-    [(_, r3)] = finished(executor.poll())
+    _, r3 = run_next(executor)
     assert r3.state is TrialState.FAILED and "no checkpoint is kept for trial 12345" in r3.error
 
 

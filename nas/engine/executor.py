@@ -40,7 +40,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from nas import registry
-from nas.types import Decision, Result, Trial
+from nas.types import Decision, Result, Trial, TrialState  # noqa: F401 (the doctests use TrialState)
 
 if TYPE_CHECKING:
     from nas.data import Dataset
@@ -142,6 +142,26 @@ class ExecutorConfig:
         return dict(self.options)
 
 
+@dataclasses.dataclass(frozen=True)
+class KeepRule:
+    """Whether a finished trial's checkpoint is kept: when a strategy asked for it (``save``: PBT, a promotion,
+    weight inheritance), or when its score beats ``above`` (the best so far: it may become the run's best,
+    whose weights are exported). Checkpoints no one will use are never made. A paused trial's always is.
+
+    >>> rule = KeepRule(save=False, above=0.9)
+    >>> rule(Result(0, TrialState.COMPLETE, score=0.8)), rule(Result(1, TrialState.COMPLETE, score=0.95))
+    (False, True)
+    """
+
+    save: bool = False
+    above: float | None = None
+
+    def __call__(self, result: Result) -> bool:
+        if self.save:
+            return True
+        return result.ok and result.score is not None and (self.above is None or result.score > self.above)
+
+
 def finished(events: list[Event]) -> list[tuple[Trial, Result]]:
     """The (trial, final result) pairs among ``events``, in order, for code that only needs those."""
     return [(e.trial, e.result) for e in events if e.result is not None]
@@ -217,4 +237,5 @@ class PrefetchRule:
                 "median_round_trip": self.median_round_trip, "ratio": self.ratio}
 
 
-__all__ = ["Event", "EventKind", "Executor", "ExecutorConfig", "PrefetchRule", "build_executor", "finished"]
+__all__ = ["Event", "EventKind", "Executor", "ExecutorConfig", "KeepRule", "PrefetchRule", "build_executor",
+           "finished"]

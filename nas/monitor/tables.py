@@ -12,7 +12,7 @@ import pandas as pd
 
 #: metrics keys -> export column and table header (with its unit), where the trainer measured them
 COSTS = {"params": ("params", "params"), "flops": ("flops", "FLOPs"), "latency_ms": ("latency_ms", "latency (ms)"),
-         "peak_mem_mb": ("peak_mem_mb", "peak mem (MB)")}
+         "peak_memory_mb": ("peak_memory_mb", "peak mem (MiB)")}
 
 
 def export_frame(df: pd.DataFrame, parse: Any = None) -> pd.DataFrame:
@@ -66,14 +66,16 @@ def aligned(rows: Sequence[Sequence[str]], numeric: Sequence[bool], width: int |
 
 
 def results_table(df: pd.DataFrame, width: int | None = None) -> str:
-    """The trials as an aligned table with units: score, epochs, duration (s), measured costs, worker,
-    parent and the architecture."""
+    """The trials as an aligned table with units: score, epochs trained, why it ended where it did
+    (STOPPED or PAUSED by a scheduler, a failure's kind; - for a full run), duration (s), measured costs,
+    worker, parent and the architecture."""
     metrics = pd.DataFrame([m if isinstance(m, dict) else {} for m in df.metrics], index=df.index)
     cols: list[tuple[str, bool, list[str]]] = [
         ("trial", True, [str(v) for v in df.trial_id]),
         ("state", False, [str(v) for v in df.state]),
         ("score", True, [_cell(v, ".4f") for v in df.score]),
         ("epochs", True, [_cell(v) for v in df.epochs]),
+        ("ended", False, [_cell(v) for v in df.get("reason", pd.Series([None] * len(df), index=df.index))]),
         ("time (s)", True, [_cell(v, ".1f") for v in df.duration]),
     ]
     for key, (_, header) in COSTS.items():

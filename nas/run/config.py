@@ -25,13 +25,14 @@ from typing import Any
 FORMAT_VERSION = 2
 #: fields of run.json that make a run what it is: a resume with other values would mix two searches
 DEFINING = ("space_spec", "strategy", "strategy_options", "seed", "dataset", "dataset_fingerprint", "epochs", "lr",
-            "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "train_options")
+            "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "train_options", "objectives",
+            "scheduler", "scheduler_options", "max_flops", "max_latency_ms")
 #: RunConfig fields that are TrainSettings fields
 SETTINGS = ("epochs", "lr", "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "device", "amp",
-            "seed")
+            "seed", "max_flops", "max_latency_ms", "objectives")
 
 _KIND = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true or false)",
-         "dict[str, Any]": "a table (mapping)"}
+         "dict[str, Any]": "a table (mapping)", "list[str]": "a list of strings"}
 
 
 @dataclasses.dataclass
@@ -62,6 +63,11 @@ class RunConfig:
     amp: bool = True
     dashboard: bool = False
     recipe: str | None = None  # a named set of training settings (nas.train.recipes); given options win
+    objectives: list[str] = dataclasses.field(default_factory=lambda: ["val_acc:max"])  # metric[:max|min]
+    scheduler: str = "none"  # early stopping: none, asha, hyperband, median (nas.registry.schedulers)
+    scheduler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    max_flops: float | None = None  # constraints: a candidate over one is INFEASIBLE, and not trained
+    max_latency_ms: float | None = None
     train_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # any other TrainSettings field
 
     def __post_init__(self) -> None:
@@ -78,8 +84,13 @@ class RunConfig:
         if self.weight_decay < 0 or self.momentum < 0:
             raise ValueError(f"weight_decay and momentum must be >= 0, got {self.weight_decay!r}, {self.momentum!r}")
         from nas import registry
+        from nas.core.objectives import Objectives
+        from nas.train.costs import Constraints
 
         registry.executors.get(self.executor)  # a ValueError naming the known ones
+        registry.schedulers.get(self.scheduler)
+        self.objectives = Objectives(list(self.objectives)).to_list()  # a ValueError names a bad one
+        Constraints(max_params=self.max_params, max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)
         if not self.cpus_per_trial > 0:
             raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
         g = self.gpus_per_trial
@@ -114,7 +125,9 @@ class RunConfig:
         known = {f.name for f in dataclasses.fields(TrainSettings)} - set(SETTINGS)
         if set(self.train_options) - known:
             raise ValueError(f"train_options {dict(self.train_options)!r} may only name {sorted(known)}")
-        return TrainSettings(**self.train_options, **{k: getattr(self, k) for k in SETTINGS})
+        values = {k: getattr(self, k) for k in SETTINGS}
+        values["objectives"] = tuple(self.objectives)
+        return TrainSettings(**self.train_options, **values)
 
     def with_settings(self, settings: Any) -> RunConfig:
         """This config with the training settings of a :class:`nas.trainer.TrainSettings` (those that are not
@@ -122,7 +135,9 @@ class RunConfig:
         default = type(settings)()
         extra = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
                  if f.name not in SETTINGS and getattr(settings, f.name) != getattr(default, f.name)}
-        return dataclasses.replace(self, **{k: getattr(settings, k) for k in SETTINGS}, train_options=extra)
+        values = {k: getattr(settings, k) for k in SETTINGS}
+        values["objectives"] = list(settings.objectives)
+        return dataclasses.replace(self, **values, train_options=extra)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -145,6 +160,7 @@ def _check_type(key: str, typ: str, value: Any) -> None:
         "str": isinstance(value, str),
         "bool": isinstance(value, bool),
         "dict[str, Any]": isinstance(value, Mapping),
+        "list[str]": isinstance(value, list | tuple) and all(isinstance(v, str) for v in value),
     }[base]
     if not ok:
         raise ValueError(f"config key {key!r} must be {_KIND[base]}{' or null' if optional else ''}, "
@@ -161,5 +177,6 @@ def run_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> lis
     >>> run_differences({"seed": 0, "lr": 0.1}, {"seed": 1, "lr": 0.1})
     ['seed: run has 0, this call 1']
     """
-    return [f"{k}: run has {saved.get(k)!r}, this call {current.get(k)!r}" for k in DEFINING
-            if _plain(saved.get(k)) != _plain(current.get(k))]
+    defaults = RunConfig().to_json()  # a run from before a field existed had its default
+    return [f"{k}: run has {saved.get(k, defaults.get(k))!r}, this call {current.get(k, defaults.get(k))!r}"
+            for k in DEFINING if _plain(saved.get(k, defaults.get(k))) != _plain(current.get(k, defaults.get(k)))]

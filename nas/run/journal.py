@@ -93,6 +93,14 @@ class JournalWriter:
         """An intermediate result (one epoch); synced with the next result."""
         self._write(_line({"kind": "report", "trial": _trial(trial), "result": _result(result)}))
 
+    def flush(self) -> None:
+        """Hand what was written to the OS (it survives the driver's crash; an fsync makes it survive the
+        machine's)."""
+        try:
+            self._file.flush()
+        except OSError as e:
+            raise self._error(e) from None
+
     def write_results(self, batch: Iterable[tuple[Trial, Result]]) -> int:
         """Append every result of ``batch`` and make them durable with one fsync; records written."""
         data = b"".join(_line({"kind": "result", "trial": _trial(t), "result": _result(r)}) for t, r in batch)
@@ -233,15 +241,29 @@ def bulk_load() -> Iterator[None]:
             gc.enable()
 
 
-def read_results(path: Path) -> Iterator[tuple[Trial, Result]]:
-    """The finished trials in the order they finished; a trial id finishing twice is a ValueError."""
-    seen: dict[int, int] = {}
-    for rec in read_records(path):
+def latest_results(records: Iterable[Record], path: Path) -> dict[int, tuple[Trial, Result]]:
+    """Each finished trial's latest (trial, result), in the order trials first finished. A trial continued
+    after a pause (a ``submit`` of it again with ``checkpoint_from`` its own id: an ASHA promotion) may
+    finish again; any other second result of a trial id is a ValueError (the journal is corrupt)."""
+    latest: dict[int, tuple[Trial, Result]] = {}
+    first_line: dict[int, int] = {}
+    continued: set[int] = set()
+    for rec in records:
+        tid = rec.trial.trial_id
+        if rec.kind == "submit" and tid in latest and rec.trial.checkpoint_from == tid:
+            continued.add(tid)
         if rec.kind != "result":
             continue
         assert rec.result is not None
-        first = seen.setdefault(rec.trial.trial_id, rec.line)
-        if first != rec.line:
-            raise ValueError(f"{path} line {rec.line} holds a second result for trial {rec.trial.trial_id} "
-                             f"(the first is on line {first}); the journal is corrupt")
-        yield rec.trial, rec.result
+        if tid in latest and tid not in continued:
+            raise ValueError(f"{path} line {rec.line} holds a second result for trial {tid} "
+                             f"(the first is on line {first_line[tid]}); the journal is corrupt")
+        continued.discard(tid)
+        first_line.setdefault(tid, rec.line)
+        latest[tid] = (latest[tid][0] if tid in latest else rec.trial, rec.result)
+    return latest
+
+
+def read_results(path: Path) -> Iterator[tuple[Trial, Result]]:
+    """The finished trials of the journal at ``path`` (see :func:`latest_results`)."""
+    yield from latest_results(read_records(path), path).values()

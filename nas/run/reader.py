@@ -23,7 +23,7 @@ from nas.run.journal import bulk_load, read_results
 from nas.run.store import JOURNAL, read_config
 from nas.types import Arch, Result, Trial
 
-COLUMNS = ["trial_id", "arch", "parent", "strategy", "state", "score", "epochs", "member",
+COLUMNS = ["trial_id", "arch", "parent", "strategy", "state", "score", "epochs", "reason", "scores", "member",
            "checkpoint_from", "hparams", "metrics", "error", "start_time", "end_time", "duration",
            "worker", "node", "history"]
 
@@ -62,7 +62,8 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
         duration = (result.end_time - result.start_time) if result.start_time and result.end_time else None
         rows.append({
             "trial_id": trial.trial_id, "arch": arch, "parent": trial.parent, "strategy": trial.strategy,
-            "state": result.state.value, "score": result.score, "epochs": result.epoch,
+            "state": result.state.value, "score": result.score, "epochs": result.epoch, "reason": result.reason,
+            "scores": result.scores,
             "member": trial.member, "checkpoint_from": trial.checkpoint_from,
             "hparams": dict(trial.hparams), "metrics": result.metrics, "error": result.error,
             "start_time": result.start_time, "end_time": result.end_time, "duration": duration,

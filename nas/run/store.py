@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.run.config import FORMAT_VERSION, run_differences
 from nas.run.files import atomic_write
-from nas.run.journal import DiskFull, JournalWriter, Opener, Record, bulk_load, read_records
+from nas.run.journal import DiskFull, JournalWriter, Opener, Record, bulk_load, latest_results, read_records
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.types import Result, Trial
@@ -161,14 +161,9 @@ class RunStore:
                                  f"{prior['budget']}, got {config['budget']}")
             with bulk_load():
                 records = list(read_records(path / JOURNAL))
-            finished: dict[int, int] = {}
-            for rec in records:
-                if rec.kind == "result":
-                    first = finished.setdefault(rec.trial.trial_id, rec.line)
-                    if first != rec.line:
-                        raise ValueError(f"{path / JOURNAL} line {rec.line} holds a second result for trial "
-                                         f"{rec.trial.trial_id} (the first is on line {first}); the journal is corrupt")
-                if check_trial is not None:
+            latest_results(records, path / JOURNAL)  # a second result of a trial not continued: corrupt
+            if check_trial is not None:
+                for rec in records:
                     check_trial(rec.trial)
             snapshot = read_snapshot(path / SNAPSHOT) if (path / SNAPSHOT).exists() else None
             if snapshot is not None:
@@ -180,7 +175,7 @@ class RunStore:
         except BaseException:
             lock.release()
             raise
-        store.records, store.told = len(records), len(finished)
+        store.records, store.told = len(records), sum(1 for r in records if r.kind == "result")
         store._told_at_snapshot = store.told
         store.restored = Restored(records, snapshot)
         return store
@@ -273,7 +268,8 @@ class RunStore:
         self.journal.sync()  # a snapshot never tells more than the synced journal holds
         t0 = time.perf_counter()
         payload = {"format": SNAPSHOT_FORMAT, "strategy": loop.strategy.name, "records": self.records,
-                   "told": self.told, "state": loop.strategy.state_dict()}
+                   "told": self.told, "state": loop.strategy.state_dict(),
+                   "scheduler": None if loop.scheduler is None else loop.scheduler.state_dict()}
         try:
             self.snapshot_bytes = write_snapshot(self.path / SNAPSHOT, payload)
         except OSError as e:

@@ -1,0 +1,194 @@
+"""The trial contract: what a training function sees (:class:`TrialContext`) and what becomes of it.
+
+The framework owns the trial: it builds the candidate, measures its costs, checks the constraints
+before any training (a broken one is an INFEASIBLE failure that trained nothing), then calls a training
+function with a context. The function trains, calls ``ctx.report(epoch=..., **metrics)`` after each
+epoch (True back means the scheduler said stop: return now), and may save and load checkpoints through
+``ctx.checkpoint``. The built-in :func:`nas.train.fit.fit` is such a function; so is a user's own, in the
+style of Ray Tune's and Optuna's:
+
+>>> def train(ctx):
+...     for epoch in range(1, ctx.epochs + 1):
+...         if ctx.report(epoch=epoch, val_acc=0.2 * epoch, loss=1.0 / epoch):
+...             break
+>>> from nas.types import Trial
+>>> ctx = TrialContext(Trial(0, {"x": 1}, epochs=3), model=None, data=None, hparams={}, device="cpu")
+>>> train(ctx)
+>>> result, checkpoint = ctx.outcome()
+>>> result.state.value, result.score, result.epoch, [h["epoch"] for h in result.history]
+('COMPLETE', 0.6000000000000001, 3, [1, 2, 3])
+
+``ctx.report`` sends each report on (to the driver, where a scheduler decides) as it happens. The
+final result is the last report's metrics (plus what the framework measured: costs, training seconds);
+its scores are the run's objectives applied to them (:class:`nas.core.objectives.Objectives`, the one
+place a mode is applied), so a run whose objective was never reported fails with one line naming the
+metric and the metrics it did see (OBJECTIVE_MISSING).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from nas.core.objectives import Objectives
+from nas.types import Decision, FailureKind, Result, Trial, TrialState
+
+Report = Callable[[int, Mapping[str, Any], float | None], Decision]  # (epoch, metrics, score) -> decision
+
+
+class TrialFailure(Exception):
+    """A trial ends FAILED with ``kind`` (a :class:`nas.types.FailureKind`) and this message."""
+
+    def __init__(self, kind: FailureKind, message: str, metrics: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.metrics = dict(metrics or {})
+
+
+class CheckpointIO:
+    """``ctx.checkpoint``: :meth:`load` the state this trial starts from (a paused trial's, PBT's exploited
+    member's), :meth:`save` a state (a dict of tensors, numbers, strings, lists, dicts) for later trials.
+
+    Checkpoints are made only where someone uses them (a promotion, PBT, weight inheritance, the best
+    trial's weights): :meth:`provide` registers how to make one, and the framework calls it only then. A
+    function that neither saves nor provides gets its model's weights and last epoch kept."""
+
+    def __init__(self, source: bytes | None = None, device: str | torch.device = "cpu") -> None:
+        self.source = source
+        self.device = device
+        self._saved: bytes | None = None
+        self._provider: Callable[[], Mapping[str, Any]] | None = None
+        self.extra: dict[str, Any] = {}  # what the worker adds to every state saved (e.g. the input normalisation)
+
+    def load(self) -> dict[str, Any] | None:
+        """The state this trial starts from, or None (``torch.load(weights_only=True)``: no code runs)."""
+        if self.source is None:
+            return None
+        state: dict[str, Any] = torch.load(io.BytesIO(self.source), map_location=self.device, weights_only=True)
+        return state
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        buf = io.BytesIO()
+        torch.save({**self.extra, **dict(state)}, buf)
+        self._saved = buf.getvalue()
+
+    def provide(self, make_state: Callable[[], Mapping[str, Any]]) -> None:
+        """Register how to make this trial's checkpoint, made only if it will be used."""
+        self._provider = make_state
+
+    def make(self) -> bytes | None:
+        if self._saved is None and self._provider is not None:
+            self.save(self._provider())
+        return self._saved
+
+
+class TrialContext:
+    """What a training function sees: ``trial``, ``model`` (built, on ``device``), ``data`` (the worker's
+    dataset feed: ``train_batches(batch_size, augment)``, ``val_batches``), ``hparams`` (the trial's
+    resolved hyperparameters), ``device``, ``epochs`` (to train in this run), ``total_epochs`` (the run's
+    full length, which a learning-rate schedule spans even where a scheduler stops the trial early),
+    ``costs`` (measured before training), ``checkpoint`` (:class:`CheckpointIO`),
+    ``report(epoch=..., **metrics) -> bool``, and ``evaluate()`` (validation loss and accuracy of
+    ``model``) where the worker provides it."""
+
+    def __init__(self, trial: Trial, *, model: Any, data: Any, hparams: Mapping[str, Any],
+                 device: str | torch.device, costs: Mapping[str, Any] | None = None,
+                 checkpoint: CheckpointIO | None = None, report: Report | None = None,
+                 objectives: Objectives | None = None, default_epochs: int = 1, total_epochs: int | None = None,
+                 evaluate: Callable[[Any], tuple[float, float]] | None = None,
+                 autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None) -> None:
+        self.trial = trial
+        self.model = model
+        self.data = data
+        self.hparams = dict(hparams)
+        self.device = torch.device(device) if isinstance(device, str) else device
+        self.costs = dict(costs or {})
+        self.checkpoint = checkpoint or CheckpointIO(None, self.device)
+        self.epochs = trial.epochs or default_epochs
+        self.total_epochs = total_epochs or self.epochs  # the run's full training length (schedules span it)
+        self.objectives = objectives or Objectives()
+        self.history: list[dict[str, Any]] = []
+        self.decision = Decision.CONTINUE
+        self._report = report
+        self._evaluate = evaluate
+        self._autocast = autocast
+
+    def report(self, epoch: int | None = None, **metrics: Any) -> bool:
+        """Record one epoch's metrics and send them on; True when the trial should stop now (the scheduler
+        said STOP or PAUSE). ``epoch``: epochs trained in all, from 1 (default: the last one + 1)."""
+        last = self.history[-1]["epoch"] if self.history else 0
+        epoch = last + 1 if epoch is None else int(epoch)
+        if epoch <= last:
+            raise ValueError(f"report epochs must increase: got epoch {epoch} after {last}")
+        bad = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
+        if bad:
+            raise TrialFailure(FailureKind.NAN, f"metric {bad[0]} became {metrics[bad[0]]} in epoch {epoch}",
+                               {"epoch": epoch, **metrics})
+        self.history.append({"epoch": epoch, **metrics})
+        if self.decision is not Decision.CONTINUE:
+            return True
+        if self._report is not None:
+            self.decision = self._report(epoch, metrics, self._score(metrics))
+        return self.decision is not Decision.CONTINUE
+
+    @property
+    def should_stop(self) -> bool:
+        return self.decision is not Decision.CONTINUE
+
+    def evaluate(self, model: Any = None) -> tuple[float, float]:
+        """Validation loss and accuracy of ``model`` (default: ``ctx.model``) on the worker's device."""
+        if self._evaluate is None:
+            raise RuntimeError("this worker has no evaluate(): compute the validation metrics yourself")
+        return self._evaluate(self.model if model is None else model)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """The worker's mixed-precision context (bf16 autocast where the device supports it)."""
+        return self._autocast() if self._autocast is not None else contextlib.nullcontext()
+
+    def _score(self, metrics: Mapping[str, Any]) -> float | None:
+        with contextlib.suppress(ValueError):
+            return self.objectives.scores(metrics)[0]
+        return None
+
+    # -- the framework's side -------------------------------------------------------------------
+    def outcome(self, returned: Any = None, *, measured: Mapping[str, Any] | None = None,
+                keep_checkpoint: bool | Callable[[Result], bool] = False) -> tuple[Result, bytes | None]:
+        """The trial's Result once its function returned ``returned`` (a mapping of final metrics may
+        stand in for a last report): scores from the objectives, the reason it ended, and its checkpoint
+        when ``keep_checkpoint`` (or a paused trial's, always)."""
+        final: dict[str, Any] = dict(self.history[-1]) if self.history else {}
+        if isinstance(returned, Mapping):
+            final.update(returned)
+        if not final:
+            raise TrialFailure(FailureKind.OBJECTIVE_MISSING,
+                               f"the training function never called ctx.report(...) (objective "
+                               f"{', '.join(self.objectives.metrics)}); nothing to score",
+                               dict(measured or {}))
+        metrics = {**self.costs, **dict(measured or {}), **final}
+        try:
+            scores = self.objectives.scores(final)
+        except ValueError as e:
+            raise TrialFailure(FailureKind.OBJECTIVE_MISSING, str(e), metrics) from None
+        if not all(math.isfinite(s) for s in scores):
+            raise TrialFailure(FailureKind.NAN, f"objective values {list(scores)} are not finite", metrics)
+        reason = {Decision.STOP: FailureKind.STOPPED.value, Decision.PAUSE: FailureKind.PAUSED.value}.get(
+            self.decision)
+        epoch = int(final.get("epoch", self.history[-1]["epoch"] if self.history else self.epochs))
+        result = Result(self.trial.trial_id, TrialState.COMPLETE, score=scores[0], scores=list(scores),
+                        metrics=metrics, history=list(self.history), epoch=epoch, reason=reason)
+        keep = keep_checkpoint(result) if callable(keep_checkpoint) else keep_checkpoint
+        if keep or self.decision is Decision.PAUSE:
+            if self.checkpoint._provider is None and self.checkpoint._saved is None and self.model is not None:
+                model = self.model
+                self.checkpoint.provide(lambda: {"model": {k: v.detach().cpu() for k, v in
+                                                           model.state_dict().items()}, "epoch": epoch})
+            return result, self.checkpoint.make()
+        return result, None
+
+
+__all__ = ["CheckpointIO", "Report", "TrialContext", "TrialFailure"]

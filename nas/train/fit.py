@@ -1,0 +1,77 @@
+"""The built-in training function: what :class:`nas.trainer.TorchTrainer` runs for every trial, written
+against the same :class:`nas.train.context.TrialContext` a user's own function sees.
+
+Epochs of minibatch training on ``ctx.data`` with the trial's optimizer, learning-rate schedule (warm-up,
+cosine or step), label smoothing, gradient clipping and augmentation (:mod:`nas.train.hparams`), then the
+validation loss and accuracy, reported after every epoch; it returns as soon as a report answers stop.
+A trial with a checkpoint to start from (a promotion continuing a paused trial, PBT's exploit) continues
+its model, optimizer and schedule where that checkpoint ended. The loss is summed on the device and read
+once per epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from nas.train.context import TrialContext
+from nas.train.hparams import augmentation, make_optimizer, make_schedule
+
+
+def fit(ctx: TrialContext) -> None:
+    hp, model, feed = ctx.hparams, ctx.model, ctx.data
+    opt = make_optimizer(model, hp)
+    start_epoch = 0
+    state = ctx.checkpoint.load()
+    if state is not None:
+        model.load_state_dict(state["model"])
+        if state.get("optimizer_name") == hp["optimizer"] and "optimizer" in state:
+            opt.load_state_dict(state["optimizer"])
+        for group in opt.param_groups:  # explored hparams win over the copied optimizer's
+            group["lr"] = hp["lr"]
+            group["weight_decay"] = hp["weight_decay"]
+        start_epoch = int(state["epoch"])
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=hp["label_smoothing"])
+    augment = augmentation(hp)
+    per_epoch = feed.train_samples(hp["batch_size"])
+    steps = -(-per_epoch // min(hp["batch_size"], feed.n_train))
+    # the schedule spans the run's epochs (or the trial's end, if later); a continued trial goes on with it
+    schedule = make_schedule(hp, steps, max(ctx.total_epochs, start_epoch + ctx.epochs))
+    step = start_epoch * steps
+    params = [p for p in model.parameters() if p.requires_grad]
+    epoch = start_epoch
+
+    def state_now() -> dict[str, Any]:
+        return {"model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                "optimizer": opt.state_dict(), "optimizer_name": hp["optimizer"], "epoch": epoch,
+                "arch": dict(ctx.trial.arch), "hparams": dict(hp)}
+
+    ctx.checkpoint.provide(state_now)
+    for epoch in range(start_epoch + 1, start_epoch + ctx.epochs + 1):  # noqa: B007 - state_now reads it
+        model.train()
+        total = torch.zeros((), device=ctx.device)  # summed on the device: no sync per step
+        lr = hp["lr"]
+        for x, y in feed.train_batches(hp["batch_size"], augment):
+            lr = schedule.lr(step)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            with ctx.autocast():
+                loss = loss_fn(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if hp["grad_clip"] is not None:
+                torch.nn.utils.clip_grad_norm_(params, hp["grad_clip"], foreach=True)
+            opt.step()
+            total.add_(loss.detach().float(), alpha=len(y))
+            step += 1
+        train_loss = float(total) / per_epoch
+        if not math.isfinite(train_loss):
+            raise FloatingPointError(f"training loss became {train_loss} in epoch {epoch}")
+        val_loss, val_acc = ctx.evaluate()
+        if ctx.report(epoch=epoch, train_loss=train_loss, val_loss=val_loss, val_acc=val_acc, lr=lr):
+            return
+
+
+__all__ = ["fit"]

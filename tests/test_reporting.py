@@ -1,0 +1,185 @@
+"""Trials that report as they train: the ctx contract, schedulers in the loop (stop, pause, promote),
+journaled reports and their replay on resume, constraints and objectives. In-process (deterministic); the
+Ray path is in test_reporting_ray.py."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+import nas
+from nas.executor import InProcessExecutor
+from nas.loop import SearchLoop
+from nas.run.journal import read_records
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.strategies.random import RandomSearch
+from nas.trainer import TorchTrainer, TrainSettings
+
+EPOCHS = 9
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return nas.load_dataset("digits")
+
+
+def quality(arch):
+    return math.exp(toy_score(arch) / 10)  # in (0, 1], 1 at the space's optimum
+
+
+def curve_train(ctx):
+    """A learning curve that rises with the epochs towards the architecture's quality; it continues
+    where a checkpoint left off (a promotion)."""
+    state = ctx.checkpoint.load()
+    start = int(state["epoch"]) if state else 0
+    for epoch in range(start + 1, start + ctx.epochs + 1):
+        if ctx.report(epoch=epoch, val_acc=quality(ctx.trial.arch) * (1 - 0.5**epoch), loss=1.0 / epoch):
+            return
+
+
+class Crash(BaseException):
+    """Stands for the driver dying mid-search: nothing in the platform catches it."""
+
+
+def crashing_train(at):
+    calls = [0]
+
+    def train(ctx):
+        state = ctx.checkpoint.load()
+        start = int(state["epoch"]) if state else 0
+        for epoch in range(start + 1, start + ctx.epochs + 1):
+            calls[0] += 1
+            if calls[0] == at:
+                raise Crash(f"report #{at}")
+            if ctx.report(epoch=epoch, val_acc=quality(ctx.trial.arch) * (1 - 0.5**epoch)):
+                return
+
+    return train
+
+
+def search(tmp_path, digits, *, train=curve_train, scheduler="none", options=None, budget=20, resume=False,
+           strategy="evolution", settings=None, objectives=("val_acc",), **kw):
+    settings = settings or TrainSettings(epochs=EPOCHS, device="cpu", threads=1, measure_costs=False,
+                                         objectives=tuple(objectives))
+    ex = InProcessExecutor(ToySpace(), digits, settings, slots=2,
+                           trainer=lambda data, s: TorchTrainer(data, s, train_fn=train))
+    return nas.search(ToySpace(), strategy, budget=budget, executor=ex, seed=0, settings=settings,
+                      strategy_options={"population": 6, "sample_size": 3} if strategy == "evolution" else {},
+                      run_dir=tmp_path / "run", resume=resume, scheduler=scheduler,
+                      scheduler_options=options or {}, **kw)
+
+
+def test_every_epoch_is_reported_journaled_and_ends_in_the_result(tmp_path, digits):
+    df = search(tmp_path, digits, budget=4)
+    assert (df.epochs == EPOCHS).all() and df.reason.isna().all()
+    reports = [r for r in read_records(tmp_path / "run" / "trials.jsonl") if r.kind == "report"]
+    assert len(reports) == 4 * EPOCHS
+    first = [r.result for r in reports if r.trial.trial_id == 0]
+    assert [r.epoch for r in first] == list(range(1, EPOCHS + 1))
+    assert first[-1].score == pytest.approx(df.set_index("trial_id").score[0])
+    assert [h["epoch"] for h in df.set_index("trial_id").history[0]] == list(range(1, EPOCHS + 1))
+
+
+def test_asha_stopping_stops_poor_trials_at_a_rung_and_trains_fewer_epochs(tmp_path, digits):
+    df = search(tmp_path, digits, scheduler="asha", options={"eta": 3})
+    stopped = df[df.reason == "STOPPED"]
+    assert len(stopped) > 0 and set(stopped.epochs) <= {1, 3}  # stopped at a rung, not an epoch later
+    assert (df[df.reason.isna()].epochs == EPOCHS).all()
+    assert df.epochs.sum() < 0.6 * len(df) * EPOCHS
+    best = df.loc[df.score.idxmax()]
+    assert best.epochs == EPOCHS and pd.isna(best.reason)  # the winner trained in full
+    summary = df.attrs["summary"]
+    assert summary["decisions"]["STOP"] == len(stopped) and summary["reports"] == df.epochs.sum()
+
+
+def test_median_rule_stops_within_an_epoch_of_its_decision(tmp_path, digits):
+    df = search(tmp_path, digits, scheduler="median", options={"grace_period": 2}, budget=12)
+    stopped = df[df.reason == "STOPPED"]
+    assert len(stopped) > 0 and (stopped.epochs < EPOCHS).all()
+
+
+def test_asha_promotion_pauses_with_checkpoints_and_continues_them(tmp_path, digits):
+    df = search(tmp_path, digits, scheduler="asha", options={"eta": 3, "variant": "promotion"}, budget=12)
+    assert len(df) == 12 and df.trial_id.is_unique
+    paused = df[df.reason == "PAUSED"]
+    assert len(paused) > 0 and set(paused.epochs) <= {1, 3}
+    full = df[df.epochs == EPOCHS]
+    assert len(full) >= 1 and full.reason.isna().all()  # promoted 1 -> 3 -> 9 from their checkpoints
+    records = list(read_records(tmp_path / "run" / "trials.jsonl"))
+    tid = int(full.trial_id.iloc[0])
+    continued = [r.trial for r in records if r.kind == "submit" and r.trial.trial_id == tid][1:]
+    assert [t.checkpoint_from for t in continued] == [tid, tid] and [t.epochs for t in continued] == [2, 6]
+    reports = [r.result.epoch for r in records if r.kind == "report" and r.trial.trial_id == tid]
+    assert reports == list(range(1, EPOCHS + 1))  # each continuation went on from its checkpoint's epoch
+    assert (tmp_path / "run" / "checkpoints").is_dir()
+
+
+@pytest.mark.parametrize("at", [5, 23])
+def test_a_crash_mid_training_resumes_to_the_uninterrupted_run(tmp_path, digits, at):
+    options = {"eta": 3, "variant": "promotion"}
+    reference = search(tmp_path / "ref", digits, scheduler="asha", options=options, budget=10)
+    with pytest.raises(Crash):
+        search(tmp_path, digits, train=crashing_train(at), scheduler="asha", options=options, budget=10)
+    df = search(tmp_path, digits, scheduler="asha", options=options, budget=10, resume=True)
+    cols = ["trial_id", "arch", "score", "epochs", "reason"]
+    assert df[cols].sort_values("trial_id").reset_index(drop=True).equals(
+        reference[cols].sort_values("trial_id").reset_index(drop=True))
+
+
+def test_constraints_are_checked_before_training_and_the_search_goes_on(tmp_path, digits):
+    settings = TrainSettings(epochs=2, device="cpu", threads=1, max_flops=1_000, cost_repeats=1)
+    df = search(tmp_path, digits, settings=settings, budget=4)
+    assert (df.state == "FAILED").all() and (df.reason == "INFEASIBLE").all()
+    assert df.error.str.match(r"INFEASIBLE: flops \d+ > max_flops 1000$").all()
+    assert all(m["flops"] > 1_000 and "latency_ms" in m for m in df.metrics)
+    assert all(not h for h in df.history)  # nothing was trained
+
+
+def test_objectives_apply_their_mode_once_and_a_missing_one_stops_the_search(tmp_path, digits):
+    df = search(tmp_path, digits, objectives=["loss:min"], budget=3)
+    assert (df.score == -1.0 / EPOCHS).all() and df.scores.map(len).eq(1).all()
+    with pytest.raises(ValueError, match=r"^none of the first 5 trials reported the objective, so the search "
+                                         r"stops: OBJECTIVE_MISSING: objective metric 'top1' missing from the "
+                                         r"result; it reported: epoch, loss, val_acc$"):
+        search(tmp_path / "b", digits, objectives=["top1"], budget=8)
+
+
+def silent(ctx):
+    pass
+
+
+def raising(ctx):
+    ctx.report(epoch=1, val_acc=0.5)
+    raise RuntimeError("out of ideas")
+
+
+def nan(ctx):
+    ctx.report(epoch=1, val_acc=float("nan"))
+
+
+@pytest.mark.parametrize(("fn", "kind", "error"), [
+    (silent, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...)"),
+    (raising, "ERROR", "RuntimeError: out of ideas"),
+    (nan, "NAN", "NAN: metric val_acc became nan in epoch 1"),
+])
+def test_training_functions_that_fail_are_failed_trials_and_the_search_goes_on(digits, fn, kind, error):
+    ex = InProcessExecutor(ToySpace(), digits, TrainSettings(epochs=2, measure_costs=False),
+                           trainer=lambda data, s: TorchTrainer(data, s, train_fn=fn))
+    loop = SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=3, broken_space_trials=None)
+    results = loop.run()
+    assert len(results) == 3 and all(r.reason == kind and r.error.startswith(error) for _, r in results)
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"scheduler": "ashaa"}, "unknown scheduler 'ashaa'; known: asha, hyperband, median, none"),
+    ({"scheduler": "asha", "options": {"eta": 1}}, "eta must be a finite number > 1, got 1"),
+    ({"scheduler": "asha", "options": {"grace_period": 10}}, "grace_period must be <= max_epochs (9), got 10"),
+    ({"scheduler": "asha", "options": {"etaa": 2}}, "unknown options ['etaa'] for scheduler 'asha'"),
+    ({"scheduler": "asha", "strategy": "pbt"}, "scheduler 'asha' does not compose with strategy 'pbt'"),
+])
+def test_bad_scheduler_input_is_one_line(tmp_path, digits, kw, message):
+    with pytest.raises(ValueError) as e:
+        search(tmp_path, digits, budget=2, **kw)
+    assert message in str(e.value) and "\n" not in str(e.value)
