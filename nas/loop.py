@@ -43,6 +43,7 @@ class TrialRecord:
     started_at: float | None = None  # when its worker began it (QUEUED -> RUNNING), the executor's clock
     runs: int = 1  # 1 + the promotions that continued it from its checkpoint
     epoch: int = 0  # the last epoch it reported
+    decided: tuple[str, int] | None = None  # (STOP or PAUSE, the epoch of the report it answered)
 
 
 class Callback:
@@ -299,6 +300,7 @@ class SearchLoop:
                                                           metrics=dict(event.metrics), epoch=epoch))
         if decision is not Decision.CONTINUE:
             self.decisions[decision.value] += 1
+            record.decided = (decision.value, epoch)
             self.executor.decide(trial.trial_id, decision)
         self.report_seconds += time.perf_counter() - t0
 
@@ -317,6 +319,8 @@ class SearchLoop:
             if result.ok and result.scores is None:
                 result.scores = [result.score]  # type: ignore[list-item]
             record = self.records[trial.trial_id]
+            if record.runs > 1 and record.result is not None and record.result.history:
+                result.history = [*record.result.history, *result.history]  # the whole learning curve
             self._move(record, result.state)
             record.result = result
             record.epoch = max(record.epoch, result.epoch)

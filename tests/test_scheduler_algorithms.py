@@ -24,15 +24,23 @@ def test_rungs():
     assert ASHA(max_epochs=100, grace_period=4, eta=2).rungs == (4, 8, 16, 32, 64, 100)
 
 
+
+def report(s, t, epoch, v):
+    """``s.on_report``; a PAUSE ends that run, as the loop's paused trials do (then it is promotable)."""
+    d = s.on_report(t, epoch, v)
+    if d is P:
+        s.on_result(t, epoch, v)
+    return d
+
 def test_asha_stopping_keeps_the_top_third_of_what_each_rung_has_seen():
     s = ASHA(max_epochs=27)
     scores = [5, 1, 2, 8, 3, 4, 9, 0, 7]
     # n results at the rung, rank r: continue iff r * 3 <= n or r == 1 (worked by hand)
-    assert [s.on_report(t, 1, v) for t, v in enumerate(scores)] == [C, S, S, C, S, S, C, S, C]
+    assert [report(s, t, 1, v) for t, v in enumerate(scores)] == [C, S, S, C, S, S, C, S, C]
     for epoch in (2, 3):  # the four survivors reach rung 3 in order 0, 3, 6, 8: 5, 8, 9, 7
-        decisions = [s.on_report(t, epoch, scores[t]) for t in (0, 3, 6, 8)]
+        decisions = [report(s, t, epoch, scores[t]) for t in (0, 3, 6, 8)]
     assert decisions == [C, C, C, S]
-    assert s.on_report(1, 2, 10) is S  # stopped stays stopped
+    assert report(s, 1, 2, 10) is S  # stopped stays stopped
 
 
 def test_asha_stopping_agrees_with_a_sorted_reference_on_random_sequences():
@@ -44,32 +52,32 @@ def test_asha_stopping_agrees_with_a_sorted_reference_on_random_sequences():
             seen.append(float(v))
             rank = 1 + sum(x > v for x in seen)
             expected = C if rank == 1 or rank * eta <= len(seen) else S
-            assert s.on_report(t, 1, float(v)) is expected
+            assert report(s, t, 1, float(v)) is expected
 
 
 def test_asha_promotion_order():
     s = ASHA(max_epochs=27, variant="promotion")
     assert s.pauses
     for t, v in enumerate([0.2, 0.5, 0.1]):
-        assert s.on_report(t, 1, v) is P
+        assert report(s, t, 1, v) is P
     assert s.promote() == Promotion(1, 1, 3)  # best of three at rung 1
     assert s.promote() is None
     for t, v in zip((3, 4, 5), (0.4, 0.3, 0.05), strict=True):
-        s.on_report(t, 1, v)
+        report(s, t, 1, v)
     assert s.promote() == Promotion(3, 1, 3)  # six results: the top two (1 and 3) may go up
     assert s.promote() is None
     for t, v in zip((6, 7, 8), (0.45, 0.35, 0.25), strict=True):
-        s.on_report(t, 1, v)
+        report(s, t, 1, v)
     assert s.promote() == Promotion(6, 1, 3)  # nine: the top three 1, 6, 3
     for t, v in ((1, 0.7), (3, 0.55), (6, 0.9)):
-        assert s.on_report(t, 2, v) is C and s.on_report(t, 3, v) is P
-    s.on_report(9, 1, 0.48)  # ten at rung 1: 9 is second best, so promotable there
+        assert report(s, t, 2, v) is C and report(s, t, 3, v) is P
+    report(s, 9, 1, 0.48)  # ten at rung 1: 9 is second best, so promotable there
     # rung 3 holds 1 (0.7), 3 (0.55), 6 (0.9): its best goes before rung 1's candidate
     assert s.promote() == Promotion(6, 3, 9)
     assert s.promote() == Promotion(9, 1, 3)
     assert s.promote() is None
     assert s.rung_result(6) == (3, 0.9) and s.rung_result(2) == (1, 0.1) and s.rung_result(99) is None
-    assert s.on_report(6, 4, 0.9) is C and s.on_report(6, 9, 0.95) is P
+    assert report(s, 6, 4, 0.9) is C and report(s, 6, 9, 0.95) is P
 
 
 def test_asha_promotion_agrees_with_a_brute_force_reference():
@@ -94,7 +102,7 @@ def test_asha_promotion_agrees_with_a_brute_force_reference():
     def run_to_rung(t, start, k):
         for epoch in range(start + 1, levels[k] + 1):
             v = float(rng.integers(0, 50))  # ties happen
-            d = s.on_report(t, epoch, v)
+            d = report(s, t, epoch, v)
             if epoch == levels[k]:
                 assert d is (P if k < len(levels) - 1 else C)
                 recorded[k][t] = [v, False]
@@ -122,7 +130,7 @@ def test_asha_promotion_agrees_with_a_brute_force_reference():
 def test_asha_promotion_never_promotes_a_failed_or_running_trial():
     s = ASHA(max_epochs=9, variant="promotion")
     for t, v in enumerate([0.9, 0.5, 0.1]):
-        s.on_report(t, 1, v)
+        report(s, t, 1, v)
     s.on_failed(0)
     assert s.promote() is None  # 0 was the only top-1/3 trial
     s.on_result(1, 1, 0.5)  # the paused run of trial 1 ends: it stays paused
@@ -133,7 +141,7 @@ def test_a_trial_reaching_max_epochs_finishes_by_itself():
     for variant in ("stopping", "promotion"):
         s = ASHA(max_epochs=3, grace_period=3, variant=variant)
         assert s.rungs == (3,)
-        assert [s.on_report(0, e, 0.5) for e in (1, 2, 3)] == [C, C, C]
+        assert [report(s, 0, e, 0.5) for e in (1, 2, 3)] == [C, C, C]
         s.on_result(0, 3, 0.6)
         assert s.trials[0].phase is Phase.DONE
 
@@ -171,11 +179,11 @@ def test_median_rule_on_a_worked_example():
     curves = {0: [0.2, 0.4, 0.6], 1: [0.3, 0.5, 0.7], 2: [0.1, 0.2, 0.3]}
     for t, c in curves.items():
         for e, v in enumerate(c, 1):
-            assert s.on_report(t, e, v) is C
+            assert report(s, t, e, v) is C
     # running means at epoch 2: 0.3, 0.4, 0.15 -> median 0.3
-    assert s.on_report(3, 1, 0.0) is C  # inside the grace period
-    assert s.on_report(3, 2, 0.29) is S  # best 0.29 < 0.3
-    assert s.on_report(4, 1, 0.31) is C and s.on_report(4, 2, 0.0) is C  # best so far 0.31 >= median
+    assert report(s, 3, 1, 0.0) is C  # inside the grace period
+    assert report(s, 3, 2, 0.29) is S  # best 0.29 < 0.3
+    assert report(s, 4, 1, 0.31) is C and report(s, 4, 2, 0.0) is C  # best so far 0.31 >= median
     assert s.running_mean(0, 3) == pytest.approx(0.4) and s.running_mean(0, 4) is None
 
 
@@ -196,7 +204,7 @@ def test_median_rule_agrees_with_a_brute_force_reference():
             best = max([x for _, x in curves[t]] + [v])
             stop = 2 <= epoch < 20 and len(others) >= 3 and best < float(np.median(others))
             curves[t].append((epoch, v))
-            assert s.on_report(t, epoch, v) is (S if stop else C)
+            assert report(s, t, epoch, v) is (S if stop else C)
             if stop:
                 break
             if rng.random() < 0.03:
@@ -207,8 +215,8 @@ def test_median_rule_agrees_with_a_brute_force_reference():
 
 def test_median_rule_waits_for_min_samples_and_ignores_failed_trials():
     s = MedianStopping(max_epochs=10, min_samples=2)
-    s.on_report(0, 1, 0.9)
-    assert s.on_report(1, 1, 0.1) is C  # one other trial: too few
+    report(s, 0, 1, 0.9)
+    assert report(s, 1, 1, 0.1) is C  # one other trial: too few
     s.on_failed(0)
-    assert s.on_report(2, 1, 0.0) is C  # trial 0 failed: only trial 1 counts
-    assert s.on_report(3, 1, 0.01) is S  # trials 1, 2 (0.1, 0.0): median 0.05
+    assert report(s, 2, 1, 0.0) is C  # trial 0 failed: only trial 1 counts
+    assert report(s, 3, 1, 0.01) is S  # trials 1, 2 (0.1, 0.0): median 0.05

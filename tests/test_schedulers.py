@@ -68,7 +68,7 @@ class Sim:
         if decision is C and epoch < self.s.max_epochs:
             self.running[t] = epoch
         else:
-            if decision is C:
+            if decision in (C, P):  # it ends here (a paused run too: then it may be promoted)
                 self.s.on_result(t, epoch, curve(t, epoch))
             del self.running[t]
         return True

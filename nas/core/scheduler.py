@@ -44,6 +44,7 @@ class Phase(StrEnum):
     """Where a trial stands with the scheduler."""
 
     RUNNING = "RUNNING"
+    PAUSING = "PAUSING"  # told to pause; its run (and checkpoint) has not ended yet: not promotable
     PAUSED = "PAUSED"
     STOPPED = "STOPPED"
     DONE = "DONE"
@@ -117,7 +118,7 @@ class Scheduler:
         record = self.trials[trial_id]
         if record.phase in ENDED:
             return Decision.STOP
-        if record.phase is Phase.PAUSED:
+        if record.phase in (Phase.PAUSING, Phase.PAUSED):
             return Decision.PAUSE
         value = finite_score(score)
         if value is None:
@@ -130,7 +131,7 @@ class Scheduler:
         if decision is Decision.STOP:
             record.phase = Phase.STOPPED
         elif decision is Decision.PAUSE:
-            record.phase = Phase.PAUSED
+            record.phase = Phase.PAUSING
         return decision
 
     def on_result(self, trial_id: int, epoch: int, score: float | None) -> None:
@@ -140,7 +141,9 @@ class Scheduler:
         record = self.trials[trial_id]
         if record.phase not in ENDED and score is not None and epoch > record.epoch:
             self.on_report(trial_id, epoch, score)
-        if record.phase is Phase.RUNNING:  # a paused trial's run ends too; it stays PAUSED
+        if record.phase is Phase.PAUSING:  # its run ended at the pause, its checkpoint kept: promotable now
+            record.phase = Phase.PAUSED
+        elif record.phase is Phase.RUNNING:
             record.phase = Phase.DONE
 
     def on_failed(self, trial_id: int) -> None:

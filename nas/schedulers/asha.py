@@ -21,6 +21,9 @@ Trials must report every epoch (a rung skipped over is not judged). Scores are h
 (1, 3, 9, 27)
 >>> [asha.on_report(t, 1, s).value for t, s in enumerate([0.3, 0.9, 0.5])]
 ['PAUSE', 'PAUSE', 'PAUSE']
+>>> asha.promote() is None   # not before their runs have ended, their checkpoints kept
+True
+>>> for t, s in enumerate([0.3, 0.9, 0.5]): asha.on_result(t, 1, s)
 >>> asha.promote()
 Promotion(trial_id=1, epoch=1, until=3)
 >>> asha.promote() is None   # 3 results at rung 1: only the best one is in the top 1/3
