@@ -1,0 +1,136 @@
+"""``nas bench asha-train`` and ``nas bench report-cost``: what early stopping saves in real training, and
+what a streamed per-epoch report costs the driver.
+
+``asha-train``: real training of the macro space on the built-in digits data (CPU here), regularized
+evolution with ASHA (stopping variant, eta 3, rungs 1, 3, 9) against evolution alone, the same number of
+candidates and seeds on both sides, run one after the other on the same Ray workers: best validation
+accuracy, total epochs trained, search wall time (worker start-up excluded on both sides: the pool starts
+before the loop's clock does).
+
+``report-cost``: the driver's marginal CPU time per report on the Ray streaming path. Two searches of the
+same trials on the same workers, one reporting 1 epoch per trial and one reporting ``--epochs``; the
+trials do no work, so the difference in the driver's process time divided by the extra reports is what a
+report costs (journal line, scheduler decision, the stream item's callback and fetch), with every per-trial
+cost cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from nas.bench import text_table
+from nas.train.context import TrialContext
+
+
+def quiet_train(ctx: TrialContext) -> None:
+    """A trial that only reports: ``ctx.epochs`` reports, no training."""
+    for epoch in range(1, ctx.epochs + 1):
+        if ctx.report(epoch=epoch, val_acc=0.5):
+            return
+
+
+def _search(*, scheduler: str, seed: int, budget: int, epochs: int, workers: int, root: Path,
+            **kw: Any) -> dict[str, Any]:
+    import nas
+    from nas.trainer import TrainSettings
+
+    settings = TrainSettings(epochs=epochs, seed=seed, measure_costs=False)
+    cpu = time.process_time()
+    df = nas.search("macro", "evolution", budget=budget, workers=workers, seed=seed, settings=settings,
+                    strategy_options={"population": max(4, budget // 3), "sample_size": 3},
+                    scheduler=scheduler, run_dir=root / f"{scheduler}-{seed}-{time.monotonic_ns()}", **kw)
+    s = df.attrs["summary"]
+    return {"best": float(df.score.max()), "epochs": int(df.epochs.sum()), "wall": s["wall_seconds"],
+            "reports": s["reports"], "report_ms": 1e3 * s["report_seconds"] / max(s["reports"], 1),
+            "cpu": time.process_time() - cpu, "stopped": int((df.reason == "STOPPED").sum())}
+
+
+def cmd_asha_train(args: argparse.Namespace) -> int:
+    if args.seeds < 1 or args.budget < 2 or args.epochs < 3 or args.workers < 1:
+        raise ValueError(f"need --seeds >= 1, --budget >= 2, --epochs >= 3, --workers >= 1; got {args.seeds}, "
+                         f"{args.budget}, {args.epochs}, {args.workers}")
+    from nas.api import connect
+
+    connect(args.address)
+    rows, runs = [["seed", "side", "best val acc", "epochs trained", "stopped", "wall (s)", "driver ms/report"]], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in range(args.seeds):
+            for side in ("none", "asha"):
+                r = _search(scheduler=side, seed=seed, budget=args.budget, epochs=args.epochs,
+                            workers=args.workers, root=Path(tmp))
+                runs.append((side, r))
+                rows.append([str(seed), "evolution" + (" + asha" if side == "asha" else ""), f"{r['best']:.4f}",
+                             str(r["epochs"]), str(r["stopped"]), f"{r['wall']:.1f}", f"{r['report_ms']:.2f}"])
+                print(f"seed {seed} {side}: best {r['best']:.4f}, {r['epochs']} epochs, {r['wall']:.1f} s",
+                      file=sys.stderr, flush=True)
+    print(f"macro space on digits, {args.budget} candidates x {args.epochs} epochs, {args.workers} Ray workers, "
+          f"{args.seeds} seeds; ASHA: stopping, eta 3")
+    print(text_table(rows, rule=True))
+    by = {side: [r for s, r in runs if s == side] for side in ("none", "asha")}
+    mean = {side: {k: statistics.fmean(r[k] for r in rs) for k in ("best", "epochs", "wall")}
+            for side, rs in by.items()}
+    sd = {side: statistics.pstdev(r["best"] for r in rs) for side, rs in by.items()}
+    print(f"mean best val acc: evolution {mean['none']['best']:.4f} (sd {sd['none']:.4f}), "
+          f"evolution + asha {mean['asha']['best']:.4f} (sd {sd['asha']:.4f})")
+    print(f"evolution + asha / evolution: epochs trained {mean['asha']['epochs'] / mean['none']['epochs']:.2f}x, "
+          f"wall time {mean['asha']['wall'] / mean['none']['wall']:.2f}x")
+    return 0
+
+
+def cmd_report_cost(args: argparse.Namespace) -> int:
+    if args.trials < 1 or args.epochs < 2 or args.workers < 1:
+        raise ValueError(f"need --trials >= 1, --epochs >= 2, --workers >= 1; got {args.trials}, {args.epochs}, "
+                         f"{args.workers}")
+    from nas.api import connect
+
+    connect(args.address)
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for epochs in (1, args.epochs):
+            import nas
+            from nas.trainer import TrainSettings
+
+            cpu, wall = time.process_time(), time.perf_counter()
+            df = nas.search("toy", "random", budget=args.trials, workers=args.workers, seed=0,
+                            settings=TrainSettings(epochs=epochs, measure_costs=False), train=quiet_train,
+                            run_dir=Path(tmp) / f"e{epochs}")
+            out[epochs] = {"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall,
+                           "reports": df.attrs["summary"]["reports"],
+                           "loop_ms": 1e3 * df.attrs["summary"]["report_seconds"]}
+    a, b = out[1], out[args.epochs]
+    extra = b["reports"] - a["reports"]
+    rows = [["reports per trial", "trials", "reports", "driver CPU (s)", "wall (s)", "in _report (ms)"]]
+    rows += [[str(e), str(args.trials), str(o["reports"]), f"{o['cpu']:.2f}", f"{o['wall']:.2f}",
+              f"{o['loop_ms']:.0f}"] for e, o in out.items()]
+    print(f"{args.trials} trials that only report, {args.workers} Ray workers; start-up and per-trial costs "
+          f"cancel in the difference")
+    print(text_table(rows, rule=True))
+    print(f"driver CPU per report: {1e3 * (b['cpu'] - a['cpu']) / extra:.2f} ms "
+          f"(wall {1e3 * (b['wall'] - a['wall']) / extra:.2f} ms; of it in the loop's journal + scheduler step "
+          f"{(b['loop_ms'] - a['loop_ms']) / extra:.3f} ms); per trial with one report: "
+          f"{1e3 * a['cpu'] / args.trials:.2f} ms CPU")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("asha-train", help="real training: evolution + ASHA against evolution alone",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, default=3, help="seeds per side (default 3)")
+    p.add_argument("--budget", type=int, default=12, help="candidates per search (default 12)")
+    p.add_argument("--epochs", type=int, default=9, help="epochs of a full trial, ASHA's max (default 9)")
+    p.add_argument("--workers", type=int, default=2, help="Ray trainer actors (default 2)")
+    p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
+    p.set_defaults(handler=cmd_asha_train)
+    p = sub.add_parser("report-cost", help="the driver's CPU time per streamed report (Ray)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=200, help="trials per run (default 200)")
+    p.add_argument("--epochs", type=int, default=20, help="reports per trial in the second run (default 20)")
+    p.add_argument("--workers", type=int, default=2, help="Ray trainer actors (default 2)")
+    p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
+    p.set_defaults(handler=cmd_report_cost)
