@@ -1,17 +1,24 @@
-"""`nas best RUN_DIR --pareto [--export DIR]` on a real (small, in-process, really trained) run whose
-run.json names two objectives: validation accuracy against the measured parameter count."""
+"""`nas best RUN_DIR --pareto [--export DIR]` and `nas report`'s front section, on a real (small, in-process,
+really trained) run whose run.json names two objectives: validation accuracy against the measured parameter
+count."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 import nas
 from nas.cli import main
+from nas.core.front import hypervolume_over_time
+from nas.monitor.front_figures import front_scatter, hypervolume_figure
+from nas.run.reader import results_frame
 from nas.search_spaces.toy import ToySpace
 from nas.trainer import TrainSettings
+from nas.types import FailureKind, Result, Trial
 
 OBJ = ["val_acc:max", "params:min"]
 
@@ -68,3 +75,34 @@ def test_bad_input(run_dir, tmp_path, capsys):
     (bad / "run.json").write_text(json.dumps({**cfg, "objectives": ["val_acc", "val_acc:min"]}))
     assert main(["best", str(bad), "--pareto"]) == 2
     assert "objective 'val_acc' is given twice" in capsys.readouterr().err
+
+
+def test_report_shows_every_trial_the_front_highlighted_and_hypervolume_against_time(run_dir, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    page = out.read_text()
+    section = page[page.index("<h3>Pareto front and hypervolume</h3>"):]
+    section = section[:section.index("<h3>", 5)]
+    assert "Objectives: val_acc:max, params:min." in section
+    assert "id=\"run0-front\"" in section and "id=\"run0-hypervolume\"" in section
+    assert section.count("Plotly.newPlot") == 2
+    df = nas.load_results(run_dir)
+    fig = front_scatter(df, OBJ)
+    every, front = fig.data
+    assert sorted(every.customdata[:, 0]) == sorted(df.trial_id)
+    assert sorted(front.customdata[:, 0]) == sorted(nas.pareto_front(df, OBJ).trial_id)
+    assert fig.layout.xaxis.title.text == "params (lower is better)"
+    hv = hypervolume_figure(df, OBJ)
+    assert len(hv.data[0].y) == len(df) and (np.diff(hv.data[0].y) >= 0).all()
+    assert hv.data[1].y[-1] == len(front.customdata) and hv.data[0].x[0] > 0  # seconds since the first start
+
+
+def test_infeasible_trials_are_drawn_nowhere_on_the_front(run_dir):
+    df = nas.load_results(run_dir)
+    extra = results_frame([(Trial(99, {"d0": 0}), Result.failed(99, "params 9e9 > 1e6", reason=FailureKind.INFEASIBLE,
+                                                                  metrics={"params": 1.0, "val_acc": 1.0}))])
+    both = pd.concat([df, extra], ignore_index=True)
+    fig = front_scatter(both, OBJ)
+    assert 99 not in list(fig.data[0].customdata[:, 0]) and 99 not in list(fig.data[1].customdata[:, 0])
+    assert "(1 FAILED or infeasible, never on it)" in fig.layout.title.text
+    assert len(hypervolume_over_time(both, OBJ)) == len(df)
