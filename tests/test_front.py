@@ -84,3 +84,25 @@ def test_hypervolume_over_time_never_falls_and_ends_at_the_fronts():
     assert curve.hypervolume.iloc[-1] == pytest.approx(core_hypervolume(front, ref))
     assert curve.front_size.iloc[-1] == len(front) == len(nas.pareto_front(df, OBJ))
     assert hypervolume_over_time(df.iloc[:0], OBJ).empty
+
+
+def test_the_live_tracker_keeps_the_same_front_and_hypervolume_as_the_batch():
+    from nas.core.front import FrontTracker
+    from nas.core.objectives import pareto_front as mask
+
+    rng = np.random.default_rng(1)
+    points = rng.normal(size=(200, 3))
+    tracker = FrontTracker()
+    for i, p in enumerate(points):
+        tracker.add(p)
+        tracker.add([float("nan"), 0.0, 0.0])  # a non-finite vector never joins
+        seen = points[: i + 1]
+        assert tracker.size == int(mask(seen).sum())
+    front = points[mask(points)]
+    assert sorted(map(tuple, tracker.front)) == sorted(map(tuple, front))
+    assert tracker.hypervolume() == pytest.approx(core_hypervolume(front, reference_point(points)))
+    one = FrontTracker()
+    for v in (0.5, 0.9, 0.7):
+        one.add([v])
+    assert one.size == 1 and one.hypervolume() == pytest.approx(0.9 - (0.5 - 0.04))  # one objective: best above ref
+    assert FrontTracker().hypervolume() == 0.0 and FrontTracker().reference() is None

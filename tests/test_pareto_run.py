@@ -106,3 +106,10 @@ def test_infeasible_trials_are_drawn_nowhere_on_the_front(run_dir):
     assert 99 not in list(fig.data[0].customdata[:, 0]) and 99 not in list(fig.data[1].customdata[:, 0])
     assert "(1 FAILED or infeasible, never on it)" in fig.layout.title.text
     assert len(hypervolume_over_time(both, OBJ)) == len(df)
+
+
+def test_status_has_a_front_line_for_several_objectives(run_dir, capsys):
+    assert main(["status", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    n = len(nas.pareto_front(nas.load_results(run_dir), OBJ))
+    assert f"front     {n} trials on the Pareto front of val_acc:max, params:min; hypervolume " in out

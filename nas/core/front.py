@@ -118,5 +118,47 @@ def hypervolume_over_time(df: pd.DataFrame, objectives: Sequence[str] | Objectiv
     return pd.DataFrame(rows)
 
 
-__all__ = ["DEFAULT_OBJECTIVES", "hypervolume", "hypervolume_over_time", "objective_frame", "pareto_front",
-           "reference_point", "scores_of"]
+class FrontTracker:
+    """The Pareto front of the higher-is-better score vectors seen so far, kept incrementally (for the live
+    metrics: O(front) per point), and its hypervolume against :func:`reference_point` of every point seen
+    (from running bounds, so it never falls). One objective is a front too: the best point(s), whose
+    hypervolume is its distance above the reference.
+
+    >>> t = FrontTracker()
+    >>> for p in [(0.9, -12.0), (0.8, -5.0), (0.7, -13.0)]:
+    ...     t.add(p)
+    >>> t.size, round(t.hypervolume(), 4)  # reference (0.68, -13.8): 0.22 * 1.8 + 0.12 * 7
+    (2, 1.236)
+    """
+
+    def __init__(self) -> None:
+        self.front = np.zeros((0, 0))
+        self.low: np.ndarray | None = None
+        self.high: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.front)
+
+    def add(self, scores: Sequence[float]) -> None:
+        """A feasible result's scores (non-finite ones, and a vector of another length, are ignored)."""
+        p = np.asarray(scores, dtype=float).reshape(1, -1)
+        if not np.isfinite(p).all() or (self.size and p.shape[1] != self.front.shape[1]):
+            return
+        self.low = p[0] if self.low is None else np.minimum(self.low, p[0])
+        self.high = p[0] if self.high is None else np.maximum(self.high, p[0])
+        both = np.vstack([self.front.reshape(-1, p.shape[1]), p])
+        self.front = both[core.pareto_front(both)]
+
+    def reference(self) -> list[float] | None:
+        if self.low is None or self.high is None:
+            return None
+        return reference_point(np.vstack([self.low, self.high]))
+
+    def hypervolume(self) -> float:
+        ref = self.reference()
+        return 0.0 if ref is None else core.hypervolume(self.front, ref)
+
+
+__all__ = ["DEFAULT_OBJECTIVES", "FrontTracker", "hypervolume", "hypervolume_over_time", "objective_frame",
+           "pareto_front", "reference_point", "scores_of"]

@@ -30,6 +30,40 @@ def run_objectives(cfg: dict[str, Any]) -> Objectives:
     return Objectives(cfg.get("objectives") or list(DEFAULT_OBJECTIVES))
 
 
+def front_status(cfg: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
+    """``objectives``, ``front_size`` and ``hypervolume`` for ``nas status`` (the last two None for a run with
+    one objective, or with a malformed objectives entry)."""
+    objectives = cfg.get("objectives") or []
+    out: dict[str, Any] = {"objectives": list(objectives), "front_size": None, "hypervolume": None}
+    if len(objectives) < 2:
+        return out
+    try:
+        obj = Objectives(objectives)
+    except ValueError:
+        return out
+    ranked = objective_frame(df, obj)
+    if not ranked.empty:
+        scores = scores_of(ranked, obj)
+        front = scores_of(pareto_front(df, obj), obj)
+        out.update(front_size=len(front), hypervolume=hypervolume(front, reference_point(scores)))
+    else:
+        out["front_size"] = 0
+    return out
+
+
+def format_front_status(st: dict[str, Any]) -> str | None:
+    """The ``nas status`` line of a multi-objective run, or None.
+
+    >>> format_front_status({"objectives": ["val_acc:max", "params:min"], "front_size": 3, "hypervolume": 12.5})
+    'front     3 trials on the Pareto front of val_acc:max, params:min; hypervolume 12.5'
+    """
+    if st.get("front_size") is None:
+        return None
+    hv = f"; hypervolume {st['hypervolume']:.6g}" if st.get("hypervolume") is not None else ""
+    return (f"front     {st['front_size']} trial{'s' if st['front_size'] != 1 else ''} on the Pareto front of "
+            f"{', '.join(map(str, st['objectives']))}{hv}")
+
+
 def run_front(run_dir: str | os.PathLike[str]) -> tuple[Objectives, pd.DataFrame, list[float] | None, float]:
     """(objectives, the front's rows, reference, hypervolume) of a run directory."""
     from nas.run.reader import load_run
@@ -121,4 +155,5 @@ def cmd_pareto(run_dir: str, export: str | None) -> int:
     return 0
 
 
-__all__ = ["cmd_pareto", "export_front", "format_front", "kept_weights", "run_front", "run_objectives"]
+__all__ = ["cmd_pareto", "export_front", "format_front", "format_front_status", "front_status", "kept_weights",
+           "run_front", "run_objectives"]
