@@ -56,7 +56,21 @@ class RegularizedEvolution(Strategy):
     (re-mutate up to a few times when a child is already in the population or in flight; default False,
     as in the paper). Dedup looks only at the living population and the trials in flight, not at every
     architecture ever asked: those are the ones a repeat would waste a slot beside, and the state (and its
-    snapshot) stays O(population + in flight), not O(trials)."""
+    snapshot) stays O(population + in flight), not O(trials). ``objectives`` (the run's "metric:mode" specs,
+    given by ``nas.search``, not a user option): with more than one, the multi-objective tournament of the
+    module docstring ranks each result's ``scores``.
+
+    >>> from nas.search_spaces.toy import ToySpace
+    >>> from nas.types import Result, TrialState
+    >>> evo = RegularizedEvolution(ToySpace(), objectives=["val_acc", "params:min"], population=4, sample_size=2,
+    ...                            seed=0)
+    >>> for _ in range(12):
+    ...     t = evo.ask()
+    ...     acc, params = sum(t.arch.values()) / 20, 100 * sum(t.arch.values()) + 10
+    ...     evo.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=acc, scores=[acc, -params]))
+    >>> len(evo.population), len(evo.population[0].scores)
+    (4, 2)
+    """
 
     def __init__(
         self,
