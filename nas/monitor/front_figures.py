@@ -78,7 +78,8 @@ def hypervolume_figure(df: pd.DataFrame, objectives: Sequence[str] | Objectives)
                     line={"shape": "hv", "dash": "dot"})
     return _layout(fig, "Hypervolume of the front found so far", "seconds since the first trial started",
                    "hypervolume", yaxis2={"title": "front size (trials)", "overlaying": "y", "side": "right",
-                                          "rangemode": "tozero"})
+                                          "rangemode": "tozero", "tickformat": "d", "dtick": max(1, len(curve) // 50),
+                                          "showgrid": False})
 
 
 __all__ = ["front_scatter", "hypervolume_figure"]
