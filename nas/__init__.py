@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nas.api import SearchConfig, connect, load_results, load_run, make_strategy, resolve_space, search
+    from nas.core.front import hypervolume, pareto_front
     from nas.data import Dataset, load_dataset
     from nas.executor import Executor, InProcessExecutor
     from nas.loop import Callback, SearchLoop
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "nas.api": ["SearchConfig", "connect", "load_results", "load_run", "make_strategy", "resolve_space", "search"],
+    "nas.core.front": ["hypervolume", "pareto_front"],
     "nas.data": ["Dataset", "load_dataset"],
     "nas.executor": ["Executor", "InProcessExecutor"],
     "nas.loop": ["Callback", "SearchLoop"],
@@ -44,6 +46,7 @@ __all__ = [
     "Strategy", "Task", "TorchTrainer", "TrainSettings", "Trial", "TrialState", "arch_hash", "arch_key",
     "connect", "load_dataset", "load_results", "load_run", "make_strategy", "register_space", "register_strategy",
     "resolve_space", "search",
+    "hypervolume", "pareto_front",
 ]
 assert sorted(__all__) == sorted(_MODULE_OF)
 

@@ -280,6 +280,14 @@ def cmd_best(args: argparse.Namespace) -> int:
     from nas.api import load_run
     from nas.journal import read_journal
 
+    if args.pareto or args.export:
+        if not args.pareto:
+            raise UsageError("--export DIR goes with --pareto (the front's members); for the best trial use "
+                             "--export-json / --export-weights")
+        from nas.monitor.pareto import cmd_pareto
+
+        return cmd_pareto(args.run_dir, args.export)
+
     _, df = load_run(args.run_dir)
     done = df[df.state == "COMPLETE"]
     if done.empty:
@@ -362,6 +370,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-json", metavar="FILE", help="write the architecture and hparams as JSON")
     p.add_argument("--export-weights", metavar="FILE", help="copy its trained weights (torch file)")
     p.add_argument("--evaluate-test", action="store_true", help="its accuracy on the dataset's test split")
+    p.add_argument("--pareto", action="store_true",
+                   help="list the Pareto front of the run's objectives (trial, each objective, architecture)")
+    p.add_argument("--export", metavar="DIR", help="with --pareto: write DIR/front.json and the members' kept "
+                   "weights (DIR/weights/<trial>.pt)")
     p.set_defaults(handler=cmd_best)
     sub.add_parser("spaces", help="list the search spaces, their options and defaults").set_defaults(
         handler=cmd_spaces)

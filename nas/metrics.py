@@ -2,6 +2,7 @@
 
 :class:`MetricsCallback` records, from the driver, with ``ray.util.metrics`` (tags ``run`` and
 ``strategy`` on every metric): trials started / finished / failed, the best score so far, the
+hypervolume and size of the Pareto front of the scores so far (:class:`nas.core.front.FrontTracker`), the
 population size, busy and total workers, the budget, a histogram of trial durations, and the time the
 strategy spends in each ``ask`` and ``tell``. Ray's metrics agent exports them on each node's metrics
 export port as ``ray_<name>`` (counters gain ``_total``; histograms ``_bucket``/``_count``/``_sum``),
@@ -31,6 +32,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from nas.core.front import FrontTracker
 from nas.engine.executor import Event
 from nas.loop import Callback, SearchLoop
 from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
@@ -82,6 +84,9 @@ METRICS = (
                "summed trial time / (workers x wall time) so far (nas.monitor.usage, as nas status)"),
     MetricSpec("nas_workers", "gauge", "workers in the pool"),
     MetricSpec("nas_budget", "gauge", "trials the run will finish"),
+    MetricSpec("nas_hypervolume", "gauge", "hypervolume of the Pareto front of the scores so far, against the "
+               "run's own reference (worst seen less a tenth of the range; one objective: best above it)"),
+    MetricSpec("nas_front_size", "gauge", "trials on the Pareto front of the scores so far"),
     MetricSpec("nas_trial_duration_seconds", "histogram", "wall time of each finished trial",
                TAGS + ("state",), DURATION_BUCKETS),
     MetricSpec("nas_strategy_seconds", "histogram", "time the strategy spent in one ask or tell",
@@ -164,6 +169,7 @@ class MetricsCallback(Callback):
         self._observed: list[tuple[str, float, dict[str, str]]] = []
         self._last_flush = 0.0
         self._warned = False
+        self._front = FrontTracker()  # of every COMPLETE result's scores (FAILED/INFEASIBLE never join)
 
     def _guard(self, fn: Any, *args: Any) -> None:
         try:
@@ -214,6 +220,9 @@ class MetricsCallback(Callback):
             _metric("nas_budget").set(loop.budget, tags=tags)
         if loop.best_score is not None:
             _metric("nas_best_score").set(loop.best_score, tags=tags)
+        if self._front.size:
+            _metric("nas_hypervolume").set(self._front.hypervolume(), tags=tags)
+            _metric("nas_front_size").set(self._front.size, tags=tags)
         if self.actor is not None:
             ref = self.actor.update.remote(loop_status(loop, state))
             if state != "running":
@@ -239,6 +248,8 @@ class MetricsCallback(Callback):
         self._count("nas_trials_finished", tags)
         if not result.ok:
             self._count("nas_trials_failed", tags)
+        elif result.score is not None:
+            self._front.add(result.scores if result.scores else [result.score])
         if result.start_time is not None and result.end_time is not None:
             self._observed.append(("nas_trial_duration_seconds", max(result.end_time - result.start_time, 0.0),
                                    {**tags, "state": result.state.value}))

@@ -135,6 +135,7 @@ def _alive(live: dict[str, Any]) -> bool:
 def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
     """Everything ``nas status`` prints, as values."""
     from nas.api import load_run  # (nas.api attaches this module's callbacks: import here)
+    from nas.monitor.pareto import front_status
 
     cfg, df = load_run(run_dir)
     live = read_live(run_dir)
@@ -180,6 +181,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
         "best_arch": str(best.arch) if best is not None else None,
         "elapsed": elapsed, "throughput": throughput, "left": left, "eta": eta,
         "utilization": usage.utilization,
+        **front_status(cfg, df),  # a multi-objective run: its Pareto front's size and hypervolume
     }
 
 
@@ -209,6 +211,10 @@ def format_status(st: dict[str, Any]) -> str:
         lines.append(f"best      {st['best_score']:.4f} (trial {st['best_trial']}): {st['best_arch']}")
     else:
         lines.append("best      - (no trial completed yet)")
+    from nas.monitor.pareto import format_front_status
+
+    if (front := format_front_status(st)) is not None:
+        lines.append(front)
     util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
     lines.append(f"speed     {st['throughput']:.3f} trials/s over {_duration(st['elapsed'])}{util}")
     if st["eta"] is not None:

@@ -12,6 +12,12 @@ made asynchronous.
 There is no generation barrier: asks made while the initial population is still training use the
 members that have finished so far, and are random while none has.
 
+Multi-objective (several ``objectives``, or results whose ``scores`` hold more than one value): the
+tournament picks the sampled member of lowest Pareto rank within the population, ties broken by the
+largest crowding distance within its front (NSGA-II's crowded comparison, Deb et al. 2002, "A Fast and
+Elitist Multiobjective Genetic Algorithm: NSGA-II"); every result still joins and the OLDEST still dies.
+FAILED trials (INFEASIBLE ones included) never join, so never reach the front.
+
 >>> from nas.search_spaces.toy import ToySpace, toy_score
 >>> from nas.types import Result, TrialState
 >>> evo = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
@@ -26,9 +32,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nas.core.objectives import Objectives, crowding_distance, pareto_ranks
 from nas.registry import register_strategy
 from nas.space import SearchSpace
 from nas.strategy import Strategy, check_positive_int
@@ -40,6 +47,7 @@ class Member:
     trial_id: int
     arch: Arch
     score: float
+    scores: list[float] | None = None  # every objective, higher-is-better, when there are several
 
 
 @register_strategy("evolution")
@@ -48,18 +56,34 @@ class RegularizedEvolution(Strategy):
     (re-mutate up to a few times when a child is already in the population or in flight; default False,
     as in the paper). Dedup looks only at the living population and the trials in flight, not at every
     architecture ever asked: those are the ones a repeat would waste a slot beside, and the state (and its
-    snapshot) stays O(population + in flight), not O(trials)."""
+    snapshot) stays O(population + in flight), not O(trials). ``objectives`` (the run's "metric:mode" specs,
+    given by ``nas.search``, not a user option): with more than one, the multi-objective tournament of the
+    module docstring ranks each result's ``scores``.
+
+    >>> from nas.search_spaces.toy import ToySpace
+    >>> from nas.types import Result, TrialState
+    >>> evo = RegularizedEvolution(ToySpace(), objectives=["val_acc", "params:min"], population=4, sample_size=2,
+    ...                            seed=0)
+    >>> for _ in range(12):
+    ...     t = evo.ask()
+    ...     acc, params = sum(t.arch.values()) / 20, 100 * sum(t.arch.values()) + 10
+    ...     evo.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=acc, scores=[acc, -params]))
+    >>> len(evo.population), len(evo.population[0].scores)
+    (4, 2)
+    """
 
     def __init__(
         self,
         space: SearchSpace,
         *,
         seed: int | None = None,
+        objectives: Sequence[str] | None = None,
         population: int = 50,
         sample_size: int = 10,
         dedup: bool = False,
     ) -> None:
         super().__init__(space, seed=seed)
+        self.objectives = Objectives(objectives) if objectives is not None else None
         self.population_size = check_positive_int("population", population)
         self.sample_size = check_positive_int("sample_size", sample_size)
         if self.sample_size > self.population_size:
@@ -88,7 +112,36 @@ class RegularizedEvolution(Strategy):
     def _tournament(self) -> Member:
         k = min(self.sample_size, len(self.population))
         picks = self.rng.choice(len(self.population), size=k, replace=False)
+        if self.population[0].scores is not None:
+            return self._crowded_tournament([int(i) for i in picks])
         return max((self.population[int(i)] for i in picks), key=lambda m: m.score)
+
+    def _crowded_tournament(self, picks: list[int]) -> Member:
+        """The pick of lowest Pareto rank in the population, then of largest crowding distance within its
+        front; then the first picked (NSGA-II's crowded-comparison operator)."""
+        points = [m.scores for m in self.population]
+        ranks = pareto_ranks(points)
+        best = min(int(ranks[i]) for i in picks)
+        front = [i for i in range(len(points)) if ranks[i] == best]
+        crowding = dict(zip(front, crowding_distance([points[i] for i in front]).tolist(), strict=True))
+        winner = max((i for i in picks if ranks[i] == best), key=lambda i: crowding[i])  # first of equals
+        return self.population[winner]
+
+    def _scores(self, result: Result) -> list[float] | None:
+        """The result's objectives when the run has several (None for a single-objective run)."""
+        if self.objectives is not None:
+            n = len(self.objectives)
+        elif self.population:  # a run without declared objectives: as many as its first members had
+            n = len(self.population[-1].scores or [0.0])
+        else:
+            n = len(result.scores or ())
+        if n <= 1:
+            return None
+        scores = [float(s) for s in result.scores or ()]
+        if len(scores) != n:
+            raise ValueError(f"trial {result.trial_id}'s result has {len(scores)} scores; this evolution "
+                             f"ranks {n} objectives")
+        return scores
 
     def _mutate(self, arch: Arch) -> dict[str, Any]:
         child = self.space.mutate(arch, self.rng)
@@ -105,7 +158,7 @@ class RegularizedEvolution(Strategy):
             self._release(key)
         if not result.ok or result.score is None:
             return  # a failed candidate never becomes a parent; it takes no place in the population
-        self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score)))
+        self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score), self._scores(result)))
         if self.dedup:
             self._taken[arch_key(trial.arch)] += 1
         if len(self.population) > self.population_size:
@@ -121,7 +174,8 @@ class RegularizedEvolution(Strategy):
     def state_dict(self) -> dict[str, Any]:
         return {
             **super().state_dict(),
-            "population": [dataclasses.asdict(m) for m in self.population],
+            "population": [{k: v for k, v in dataclasses.asdict(m).items() if v is not None or k != "scores"}
+                           for m in self.population],
             "random_asked": self._random_asked,
             "in_flight": dict(self._in_flight),
         }

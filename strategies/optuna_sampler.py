@@ -16,6 +16,18 @@ sampler (random, seeded), and a space without any ordered decision is refused wi
 Each ask is ``study.ask(distributions)``; each tell is ``study.tell(value)``, or ``state=FAIL`` for a
 failed trial.
 
+Several ``objectives`` (the run's "metric:mode" specs): a multi-objective study (every direction
+"maximize": scores are higher-is-better), told each result's ``scores``, with the samplers that can
+rank several objectives: NSGA-II (Deb et al. 2002), NSGA-III (Deb & Jain 2014), TPE (Ozaki et al. 2020,
+"Multiobjective Tree-Structured Parzen Estimator"), GP (log expected hypervolume improvement) and
+random. Infeasible candidates (``Result.reason == "INFEASIBLE"``: a constraint broke, nothing trained)
+reach Optuna as constraint violations, through ``Trial.set_constraint`` (Optuna 5's successor of the
+samplers' ``constraints_func``; a system attribute, kept in the journal): every told trial gets the
+constraint ``nas_violation``, 0.0 if feasible, 1.0 if not, so NSGA-II's constrained domination and
+TPE's and GP's constrained acquisitions steer away from infeasible ones. An infeasible trial is told
+the worst value of each objective among the feasible ones (Optuna needs values; it never enters
+``study.best_trials``, which keeps feasible trials only), or FAIL while none has completed.
+
 State, as data (never a pickle; see :mod:`nas.run.optuna_state`): with ``storage`` (a file path) the
 study lives in Optuna's own append-only journal file (``JournalStorage`` over a
 :class:`~nas.run.optuna_state.SnapshotJournalBackend`: one fsync per snapshot, not ten per trial; O(1) per
@@ -56,14 +68,18 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.storages import JournalStorage
+from optuna.study import StudyDirection
 from optuna.trial import TrialState as OptunaState
 
+from nas.core.objectives import Objectives
 from nas.registry import register_strategy
 from nas.run.optuna_state import (
     DataCmaEsSampler,
@@ -74,10 +90,12 @@ from nas.run.optuna_state import (
     trials_state,
 )
 from nas.space import SearchSpace
-from nas.strategy import Strategy, one_torch_thread
+from nas.strategy import Strategy, check_positive_int, one_torch_thread
 from nas.types import Result, Trial
 
 SAMPLERS = ("tpe", "random", "cmaes", "gp")
+MO_SAMPLERS = ("nsga2", "nsga3", "tpe", "gp", "random")  # the ones that rank several objectives
+VIOLATION = "nas_violation"  # the constraint every multi-objective trial gets: > 0 means a constraint broke
 STUDY_NAME = "nas"
 
 
@@ -96,9 +114,32 @@ def distributions(space: SearchSpace) -> dict[str, BaseDistribution]:
     }
 
 
+def make_mo_sampler(name: str, seed: int | None, startup: int = 10, population: int = 50
+                    ) -> optuna.samplers.BaseSampler:
+    """A seeded multi-objective sampler by name (they read constraints from the trials)."""
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
+    if name == "nsga3":
+        with warnings.catch_warnings():  # "experimental since v3.2.0"
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.NSGAIIISampler(population_size=population, seed=seed)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, constant_liar=True,
+                                          multivariate=True)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, warn_independent_sampling=False)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ValueError(f"sampler {name!r} cannot search several objectives; allowed with several: "
+                     f"{', '.join(MO_SAMPLERS)}")
+
+
 def make_sampler(name: str, seed: int | None, space: SearchSpace, startup: int = 10
                  ) -> optuna.samplers.BaseSampler:
     """A seeded sampler by name; ``startup`` random trials come before a model-based one's own."""
+    if name in ("nsga2", "nsga3"):
+        raise ValueError(f"sampler {name!r} is for several objectives (--objective twice or more); with one "
+                         f"objective use one of {', '.join(SAMPLERS)}")
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, constant_liar=True,
                                           multivariate=True)
@@ -122,20 +163,25 @@ def make_sampler(name: str, seed: int | None, space: SearchSpace, startup: int =
 
 @register_strategy("optuna")
 class OptunaStrategy(Strategy):
-    """Options: ``sampler`` (one of tpe, random, cmaes, gp; default tpe), ``startup`` (random trials
-    before the model-based samplers take over; default 10), ``storage`` (a journal file for the study;
-    default None: in memory)."""
+    """Options: ``sampler`` (one of tpe, random, cmaes, gp; with several objectives nsga2, nsga3, tpe, gp
+    or random; default tpe), ``startup`` (random trials before the model-based samplers take over; default
+    10), ``storage`` (a journal file for the study; default None: in memory), ``population`` (NSGA-II's
+    and NSGA-III's generation size; default 50)."""
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None, sampler: str = "tpe",
-                 startup: int = 10, storage: str | os.PathLike[str] | None = None) -> None:
+                 startup: int = 10, storage: str | os.PathLike[str] | None = None,
+                 objectives: Sequence[str] | None = None, population: int = 50) -> None:
         super().__init__(space, seed=seed)
+        self.objectives = Objectives(objectives) if objectives is not None else None
+        self.n_objectives = len(self.objectives) if self.objectives is not None else 1
+        self.population = check_positive_int("population", population, minimum=2)
         if isinstance(startup, bool) or not isinstance(startup, int) or startup < 0:
             raise ValueError(f"startup must be an integer >= 0, got {startup!r}")
         if storage is not None and not isinstance(storage, (str, os.PathLike)):
             raise ValueError(f"storage must be a file path or None, got {storage!r}")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sampler_seed = int(self.rng.integers(2**31 - 1))
-        smp = make_sampler(sampler, sampler_seed, space, startup)
+        smp = self._sampler(sampler, sampler_seed, space, startup)
         self.sampler_name, self.startup = sampler, startup
         self.storage_path = None if storage is None else os.fspath(storage)
         self.distributions = distributions(space)
@@ -143,14 +189,21 @@ class OptunaStrategy(Strategy):
         self.study = self._open(smp)
         self.pending: dict[int, int] = {}  # our trial id -> optuna trial number
 
+    def _sampler(self, name: str, seed: int | None, space: SearchSpace, startup: int
+                 ) -> optuna.samplers.BaseSampler:
+        if self.n_objectives > 1:
+            return make_mo_sampler(name, seed, startup, self.population)
+        return make_sampler(name, seed, space, startup)
+
     def _open(self, smp: optuna.samplers.BaseSampler) -> optuna.Study:
+        directions = [StudyDirection.MAXIMIZE] * self.n_objectives  # scores are higher-is-better
         if self.storage_path is None:
-            return optuna.create_study(direction="maximize", sampler=smp)
+            return optuna.create_study(directions=directions, sampler=smp)
         self._backend = SnapshotJournalBackend(self.storage_path)
         storage = JournalStorage(self._backend)
         if any(s.study_name == STUDY_NAME for s in storage.get_all_studies()):  # load_if_exists would log
             return optuna.load_study(study_name=STUDY_NAME, storage=storage, sampler=smp)  # a failed create
-        return optuna.create_study(direction="maximize", sampler=smp, storage=storage, study_name=STUDY_NAME)
+        return optuna.create_study(directions=directions, sampler=smp, storage=storage, study_name=STUDY_NAME)
 
     def ask(self) -> Trial:
         with one_torch_thread():  # the GP sampler fits its model with torch
@@ -164,10 +217,35 @@ class OptunaStrategy(Strategy):
         number = self.pending.pop(trial.trial_id, None)
         if number is None:
             return
-        if result.ok and result.score is not None:
+        if self.n_objectives > 1:
+            self._tell_many(number, result)
+        elif result.ok and result.score is not None:
             self.study.tell(number, float(result.score), skip_if_finished=True)
         else:
             self.study.tell(number, state=OptunaState.FAIL, skip_if_finished=True)
+
+    def _tell_many(self, number: int, result: Result) -> None:
+        """A multi-objective tell: the scores; an infeasible trial as a constraint violation (module docstring)."""
+        if result.ok:
+            scores = result.scores if result.scores is not None else [result.score]
+            values = [float(v) for v in scores if v is not None]
+            if len(values) != self.n_objectives:
+                raise ValueError(f"trial {result.trial_id}'s result has scores {scores}; this study has "
+                                 f"{self.n_objectives} objectives")
+            self._constraint(number, 0.0)
+            self.study.tell(number, values, skip_if_finished=True)
+            return
+        done = self.study.get_trials(deepcopy=False, states=(OptunaState.COMPLETE,))
+        feasible = [t.values for t in done if all(c <= 0 for c in t.constraints.values())]
+        if result.reason != "INFEASIBLE" or not feasible:
+            self.study.tell(number, state=OptunaState.FAIL, skip_if_finished=True)
+            return
+        self._constraint(number, 1.0)
+        self.study.tell(number, np.min(feasible, axis=0).tolist(), skip_if_finished=True)
+
+    def _constraint(self, number: int, value: float) -> None:
+        trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        optuna.Trial(self.study, trial_id).set_constraint(VIOLATION, value)
 
     def state_dict(self) -> dict[str, Any]:
         state = {**super().state_dict(), "sampler": self.sampler_name, "pending": dict(self.pending),
@@ -186,7 +264,7 @@ class OptunaStrategy(Strategy):
             raise ValueError("the snapshot's optuna study is " + ("in memory" if "trials" in state else
                              "in a journal storage") + f", this strategy's storage is {self.storage_path!r}")
         super().load_state_dict(state)
-        smp = make_sampler(self.sampler_name, 0, self.space, self.startup)  # fresh caches; the rng is loaded
+        smp = self._sampler(self.sampler_name, 0, self.space, self.startup)  # fresh caches; the rng is loaded
         load_sampler(smp, state["sampler_state"])
         if self.storage_path is None:
             self.study = self._open(smp)

@@ -34,7 +34,8 @@ def options(cls: Any) -> list[tuple[str, Any]]:
     params = inspect.signature(cls.__init__).parameters.values()
     out = []
     for p in params:
-        if p.name in ("self", "space", "seed") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        # objectives: the run's, from --objective, not a strategy option
+        if p.name in ("self", "space", "seed", "objectives") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if p.kind is p.KEYWORD_ONLY or (p.default is not p.empty):
             out.append((p.name, None if p.default is p.empty else p.default))

@@ -48,15 +48,19 @@ function filterTable(input,id){var q=input.value.toLowerCase();Array.from(docume
 .forEach(function(r){r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});}"""
 
 
-def objective_front_section(cfg: dict[str, Any], df: pd.DataFrame) -> str:
-    """The Pareto front and hypervolume over time, for a run with several objectives. The hook for
-    multi-objective runs: returns "" (no section) while the run records a single score."""
+def objective_front_section(cfg: dict[str, Any], df: pd.DataFrame, key: str = "run") -> str:
+    """The Pareto front (every trial, the front highlighted) and the hypervolume against time, for a run
+    with several objectives (run.json ``objectives``); "" (no section) while the run has one."""
+    from nas.core.objectives import Objectives
+    from nas.monitor.front_figures import front_scatter, hypervolume_figure
+
     objectives = cfg.get("objectives") or []
     if len(objectives) < 2:
         return ""
-    return ("<h2>Pareto front and hypervolume</h2><p class='note'>This run has several objectives "
-            f"({html.escape(', '.join(map(str, objectives)))}); their front is drawn by the multi-objective "
-            "report (not in this version).</p>")
+    obj = Objectives(objectives)
+    return (f"<h3>Pareto front and hypervolume</h3><p>Objectives: {html.escape(', '.join(obj.to_list()))}.</p>"
+            + _fig(front_scatter(df, obj), f"{key}-front", "no trial completed with every objective")
+            + _fig(hypervolume_figure(df, obj), f"{key}-hypervolume", "no hypervolume yet"))
 
 
 def _fig(fig: go.Figure | None, div_id: str, missing: str) -> str:
@@ -138,7 +142,7 @@ def run_section(name: str, cfg: dict[str, Any], df: pd.DataFrame, top: int, key:
     ]
     for i, (title, fig, missing) in enumerate(sections):
         parts.append(f"<h3>{html.escape(title)}</h3>" + _fig(fig, f"{key}-plot{i}", missing))
-    parts.append(objective_front_section(cfg, df))
+    parts.append(objective_front_section(cfg, df, key))
     parts.append(f"<h3>Best architectures (top {min(top, len(done))})</h3>"
                  + best_architectures(cfg, df, done, top, key))
     failed = df[df.state == "FAILED"]

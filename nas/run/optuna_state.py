@@ -6,9 +6,10 @@ OptunaStrategy` needs to resume exactly, and nothing that can run code when read
   array and position of its ``numpy.random.RandomState``.
 - GPSampler's kernel-parameter cache (``_gprs_cache_list``: the starting point of the next kernel fit),
   as its three tensors per objective.
-- For an in-memory study, its trials as arrays: state, value and the parameter of every decision (the
-  parameters are option indices, so an int matrix with -1 where a trial has none), and the trials'
-  system attributes (JSON data), but never Optuna's own CMA-ES optimizer, a pickle that could run code
+- For an in-memory study, its trials as arrays: state, value (a matrix, one column per objective, for a
+  multi-objective study) and the parameter of every decision (the parameters are option indices, so an
+  int matrix with -1 where a trial has none), and the trials' system and user attributes (JSON data),
+  but never Optuna's own CMA-ES optimizer, a pickle that could run code
   when read: :class:`DataCmaEsSampler` stores its optimizer as data instead.
 
 >>> import optuna
@@ -93,18 +94,19 @@ def load_sampler(sampler: optuna.samplers.BaseSampler, state: Mapping[str, Any])
 
 
 def trials_state(study: optuna.Study, distributions: Mapping[str, BaseDistribution]) -> dict[str, Any]:
-    """The trials of a single-objective ``study`` whose parameters are ints (option indices), as arrays."""
+    """The trials of a ``study`` whose parameters are ints (option indices), as arrays."""
     trials = study.get_trials(deepcopy=False)
     names = list(distributions)
     params = np.full((len(trials), len(names)), -1, dtype=np.int64)
-    values = np.full(len(trials), np.nan)
+    multi = len(study.directions) > 1
+    values = np.full((len(trials), len(study.directions)) if multi else len(trials), np.nan)
     states = np.zeros(len(trials), dtype=np.int8)
     for i, t in enumerate(trials):
         if t.number != i:
             raise ValueError(f"optuna trial numbers are not contiguous: trial {i} has number {t.number}")
         states[i] = STATES.index(t.state)
-        if t.value is not None:
-            values[i] = t.value
+        if t.values is not None:
+            values[i] = t.values if multi else t.values[0]
         for j, name in enumerate(names):
             if name in t.params:
                 params[i, j] = int(t.params[name])
@@ -112,7 +114,14 @@ def trials_state(study: optuna.Study, distributions: Mapping[str, BaseDistributi
     latest = max(cma, default=-1)  # CMA-ES reads only the latest completed trial's optimizer: drop older ones
     attrs = {t.number: a for t in trials if (a := {k: v for k, v in t.system_attrs.items() if not (
         k.startswith(PICKLED) or k.startswith(CMA_ATTR + ":") and t.number < latest)})}
-    return {"names": names, "params": params, "values": values, "states": states, "attrs": attrs}
+    state = {"names": names, "params": params, "values": values, "states": states, "attrs": attrs}
+    user = {t.number: dict(t.user_attrs) for t in trials if t.user_attrs}
+    if user:
+        state["user_attrs"] = user
+    study_attrs = study._storage.get_study_system_attrs(study._study_id)  # NSGA-II's parent populations
+    if study_attrs:
+        state["study_attrs"] = dict(study_attrs)
+    return state
 
 
 def load_trials(study: optuna.Study, state: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]
@@ -125,16 +134,20 @@ def load_trials(study: optuna.Study, state: Mapping[str, Any], distributions: Ma
         raise ValueError("optuna trials can only be restored into an empty study")
     params, values, states = state["params"], state["values"], state["states"]
     frozen = []
-    attrs = state.get("attrs", {})
+    attrs, user = state.get("attrs", {}), state.get("user_attrs", {})
     for i, (row, value, s) in enumerate(zip(params.tolist(), values.tolist(), states.tolist())):
         if not 0 <= s < len(STATES):
             raise ValueError(f"unknown optuna trial state {s}")
         p = {n: v for n, v in zip(names, row) if v >= 0}
         a = {str(k): v for k, v in attrs.get(i, {}).items() if not str(k).startswith(PICKLED)}
+        done = STATES[s] == TrialState.COMPLETE
         frozen.append(optuna.trial.create_trial(
             state=STATES[s], params=p, distributions={n: distributions[n] for n in p},
-            value=None if STATES[s] != TrialState.COMPLETE else value, system_attrs=a))
+            values=None if not done else value if isinstance(value, list) else [value], system_attrs=a,
+            user_attrs={str(k): v for k, v in user.get(i, {}).items()}))
     study.add_trials(frozen)
+    for key, value in state.get("study_attrs", {}).items():
+        study._storage.set_study_system_attr(study._study_id, str(key), value)
 
 
 class DataCmaEsSampler(optuna.samplers.CmaEsSampler):

@@ -1,0 +1,176 @@
+"""Several objectives for a single-objective strategy: ParEGO's random augmented Chebyshev scalarization.
+
+Knowles 2006, "ParEGO: A Hybrid Algorithm With On-Line Landscape Approximation for Expensive
+Multiobjective Optimization Problems": each ask draws a new weight vector ``w`` (here uniformly from the
+simplex, seeded), and that trial's ``scores`` (higher-is-better, one per objective) become the one score
+its inner strategy is told::
+
+    d_i   = (high_i - f_i) / (high_i - low_i)            # 0 at the best value seen so far, 1 at the worst
+    score = -(max_i w_i d_i + rho * sum_i w_i d_i)      # ParEGO's augmented Chebyshev, negated
+
+``low``/``high`` are the bounds of the feasible scores seen so far (ParEGO normalises by the known
+ranges; an asynchronous search knows only what has come back, so earlier trials keep the score they
+were told under the bounds of their time). FAILED trials (INFEASIBLE ones included) pass through as
+failures and never move the bounds.
+
+Which strategies take several objectives (:func:`multi_objective_support`, decided here, once):
+
+- ``native``: a constructor with an ``objectives`` keyword (evolution, optuna) ranks the objectives
+  itself; ``random`` needs no scores at all;
+- ``scalarized``: every other strategy (rl, and any user-registered one) runs inside :class:`Scalarized`;
+- ``refused``: ``pbt``: its exploit copies the weights of members it ranks on one score at segment
+  boundaries, and a new weight vector per segment would rank members on different scales; it searches
+  hyperparameters of one architecture per member, not a front of architectures.
+
+>>> from nas.search_spaces.toy import ToySpace
+>>> from nas.strategies.evolution import RegularizedEvolution
+>>> from nas.types import Result, TrialState
+>>> s = Scalarized(RegularizedEvolution(ToySpace(), population=4, sample_size=2, seed=0),
+...                ["val_acc", "latency_ms:min"], seed=0)
+>>> for acc, lat in [(0.5, 10.0), (0.9, 30.0), (0.7, 20.0)]:
+...     t = s.ask()
+...     s.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=acc, scores=[acc, -lat]))
+>>> [round(m.score, 3) for m in s.inner.population]  # each told under its own random weights
+[0.0, -0.476, -0.452]
+>>> multi_objective_support("rl"), multi_objective_support("evolution")
+('scalarized', 'native')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from nas.core.objectives import Objectives
+from nas.strategy import Strategy, check_fraction
+from nas.types import Decision, Result, Trial
+
+NO_FEEDBACK = ("random",)  # strategies whose asks never depend on scores: several objectives change nothing
+REFUSED = {"pbt": "its exploit ranks members on one score at segment boundaries, and it searches "
+                  "hyperparameters per member, not a front of architectures"}
+
+
+def takes_objectives(cls: Any) -> bool:
+    """Whether a strategy class's constructor has an ``objectives`` keyword (it ranks objectives itself)."""
+    try:
+        return "objectives" in inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def multi_objective_support(name: str) -> str:
+    """``native``, ``scalarized`` or ``refused``: how the registered strategy ``name`` runs on several
+    objectives (see the module docstring)."""
+    from nas.registry import strategies
+
+    cls = strategies.get(name)
+    if name in REFUSED:
+        return "refused"
+    return "native" if name in NO_FEEDBACK or takes_objectives(cls) else "scalarized"
+
+
+def check_multi_objective(name: str, objectives: Sequence[str]) -> str:
+    """:func:`multi_objective_support` of ``name``, or a one-line ValueError when it is refused and the
+    run has several objectives."""
+    from nas.registry import strategies
+
+    support = multi_objective_support(name)
+    if support == "refused" and len(Objectives(objectives)) > 1:
+        able = [n for n in strategies.names() if n not in REFUSED]
+        raise ValueError(f"strategy {name!r} cannot search several objectives ({', '.join(objectives)}): "
+                         f"{REFUSED[name]}; use one of {', '.join(able)}, or one objective")
+    return support
+
+
+def for_objectives(name: str, strategy: Strategy, objectives: Sequence[str], *, seed: int | None = None,
+                   rho: float = 0.05) -> Strategy:
+    """``strategy`` as it should run on ``objectives``: itself for one objective or a native strategy,
+    wrapped in :class:`Scalarized` otherwise; a refused one is a ValueError."""
+    if len(Objectives(objectives)) < 2 or check_multi_objective(name, objectives) == "native":
+        return strategy
+    return Scalarized(strategy, objectives, seed=seed, rho=rho)
+
+
+class Scalarized(Strategy):
+    """A single-objective ``inner`` strategy told ParEGO's random augmented Chebyshev scalarization of
+    each result's ``scores`` (see the module docstring); ``rho`` (default 0.05, as in ParEGO) weighs the
+    augmentation term that keeps weakly dominated points from tying."""
+
+    def __init__(self, inner: Strategy, objectives: Sequence[str], *, seed: int | None = None,
+                 rho: float = 0.05) -> None:
+        super().__init__(inner.space, seed=seed)
+        self.rng = np.random.default_rng(None if seed is None else [int(seed), 0x9A2E60])  # apart from inner's
+        self.inner = inner
+        self.objectives = Objectives(objectives)
+        self.rho = check_fraction("rho", rho)
+        self.low: list[float] | None = None  # the feasible scores' bounds so far (None before the first)
+        self.high: list[float] | None = None
+        self._weights: dict[int, list[float]] = {}  # trial id -> its weight vector, until its result
+
+    @property
+    def name(self) -> str:
+        return f"parego({self.inner.name})"
+
+    @property
+    def population(self) -> Any:
+        """The inner strategy's population, for the monitoring that counts it."""
+        return getattr(self.inner, "population", None)
+
+    def ask(self) -> Trial | None:
+        trial = self.inner.ask()
+        if trial is not None:
+            self._weights[trial.trial_id] = self.rng.dirichlet(np.ones(len(self.objectives))).tolist()
+        return trial
+
+    def scalarize(self, result: Result, weights: Sequence[float]) -> Result:
+        """``result`` with ``score`` the augmented Chebyshev scalarization of its ``scores`` (bounds updated
+        first); FAILED results unchanged."""
+        if not result.ok:
+            return result
+        scores = result.scores if result.scores is not None else [result.score]
+        if len(scores) != len(self.objectives) or any(s is None for s in scores):
+            raise ValueError(f"trial {result.trial_id}'s result has scores {scores}; this run has "
+                             f"{len(self.objectives)} objectives: {', '.join(self.objectives.to_list())}")
+        f = np.asarray(scores, dtype=float)
+        low = f if self.low is None else np.minimum(self.low, f)
+        high = f if self.high is None else np.maximum(self.high, f)
+        self.low, self.high = low.tolist(), high.tolist()
+        span = high - low
+        d = np.divide(high - f, span, out=np.zeros_like(f), where=span > 0)
+        w = np.asarray(weights, dtype=float)
+        value = float(np.max(w * d) + self.rho * np.sum(w * d))
+        return dataclasses.replace(result, score=0.0 - value, scores=[0.0 - value])  # (0.0 -: never -0.0)
+
+    def tell(self, trial: Trial, result: Result) -> None:
+        weights = self._weights.pop(trial.trial_id, None)
+        equal = [1.0 / len(self.objectives)] * len(self.objectives)
+        self.inner.tell(trial, self.scalarize(result, weights or equal))
+
+    def update(self, trial: Trial, result: Result) -> None:
+        """A later result of a trial already told (an ASHA promotion), scalarized with equal weights (its
+        own were spent at its first result)."""
+        hook = getattr(self.inner, "update", None)
+        if hook is not None:
+            hook(trial, self.scalarize(result, [1.0 / len(self.objectives)] * len(self.objectives)))
+
+    def report(self, trial: Trial, result: Result) -> Decision:
+        return self.inner.report(trial, result)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "inner": self.inner.state_dict(), "low": self.low, "high": self.high,
+                "weights": dict(self._weights)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.inner.load_state_dict(state["inner"])
+        self.low = None if state["low"] is None else [float(v) for v in state["low"]]
+        self.high = None if state["high"] is None else [float(v) for v in state["high"]]
+        self._weights = {int(k): [float(x) for x in v] for k, v in state["weights"].items()}
+
+
+__all__ = ["NO_FEEDBACK", "REFUSED", "Scalarized", "check_multi_objective", "for_objectives",
+           "multi_objective_support", "takes_objectives"]

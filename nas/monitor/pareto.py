@@ -1,0 +1,159 @@
+"""``nas best RUN_DIR --pareto [--export DIR]``: a run's Pareto front, listed and exported.
+
+The objectives are run.json's ``objectives`` (default ``["val_acc:max"]``), read from each result's
+metrics; the front is :func:`nas.pareto_front`'s (COMPLETE trials only: infeasible and failed ones never
+join). The hypervolume is measured against :func:`~nas.core.front.reference_point` of every ranked trial
+of the run (each objective's worst value less a tenth of its range), printed beside it.
+
+``--export DIR`` writes ``DIR/front.json`` (objectives, reference, hypervolume, and per member its trial
+id, architecture, objective values, metrics and hparams) and, for every member whose trained weights the
+run directory kept (``checkpoints/<id>.pt``, or ``best.pt`` for the best trial), ``DIR/weights/<id>.pt``,
+checked to load with ``torch.load(weights_only=True)`` first. Nothing read can run code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nas.core.front import DEFAULT_OBJECTIVES, objective_frame, pareto_front, reference_point, scores_of
+from nas.core.objectives import Objectives, hypervolume
+
+
+def run_objectives(cfg: dict[str, Any]) -> Objectives:
+    """The run's objectives, from run.json (a ValueError naming a malformed entry)."""
+    return Objectives(cfg.get("objectives") or list(DEFAULT_OBJECTIVES))
+
+
+def front_status(cfg: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
+    """``objectives``, ``front_size`` and ``hypervolume`` for ``nas status`` (the last two None for a run with
+    one objective, or with a malformed objectives entry)."""
+    objectives = cfg.get("objectives") or []
+    out: dict[str, Any] = {"objectives": list(objectives), "front_size": None, "hypervolume": None}
+    if len(objectives) < 2:
+        return out
+    try:
+        obj = Objectives(objectives)
+    except ValueError:
+        return out
+    ranked = objective_frame(df, obj)
+    if not ranked.empty:
+        scores = scores_of(ranked, obj)
+        front = scores_of(pareto_front(df, obj), obj)
+        out.update(front_size=len(front), hypervolume=hypervolume(front, reference_point(scores)))
+    else:
+        out["front_size"] = 0
+    return out
+
+
+def format_front_status(st: dict[str, Any]) -> str | None:
+    """The ``nas status`` line of a multi-objective run, or None.
+
+    >>> format_front_status({"objectives": ["val_acc:max", "params:min"], "front_size": 3, "hypervolume": 12.5})
+    'front     3 trials on the Pareto front of val_acc:max, params:min; hypervolume 12.5'
+    """
+    if st.get("front_size") is None:
+        return None
+    hv = f"; hypervolume {st['hypervolume']:.6g}" if st.get("hypervolume") is not None else ""
+    return (f"front     {st['front_size']} trial{'s' if st['front_size'] != 1 else ''} on the Pareto front of "
+            f"{', '.join(map(str, st['objectives']))}{hv}")
+
+
+def run_front(run_dir: str | os.PathLike[str]) -> tuple[Objectives, pd.DataFrame, list[float] | None, float]:
+    """(objectives, the front's rows, reference, hypervolume) of a run directory."""
+    from nas.run.reader import load_run
+
+    cfg, df = load_run(run_dir)
+    obj = run_objectives(cfg)
+    ranked = objective_frame(df, obj)
+    if ranked.empty:
+        return obj, ranked, None, 0.0
+    scores = scores_of(ranked, obj)
+    ref = reference_point(scores)
+    front = pareto_front(df, obj)
+    return obj, front, ref, hypervolume(scores_of(front, obj), ref)
+
+
+def format_front(obj: Objectives, front: pd.DataFrame, reference: list[float] | None, hv: float) -> str:
+    """The front as an aligned table (trial, each objective in its own sign, architecture) and its hypervolume."""
+    if front.empty:
+        return "no trial completed with every objective (" + ", ".join(obj.to_list()) + "): no front yet"
+    cols = ["trial", *[f"{o.metric} ({o.mode})" for o in obj], "architecture"]
+    rows = [[str(int(r["trial_id"])), *[f"{r[o.metric]:.4g}" for o in obj], str(r["arch"])]
+            for r in front.to_dict("records")]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols[:-1])]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols[:-1], widths)) + "  " + cols[-1]]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
+    shown = obj.values(reference) if reference is not None else {}
+    ref = ", ".join(f"{k}={v:.4g}" for k, v in shown.items())
+    lines.append(f"\nPareto front: {len(front)} trial{'s' if len(front) != 1 else ''} of "
+                 f"{', '.join(obj.to_list())}; hypervolume {hv:.6g} (reference {ref})")
+    return "\n".join(lines)
+
+
+def kept_weights(run_dir: Path, trial_id: int) -> Path | None:
+    """The kept weights of ``trial_id`` in a run directory, or None."""
+    from nas.run.store import CHECKPOINTS, best_weights
+
+    ckpt = run_dir / CHECKPOINTS / f"{trial_id}.pt"
+    if ckpt.is_file():
+        return ckpt
+    try:
+        return best_weights(run_dir, trial_id)
+    except ValueError:
+        return None
+
+
+def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> tuple[Path, int]:
+    """Write ``out/front.json`` and ``out/weights/<id>.pt`` of each member with kept weights; returns the
+    JSON's path and how many weight files were written."""
+    from nas.run.reader import read_journal
+    from nas.run.store import check_checkpoint
+
+    run = Path(run_dir)
+    obj, front, ref, hv = run_front(run)
+    trials = {t.trial_id: t for t, _ in read_journal(run)}
+    out_dir = Path(out)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create export directory {str(out_dir)!r}: {e.strerror}") from None
+    members, copied = [], 0
+    for row in front.to_dict("records"):
+        tid = int(row["trial_id"])
+        trial = trials[tid]
+        weights = kept_weights(run, tid)
+        rel = None
+        if weights is not None:
+            (out_dir / "weights").mkdir(exist_ok=True)
+            check_checkpoint(weights.read_bytes(), weights)
+            shutil.copyfile(weights, out_dir / "weights" / f"{tid}.pt")
+            rel, copied = f"weights/{tid}.pt", copied + 1
+        members.append({"trial_id": tid, "arch": dict(trial.arch), "arch_str": str(row["arch"]),
+                        **{o.metric: float(row[o.metric]) for o in obj}, "metrics": row.get("metrics"),
+                        "hparams": dict(trial.hparams), "weights": rel})
+    doc = {"run": str(run), "objectives": obj.to_list(), "hypervolume": hv,
+           "reference": obj.values(ref) if ref is not None else None, "members": members}
+    path = out_dir / "front.json"
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    return path, copied
+
+
+def cmd_pareto(run_dir: str, export: str | None) -> int:
+    """What ``nas best RUN_DIR --pareto [--export DIR]`` prints and writes."""
+    obj, front, ref, hv = run_front(run_dir)
+    print(format_front(obj, front, ref, hv))
+    if export is not None:
+        path, copied = export_front(run_dir, export)
+        print(f"wrote {path} ({len(front)} members) and {copied} weight file{'s' if copied != 1 else ''} "
+              f"in {Path(export) / 'weights'} (torch.load(..., weights_only=True))")
+    return 0
+
+
+__all__ = ["cmd_pareto", "export_front", "format_front", "format_front_status", "front_status", "kept_weights",
+           "run_front", "run_objectives"]
