@@ -190,14 +190,14 @@ def search(
         address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
         scheduler=scheduler, scheduler_options=dict(scheduler_options or {}),
     ).with_settings(settings)  # every value type-checked here, before anything runs
-    strat = strategy if isinstance(strategy, Strategy) else make_strategy(
-        strategy, space_obj, seed=seed, options=strategy_options)
+    strat = build_strategy(strategy, space_obj, seed, strategy_options, config.objectives)
     sched = build_scheduler(config, strat, seed)
     dataset = data if isinstance(data, Dataset) else load_dataset(data, seed=seed)
     settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
-    run_path = Path(run_dir or default_run_dir(space_spec(space_obj), strat.name))
+    run_path = Path(run_dir or default_run_dir(space_spec(space_obj), config.strategy))
     record = {
-        **config.to_json(), "run_dir": str(run_path), "strategy": strat.name, "space_spec": space_obj.spec(),
+        **config.to_json(), "run_dir": str(run_path), "strategy": strategy if isinstance(strategy, str) else strat.name,
+        "space_spec": space_obj.spec(),
         "dataset_fingerprint": dataset_fingerprint(dataset), "data": data if isinstance(data, str) else None,
         "settings": dataclasses.asdict(settings), "created": datetime.datetime.now().isoformat(),
         "executor": executor if isinstance(executor, str) else (
@@ -215,8 +215,8 @@ def search(
             storage = run_path / OPTUNA_STORAGE
             if store.restored is not None and store.restored.snapshot is None:
                 storage.unlink(missing_ok=True)
-            strat = make_strategy(strategy, space_obj, seed=seed,
-                                  options={**dict(strategy_options or {}), "storage": str(storage)})
+            strat = build_strategy(strategy, space_obj, seed, {**dict(strategy_options or {}), "storage": str(storage)},
+                                   config.objectives)
         if isinstance(executor, str):
             if getattr(registry.executors.get(executor), "needs_ray", False):
                 connect(address, num_cpus=None, run_name=run_path.name)
@@ -246,12 +246,35 @@ def search(
             store.close()
     df = results_frame(loop.results(), space_obj.format)
     df.attrs["run_dir"] = str(run_path)
+    if len(config.objectives) > 1:  # a multi-objective run: its Pareto front (feasible trials only)
+        from nas.core.front import pareto_front
+
+        df.attrs["front"] = pareto_front(df, config.objectives)
     df.attrs["summary"] = loop.summary()
     df.attrs["interrupted"] = loop.interrupted
     return df
 
 
 OPTUNA_STORAGE = "optuna.journal"
+
+def build_strategy(strategy: str | Strategy, space: SearchSpace, seed: int, options: Mapping[str, Any] | None,
+                   objectives: Sequence[str]) -> Strategy:
+    """The run's strategy for its objectives: built with them where it ranks several itself (evolution, optuna),
+    wrapped in a random scalarization (ParEGO) where it does not, refused where that makes no sense (pbt)."""
+    from nas.core.scalarize import Scalarized, check_multi_objective, for_objectives, takes_objectives
+
+    several = len(objectives) > 1
+    if isinstance(strategy, Strategy):
+        if several and not takes_objectives(type(strategy)):
+            return Scalarized(strategy, objectives, seed=seed)
+        return strategy
+    if several:
+        check_multi_objective(strategy, objectives)
+    opts = dict(options or {})
+    if several and takes_objectives(registry.strategies.get(strategy)):
+        opts["objectives"] = list(objectives)
+    return for_objectives(strategy, make_strategy(strategy, space, seed=seed, options=opts), objectives, seed=seed)
+
 
 #: strategies that decide themselves when a trial stops, so that no scheduler may stop it too
 OWN_STOPPING = {"pbt": "PBT trains its members in segments and decides at each one itself (exploit/explore)"}

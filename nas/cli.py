@@ -204,7 +204,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                         seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
                         gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
                         callbacks=[] if args.quiet else [ProgressBar()], resume=bool(args.resume), stop=stop,
-                        scheduler=cfg.scheduler, scheduler_options=cfg.scheduler_options)
+                        scheduler=cfg.scheduler, scheduler_options=cfg.scheduler_options, objectives=cfg.objectives)
     except KeyboardInterrupt:
         print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
         return 130
@@ -216,6 +216,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     run_dir = df.attrs["run_dir"]
     print(format_summary(run_status(run_dir)))  # the same wall time and utilization as `nas status`
+    if len(cfg.objectives) > 1:
+        from nas.monitor.pareto import format_front, run_front
+
+        print(format_front(*run_front(run_dir)))
     print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
     if args.keep_dashboard:
         keep_cluster_up(url)

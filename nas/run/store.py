@@ -267,7 +267,8 @@ class RunStore:
             return False
         self.journal.sync()  # a snapshot never tells more than the synced journal holds
         t0 = time.perf_counter()
-        payload = {"format": SNAPSHOT_FORMAT, "strategy": loop.strategy.name, "records": self.records,
+        strategy = getattr(loop.strategy, "inner", loop.strategy).name  # (a scalarizing wrapper: run.json's name)
+        payload = {"format": SNAPSHOT_FORMAT, "strategy": strategy, "records": self.records,
                    "told": self.told, "state": loop.strategy.state_dict(),
                    "scheduler": None if loop.scheduler is None else loop.scheduler.state_dict()}
         try:

@@ -152,7 +152,7 @@ class TrialContext:
 
     def _score(self, metrics: Mapping[str, Any]) -> float | None:
         with contextlib.suppress(ValueError):
-            return self.objectives.scores(metrics)[0]
+            return self.objectives.scores({**self.costs, **metrics})[0]
         return None
 
     # -- the framework's side -------------------------------------------------------------------
@@ -171,7 +171,7 @@ class TrialContext:
                                dict(measured or {}))
         metrics = {**self.costs, **dict(measured or {}), **final}
         try:
-            scores = self.objectives.scores(final)
+            scores = self.objectives.scores(metrics)  # a measured cost (params, latency_ms, ...) may be one
         except ValueError as e:
             raise TrialFailure(FailureKind.OBJECTIVE_MISSING, str(e), metrics) from None
         if not all(math.isfinite(s) for s in scores):
