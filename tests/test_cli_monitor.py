@@ -35,7 +35,8 @@ def test_results_table_is_aligned_with_units(run_dir, capsys):
     assert main(["results", str(run_dir), "--top", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
     header, rule, rows = out[0], out[1], out[2:6]
-    assert header.split() == ["trial", "state", "score", "epochs", "time", "(s)", "params", "worker", "parent", "arch"]
+    assert header.split() == ["trial", "state", "score", "epochs", "ended", "time", "(s)", "params", "FLOPs",
+                              "latency", "(ms)", "worker", "parent", "arch"]
     assert set(rule) <= {"-", " "} and "<NA>" not in "\n".join(out)
     ends = {col: header.index(col) + len(col) for col in ("score", "params")}
     for row in rows:  # numbers right-aligned under their headers
