@@ -109,8 +109,9 @@ def run_method(method: str, seed: int, *, time_budget: float = 50_000.0, workers
                                    options={"levels": LEVELS, "variant": variant, "eta": eta})
         executor.decision_epochs(scheduler.rungs)
     ended = _Ended()
+    extra: dict[str, Any] = {"scheduler": scheduler} if scheduler else {}  # until the loop takes scheduler=
     loop = SearchLoop(make_strategy("evolution", space, seed=seed, options=EVOLUTION), executor,
-                      time_budget=time_budget, callbacks=[ended], **({'scheduler': scheduler} if scheduler else {}))
+                      time_budget=time_budget, callbacks=[ended], **extra)
     loop.run()
     return Outcome(method, seed, trials=len(ended.trials), full=sum(e[1] == 200 for e in ended.ended),
                    work=executor.work, curve=pick_curve(ended.ended, bench.table.valid200["cifar10"], time_budget))
