@@ -77,7 +77,7 @@ def pick_curve(ended: Sequence[tuple[float, int, float, int]], valid200: np.ndar
     reached so far, among results ended within ``time_budget``.
 
     >>> pick_curve([(1, 12, 0.8, 0), (2, 12, 0.7, 1), (3, 200, 0.6, 2), (4, 12, 0.9, 3)], np.arange(4.0), 9)
-    [(1, 0.0), (3, 2.0)]
+    [(1.0, 0.0), (3.0, 2.0)]
     """
     curve: list[tuple[float, float]] = []
     top, best = 0, -np.inf
@@ -107,11 +107,9 @@ def run_method(method: str, seed: int, *, time_budget: float = 50_000.0, workers
     if variant is not None:
         scheduler = make_scheduler("asha", max_epochs=200, seed=seed,
                                    options={"levels": LEVELS, "variant": variant, "eta": eta})
-        executor.decision_epochs(scheduler.rungs)
     ended = _Ended()
-    extra: dict[str, Any] = {"scheduler": scheduler} if scheduler else {}  # until the loop takes scheduler=
     loop = SearchLoop(make_strategy("evolution", space, seed=seed, options=EVOLUTION), executor,
-                      time_budget=time_budget, callbacks=[ended], **extra)
+                      time_budget=time_budget, scheduler=scheduler, callbacks=[ended])
     loop.run()
     return Outcome(method, seed, trials=len(ended.trials), full=sum(e[1] == 200 for e in ended.ended),
                    work=executor.work, curve=pick_curve(ended.ended, bench.table.valid200["cifar10"], time_budget))
