@@ -117,7 +117,8 @@ class SimulatedExecutor(BaseExecutor):
         self._queued: list[collections.deque[_Run]] = [collections.deque() for _ in range(workers)]
         self._load = [0] * workers  # trials each worker holds: the one sent or running, and those queued
         self._free: list[dict[int, None]] = [dict.fromkeys(range(workers)[::-1]), {}]  # by load 0 / 1
-        self._ended: list[Event] = []  # trials stopped or decided on, for the next poll
+        self._ended: list[Event] = []  # trials stopped, for the next poll
+        self._decided: list[tuple[_Run, str]] = []  # trials stopped or paused at a report, for the next poll
         self._resumable: dict[int, int] = {}  # trial id -> epochs reached, for a promotion to continue
         self._decision_epochs: frozenset[int] = frozenset()
         self._running = self._held = self._n_queued = 0  # running; sent, running or queued; queued
@@ -275,10 +276,17 @@ class SimulatedExecutor(BaseExecutor):
     def poll(self, timeout: float | None = None) -> list[Event]:
         """Events in time order up to and including the next report or completion: the clock moves to
         its time (never backwards). A report at the trial's last epoch comes with its completion."""
-        if self._ended:
-            ended, self._ended = self._ended, []
-            return ended
         out: list[Event] = []
+        for run, reason in self._decided:
+            end = run.ends[run.reported - 1]
+            self._release(run, end)
+            if reason == "PAUSED":
+                self._resumable[run.trial.trial_id] = run.stages[run.reported - 1][0]
+            out.append(Event.finished(run.trial, self._result(run, end, reason)))
+        if self._decided or self._ended:
+            out += self._ended
+            self._decided, self._ended = [], []
+            return out
         while self._events:
             when, _, kind, run = heapq.heappop(self._events)
             self._now = max(self._now, when)
@@ -304,17 +312,15 @@ class SimulatedExecutor(BaseExecutor):
         return out
 
     def decide(self, trial_id: int, decision: Decision) -> None:
-        """STOP or PAUSE a trial that has reported: it ends now, COMPLETE with its last report as the
-        result (reason ``STOPPED`` or ``PAUSED``; a paused one may be continued by a promotion). A trial
-        that has not reported or already ended is left alone; CONTINUE changes nothing."""
+        """STOP or PAUSE a trial that has reported: it ends at that report, COMPLETE with it as the result
+        (reason ``STOPPED`` or ``PAUSED``; a paused one may be continued by a promotion). As from a real
+        worker, the result, and the worker's slot with it, come from the next ``poll``. A trial that has
+        not reported or already ended is left alone; CONTINUE changes nothing."""
         run = self._runs.get(trial_id)
         if decision is Decision.CONTINUE or run is None or run.reported == 0:
             return
-        self._release(run, self._now)
-        if decision is Decision.PAUSE:
-            self._resumable[trial_id] = run.stages[run.reported - 1][0]
-        reason = "PAUSED" if decision is Decision.PAUSE else "STOPPED"
-        self._ended.append(Event.finished(run.trial, self._result(run, self._now, reason)))
+        del self._runs[trial_id]
+        self._decided.append((run, "PAUSED" if decision is Decision.PAUSE else "STOPPED"))
 
     def stop(self, trial_id: int) -> None:
         """Cancel a trial now (sent, running or queued); it comes back from the next ``poll`` as FAILED

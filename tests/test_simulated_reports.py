@@ -9,9 +9,11 @@ import pytest
 
 from nas.bench.nb201data import NB201Fidelities, query_epochs
 from nas.engine.executor import EventKind, ExecutorConfig, build_executor
+from nas.loop import SearchLoop
 from nas.schedulers.asha import ASHA
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.simulated import SimulatedExecutor, UnsupportedTrial
+from nas.strategies.random import RandomSearch
 from nas.types import Decision, Trial, TrialState
 
 CELL, OTHER = from_op_code("334131"), from_op_code("000000")
@@ -52,8 +54,9 @@ def test_a_200_epoch_trial_stops_at_the_12_epoch_rung_and_pays_for_it_alone():
     events = ex.poll()
     assert kinds(events) == [STARTED, (REPORT, 12)] and ex.now() == pytest.approx(T12)  # the worker waits
     ex.decide(0, Decision.STOP)
-    assert ex.free_slots() == 1
+    assert ex.free_slots() == 0  # as from a real worker, the slot frees with the result
     [done] = ex.poll()
+    assert ex.free_slots() == 1
     result = done.result
     assert (result.state, result.reason, result.epoch) == (TrialState.COMPLETE, "STOPPED", 12)
     assert result.end_time == pytest.approx(T12) and result.score == pytest.approx(ACC12)
@@ -194,3 +197,47 @@ def test_bad_asha_levels_are_one_line_errors(levels):
         ASHA(max_epochs=200, levels=levels)
     with pytest.raises(ValueError, match="give levels or grace_period, not both"):
         ASHA(max_epochs=200, levels=[12], grace_period=12)
+
+
+def test_a_paused_trial_cannot_be_promoted_before_its_result_arrives():
+    ex = executor()
+    ex.submit(Trial(0, CELL, epochs=200))
+    ex.poll()
+    ex.decide(0, Decision.PAUSE)
+    with pytest.raises(UnsupportedTrial, match="checkpoint_from=0"):
+        ex.submit(Trial(0, CELL, epochs=188, checkpoint_from=0))  # (no slot is free yet either)
+    assert ex.poll()[0].result.reason == "PAUSED"
+    ex.submit(Trial(0, CELL, epochs=188, checkpoint_from=0))
+
+
+class Counting(RandomSearch):
+    """Random search that counts what the loop tells it."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.told, self.updated = [], []
+
+    def tell(self, trial, result):
+        self.told.append(trial.trial_id)
+
+    def update(self, trial, result):
+        self.updated.append((trial.trial_id, result.epoch))
+
+
+@pytest.mark.parametrize("variant", ["promotion", "stopping"])
+def test_the_search_loop_runs_asha_on_the_two_fidelities(variant):
+    ex = executor(workers=3, rungs=(), epochs=200)
+    strategy = Counting(NB201Space(), seed=0)
+    asha = ASHA(max_epochs=200, levels=[12, 200], variant=variant, seed=0)
+    loop = SearchLoop(strategy, ex, time_budget=20_000, scheduler=asha)
+    loop.run()
+    records = [r for r in loop.records.values() if r.result is not None]  # (the last ones run past the budget)
+    assert sorted(strategy.told) == sorted(set(strategy.told)) == sorted(r.trial.trial_id for r in records)
+    ended = {r.result.reason for r in records}
+    full = [r for r in records if r.result.epoch == 200]
+    assert full and ended == {None, "PAUSED" if variant == "promotion" else "STOPPED"}
+    if variant == "promotion":  # a promoted trial: paused at 12, told then; its 200-epoch result is an update
+        assert sorted(strategy.updated) == sorted((r.trial.trial_id, 200) for r in full)
+        assert all(r.runs == 2 for r in full) and loop.decisions["PAUSE"] >= len(records)
+    else:
+        assert strategy.updated == [] and loop.decisions["STOP"] >= sum(r.result.reason == "STOPPED" for r in records)
