@@ -200,6 +200,9 @@ def cmd_asha(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if not args.time_budget > 0:
         raise ValueError(f"--time-budget must be > 0 simulated seconds, got {args.time_budget}")
+    from nas.schedulers.asha import ASHA
+
+    ASHA(max_epochs=200, levels=LEVELS, eta=args.eta)  # a bad eta: its one-line error before any run
     t0 = time.perf_counter()
     summary, outcomes = compare(range(args.seeds), time_budget=args.time_budget, workers=args.workers,
                                 jobs=args.jobs, eta=args.eta)
