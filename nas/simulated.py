@@ -128,6 +128,8 @@ class SimulatedExecutor(BaseExecutor):
 
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> SimulatedExecutor:
+        """Options as the constructor's; a ``benchmark`` name is a NAS-Bench-201 dataset (both fidelities).
+        The run's objectives, and its epochs where the table has that schedule, are the defaults."""
         opts = cfg.checked_options("simulated", "benchmark", "noise", "round_trip", "prefetch", "objectives",
                                    "epochs")
         bench = opts.pop("benchmark", "cifar10")
@@ -135,6 +137,10 @@ class SimulatedExecutor(BaseExecutor):
             from nas.bench.nb201data import NB201Fidelities
 
             bench = NB201Fidelities(bench)
+        if cfg.settings is not None:
+            opts.setdefault("objectives", list(cfg.settings.objectives))
+            if cfg.settings.epochs in getattr(bench, "fidelities", (bench.epochs,)):
+                opts.setdefault("epochs", cfg.settings.epochs)
         return cls(cfg.space, bench, workers=cfg.workers, seed=cfg.seed, **opts)
 
     @property

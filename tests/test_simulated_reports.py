@@ -14,6 +14,7 @@ from nas.schedulers.asha import ASHA
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.simulated import SimulatedExecutor, UnsupportedTrial
 from nas.strategies.random import RandomSearch
+from nas.trainer import TrainSettings
 from nas.types import Decision, Trial, TrialState
 
 CELL, OTHER = from_op_code("334131"), from_op_code("000000")
@@ -173,6 +174,11 @@ def test_same_seed_same_events_with_noise():
 def test_from_config_builds_the_two_fidelity_benchmark_and_checks_options():
     ex = build_executor("simulated", ExecutorConfig(NB201Space(), options={"epochs": 200, "objectives": ["val_acc"]}))
     assert isinstance(ex.benchmark, NB201Fidelities) and ex.epochs == 200
+    run = TrainSettings(epochs=200, objectives=("val_acc", "latency_ms:min"))
+    ex = build_executor("simulated", ExecutorConfig(NB201Space(), settings=run))  # the run's defaults
+    assert ex.epochs == 200 and ex.objectives.to_list() == ["val_acc:max", "latency_ms:min"]
+    ex = build_executor("simulated", ExecutorConfig(NB201Space(), settings=TrainSettings(epochs=5)))
+    assert ex.epochs == 12  # a schedule the table does not have: its own
     with pytest.raises(ValueError, match=r"epochs must be one the benchmark answers, \[12, 200\]; got 50"):
         build_executor("simulated", ExecutorConfig(NB201Space(), options={"epochs": 50}))
     with pytest.raises(ValueError, match="objective mode for 'val_acc' must be max or min"):
