@@ -11,6 +11,7 @@ from nas.bench.nb201data import NB201Fidelities, query_epochs
 from nas.engine.executor import EventKind, ExecutorConfig, build_executor
 from nas.loop import SearchLoop
 from nas.schedulers.asha import ASHA
+from nas.schedulers.hyperband import Hyperband
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.simulated import SimulatedExecutor, UnsupportedTrial
 from nas.strategies.random import RandomSearch
@@ -192,6 +193,7 @@ def test_asha_levels_make_two_rungs_that_eta_alone_cannot():
     assert [asha.on_report(t, 12, s) for t, s in enumerate([0.5, 0.8, 0.6])] == [Decision.PAUSE] * 3
     promotion = asha.promote()
     assert (promotion.trial_id, promotion.epoch, promotion.until) == (1, 12, 200)
+    assert [b.levels for b in Hyperband(max_epochs=200, levels=[12]).brackets] == [(12, 200), (200,)]
     stopping = ASHA(max_epochs=200, levels=[12])
     assert [stopping.on_report(t, 12, s) for t, s in enumerate([0.5, 0.4, 0.3, 0.9])] == \
         [Decision.CONTINUE, Decision.STOP, Decision.STOP, Decision.CONTINUE]
