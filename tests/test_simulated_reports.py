@@ -191,6 +191,8 @@ def test_asha_levels_make_two_rungs_that_eta_alone_cannot():
     asha = ASHA(max_epochs=200, levels=[12, 200], variant="promotion")
     assert asha.rungs == (12, 200) and asha.eta == 3 and asha.grace_period == 12
     assert [asha.on_report(t, 12, s) for t, s in enumerate([0.5, 0.8, 0.6])] == [Decision.PAUSE] * 3
+    for t, s in enumerate([0.5, 0.8, 0.6]):
+        asha.on_result(t, 12, s)  # the paused runs have ended
     promotion = asha.promote()
     assert (promotion.trial_id, promotion.epoch, promotion.until) == (1, 12, 200)
     assert [b.levels for b in Hyperband(max_epochs=200, levels=[12]).brackets] == [(12, 200), (200,)]
