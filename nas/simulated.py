@@ -2,22 +2,28 @@
 
 ``workers`` simulated workers run concurrently. A submitted trial starts at once on a free worker at
 the current simulated time and finishes ``seconds`` later, where ``seconds`` is what the benchmark says
-its training costs; :meth:`SimulatedExecutor.poll` advances the clock to the earliest finish time in
-its event queue and returns that trial. So a search of many simulated hours with hundreds of workers
-takes seconds of real time, through the same loop, strategies and journal as a real run (the idea of
-Syne Tune's ``SimulatorBackend`` with its simulated time keeper, and of NAS-Bench-201's replay).
+its training costs; :meth:`SimulatedExecutor.poll` advances the clock to the earliest event in its queue
+(Syne Tune's ``SimulatorBackend`` with its simulated time keeper, and NAS-Bench-201's replay).
 
-The driver's round trip is modelled too (``round_trip`` simulated seconds: a result travels to the
-driver, is journaled and told, the next trial travels back): a trial sent to an idle worker starts
-``round_trip`` after it was submitted, and the executor prefetches (queues a trial behind a running
-one, which starts the moment its predecessor ends) by the same measured rule as the Ray executor,
-:class:`nas.engine.executor.PrefetchRule`: only while the median trial is short against the round
-trip. So simulated benchmarks see the same idle time, and the same staleness, as a real run.
+The driver's round trip is modelled too (``round_trip`` simulated seconds): a trial sent to an idle worker
+starts ``round_trip`` after it was submitted, and the executor prefetches by the same measured rule as the
+Ray executor (:class:`nas.engine.executor.PrefetchRule`).
 
-A benchmark is any object with ``query(arch) -> (reward, seconds, metrics)`` and an ``epochs``
-attribute, e.g. :class:`nas.bench.nb201data.NB201Benchmark`. Trials the table cannot answer (other
-hyperparameters, another epoch count, a checkpoint to start from) raise :class:`UnsupportedTrial`
-at ``submit``: a simulated answer to them would be made up.
+A benchmark is any object with ``query(arch) -> (reward, seconds, metrics)`` and an ``epochs`` attribute;
+the reward is reported as the metric ``val_acc`` (plus Gaussian ``noise``), and ``objectives``
+(:class:`nas.core.objectives.Objectives`) turn the metrics into the scores. One that also has
+``fidelities`` (epoch counts it answers, e.g. 12 and 200) and ``query_epochs(arch, epochs)``, as
+:class:`nas.bench.nb201data.NB201Fidelities`, answers intermediate reports: a trial of ``epochs`` e
+reports at each fidelity below e that is a decision epoch (a scheduler's rung, :meth:`decision_epochs`),
+waits there for the loop's answer (:meth:`decide`: STOP or PAUSE end it at the report's time, COMPLETE
+with that report's metrics, reason ``STOPPED`` or ``PAUSED``), and reports at e when it finishes. Every
+stage is charged its FULL time from scratch: the table's schedules are separate trainings (the 12-epoch
+run of NAS-Bench-201 does not continue into the 200-epoch one, whose learning rate schedule differs), so
+a cell trained to 200 epochs through a rung at 12 costs 1.06 x its 200-epoch time. A promotion (the same
+trial id submitted again with ``checkpoint_from`` = its id and ``epochs`` = the epochs still to go) of a
+trial that paused or finished here runs the longer schedule likewise, charged its full time. Trials a
+table cannot answer (other hyperparameters, another epoch count, another trial's checkpoint) raise
+:class:`UnsupportedTrial` at ``submit``: a simulated answer to them would be made up.
 
 >>> from nas.bench.nb201data import NB201Benchmark
 >>> from nas.search_spaces.nb201 import NB201Space
@@ -34,16 +40,19 @@ at ``submit``: a simulated answer to them would be made up.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from nas.core.objectives import Objectives
 from nas.engine.executor import Event, EventKind, ExecutorConfig, PrefetchRule
 from nas.executor import BaseExecutor
 from nas.registry import register_executor
 from nas.space import SearchSpace
-from nas.types import Arch, Result, Trial, TrialState
+from nas.types import Arch, Decision, Result, Trial, TrialState
 
 
 class TabularBenchmark(Protocol):
@@ -56,59 +65,82 @@ class UnsupportedTrial(ValueError):
     """A trial a tabular benchmark has no answer for."""
 
 
-_Job = tuple[Trial, Result, float]  # the trial, its answer, its simulated seconds
+@dataclasses.dataclass
+class _Run:
+    """One submission: its stages (epoch, seconds, metrics, scores), each reported at its end, or the
+    result it fails with at no cost; where it runs and how far it got."""
+
+    trial: Trial
+    stages: list[tuple[int, float, dict[str, Any], list[float]]]
+    failed: Result | None = None
+    worker: int = -1
+    start: float = 0.0
+    ends: list[float] = dataclasses.field(default_factory=list)  # each stage's report time
+    reported: int = 0  # stages reported so far
+    started: bool = False
 
 
 @register_executor("simulated")
 class SimulatedExecutor(BaseExecutor):
     """``workers`` simulated workers answering from ``benchmark``; ``noise``: standard deviation of
     Gaussian noise added to each reward (0: the table's value), drawn from a generator seeded with
-    ``seed``. Results carry simulated ``start_time``/``end_time`` (seconds since the executor began)
-    and the worker (``sim-0``, ``sim-1``, ...) that ran them. ``round_trip``: simulated seconds from a
-    result leaving its worker to the next trial arriving there (0: none); ``prefetch``: "auto" (the
-    measured rule of :class:`nas.engine.executor.PrefetchRule`, with ``round_trip`` as the round
-    trip), True or False."""
+    ``seed``; ``objectives``: metric specs (default ``val_acc`` maximised); ``epochs``: what a trial
+    without ``epochs`` trains (default the benchmark's). Results carry simulated ``start_time``/``end_time``
+    and the worker (``sim-0``, ...). ``round_trip``: simulated seconds from a result (or a report at a
+    decision epoch) leaving its worker to the answer arriving there; ``prefetch``: "auto", True or False."""
 
     def __init__(self, space: SearchSpace, benchmark: TabularBenchmark, *, workers: int = 1,
                  seed: int | None = None, noise: float = 0.0, round_trip: float = 0.0,
-                 prefetch: bool | str = "auto") -> None:
+                 prefetch: bool | str = "auto", objectives: Sequence[str] | str = ("val_acc:max",),
+                 epochs: int | None = None) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
         if not noise >= 0:
             raise ValueError(f"noise must be >= 0, got {noise!r}")
         if not round_trip >= 0:
             raise ValueError(f"round_trip must be >= 0 simulated seconds, got {round_trip!r}")
-        self.space = space
-        self.benchmark = benchmark
-        self.workers = workers
-        self.noise = float(noise)
-        self.round_trip = float(round_trip)
+        self.space, self.benchmark, self.workers = space, benchmark, workers
+        self.fidelities: tuple[int, ...] = tuple(getattr(benchmark, "fidelities", (benchmark.epochs,)))
+        self.reports = hasattr(benchmark, "query_epochs")
+        self.epochs = benchmark.epochs if epochs is None else epochs
+        if self.epochs not in self.fidelities:
+            raise ValueError(f"epochs must be one the benchmark answers, {list(self.fidelities)}; got {epochs!r}")
+        self.objectives = Objectives(objectives)
+        self.noise, self.round_trip = float(noise), float(round_trip)
         self.prefetch = PrefetchRule(prefetch)
         self.prefetch.observe_round_trip(self.round_trip)
         self.rng = np.random.default_rng(seed)
         self._now = 0.0
-        self._events: list[tuple[float, int, EventKind, int, Trial]] = []  # (time, seq, kind, worker, trial)
+        self._events: list[tuple[float, int, EventKind, _Run]] = []  # (time, seq, kind, run)
         self._seq = 0
-        self._jobs: dict[int, tuple[int, Trial, Result, float]] = {}  # trial id -> (worker, ...): sent
-        self._queued: list[collections.deque[_Job]] = [collections.deque() for _ in range(workers)]
+        self._runs: dict[int, _Run] = {}  # trial id -> its run, sent to or running on a worker
+        self._queued: list[collections.deque[_Run]] = [collections.deque() for _ in range(workers)]
         self._load = [0] * workers  # trials each worker holds: the one sent or running, and those queued
         self._free: list[dict[int, None]] = [dict.fromkeys(range(workers)[::-1]), {}]  # by load 0 / 1
-        self._stopped: list[Event] = []
-        self._running = 0
-        self._held = 0  # trials sent, running or queued
-        self._n_queued = 0
+        self._ended: list[Event] = []  # trials stopped, for the next poll
+        self._decided: list[tuple[_Run, str]] = []  # trials stopped or paused at a report, for the next poll
+        self._resumable: dict[int, int] = {}  # trial id -> epochs reached, for a promotion to continue
+        self._decision_epochs: frozenset[int] = frozenset()
+        self._running = self._held = self._n_queued = 0  # running; sent, running or queued; queued
         self.max_in_flight = 0  # the most trials ever running at once (never above ``workers``)
         self.max_queued = 0  # the most trials ever held at workers beyond those running (prefetch)
         self.work = 0.0  # simulated training seconds of every trial delivered
 
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> SimulatedExecutor:
-        opts = cfg.checked_options("simulated", "benchmark", "noise", "round_trip", "prefetch")
+        """Options as the constructor's; a ``benchmark`` name is a NAS-Bench-201 dataset (both fidelities).
+        The run's objectives, and its epochs where the table has that schedule, are the defaults."""
+        opts = cfg.checked_options("simulated", "benchmark", "noise", "round_trip", "prefetch", "objectives",
+                                   "epochs")
         bench = opts.pop("benchmark", "cifar10")
         if isinstance(bench, str):
-            from nas.bench.nb201data import NB201Benchmark
+            from nas.bench.nb201data import NB201Fidelities
 
-            bench = NB201Benchmark(bench)
+            bench = NB201Fidelities(bench)
+        if cfg.settings is not None:
+            opts.setdefault("objectives", list(cfg.settings.objectives))
+            if cfg.settings.epochs in getattr(bench, "fidelities", (bench.epochs,)):
+                opts.setdefault("epochs", cfg.settings.epochs)
         return cls(cfg.space, bench, workers=cfg.workers, seed=cfg.seed, **opts)
 
     @property
@@ -124,40 +156,73 @@ class SimulatedExecutor(BaseExecutor):
     def now(self) -> float:
         return self._now
 
-    def _answer(self, trial: Trial) -> _Job:
-        try:
-            reward, seconds, metrics = self.benchmark.query(trial.arch)
-        except (KeyError, ValueError) as e:  # not an architecture of the table: a failed trial, at no cost
-            return trial, Result.failed(trial.trial_id, f"{type(e).__name__}: {e}"), 0.0
-        if self.noise:
-            reward += float(self.rng.normal(0.0, self.noise))
-        return trial, Result(trial.trial_id, TrialState.COMPLETE, score=reward, epoch=self.benchmark.epochs,
-                             metrics={**metrics, "train_seconds": seconds}), seconds
+    def decision_epochs(self, epochs: Collection[int]) -> None:
+        """The simulated worker always waits for the answer to a report; these epochs say at which
+        fidelities below its own a trial reports (a scheduler's rungs)."""
+        self._decision_epochs = frozenset(int(e) for e in epochs)
 
-    def submit(self, trial: Trial) -> None:
+    # -- submission --------------------------------------------------------------------------------
+    def _plan(self, trial: Trial) -> tuple[int, int]:
+        """(epochs already trained, epochs to reach) of a trial; UnsupportedTrial where the table has
+        no answer."""
         asks = [f"hparams={dict(trial.hparams)}"] if trial.hparams else []
-        if trial.epochs not in (None, self.benchmark.epochs):
-            asks.append(f"epochs={trial.epochs}")
+        done = 0
         if trial.checkpoint_from is not None:
-            asks.append(f"checkpoint_from={trial.checkpoint_from}")
+            if trial.checkpoint_from == trial.trial_id and trial.trial_id in self._resumable and trial.epochs:
+                done = self._resumable[trial.trial_id]
+            else:
+                asks.append(f"checkpoint_from={trial.checkpoint_from}")
+        target = done + (trial.epochs if trial.epochs is not None else self.epochs)
+        if target not in self.fidelities or (trial.epochs is not None and trial.epochs < 1):
+            asks.append(f"epochs={trial.epochs}" + (f" after {done}" if done else ""))
         if asks:
+            answers = " or ".join(str(f) for f in self.fidelities)
+            resumes = ", or continuing a trial it paused," if len(self.fidelities) > 1 else ""
             raise UnsupportedTrial(
                 f"trial {trial.trial_id} asks for {', '.join(asks)}; the tabular benchmark answers only "
-                f"{self.benchmark.epochs}-epoch training from scratch with fixed hyperparameters"
-            )
+                f"{answers}-epoch training from scratch{resumes} with fixed hyperparameters")
+        return done, target
+
+    def _stage(self, arch: Arch, epochs: int) -> tuple[int, float, dict[str, Any], list[float]]:
+        """One schedule's answer; KeyError/ValueError where the table or the objectives have none."""
+        if self.reports:
+            reward, seconds, metrics = self.benchmark.query_epochs(arch, epochs)  # type: ignore[attr-defined]
+        else:
+            reward, seconds, metrics = self.benchmark.query(arch)
+        if self.noise:
+            reward += float(self.rng.normal(0.0, self.noise))
+        metrics = {**metrics, "val_acc": reward, "train_seconds": seconds}
+        try:
+            scores = list(self.objectives.scores(metrics))
+        except ValueError as e:
+            raise _ObjectiveMissing(str(e)) from e
+        return epochs, float(seconds), metrics, scores
+
+    def _answer(self, trial: Trial, done: int, target: int) -> _Run:
+        self._resumable.pop(trial.trial_id, None)
+        rungs = [f for f in self.fidelities if done < f < target and f in self._decision_epochs] if self.reports else []
+        try:
+            return _Run(trial, [self._stage(trial.arch, e) for e in (*rungs, target)])
+        except _ObjectiveMissing as e:
+            return _Run(trial, [], Result.failed(trial.trial_id, str(e), "OBJECTIVE_MISSING"))
+        except (KeyError, ValueError) as e:  # not an architecture of the table: a failed trial, at no cost
+            return _Run(trial, [], Result.failed(trial.trial_id, f"{type(e).__name__}: {e}"))
+
+    def submit(self, trial: Trial) -> None:
+        done, target = self._plan(trial)
         if self._free[0]:
             worker = self._free[0].popitem()[0]
         elif self.prefetch.on and self._free[1]:
             worker = self._free[1].popitem()[0]
         else:
             raise RuntimeError("no free slot: submit only when free_slots() > 0")
-        job = self._answer(trial)
+        run = self._answer(trial, done, target)
         self._set_load(worker, self._load[worker] + 1)
         self._held += 1
         if self._load[worker] == 1:
-            self._send(worker, job, self._now + self.round_trip)
+            self._send(worker, run, self._now + self.round_trip)
         else:  # prefetched: it starts the moment the running trial ends
-            self._queued[worker].append(job)
+            self._queued[worker].append(run)
             self._n_queued += 1
             self.max_queued = max(self.max_queued, self._n_queued)
 
@@ -168,76 +233,127 @@ class SimulatedExecutor(BaseExecutor):
         if load < 2:
             self._free[load][worker] = None
 
-    def _send(self, worker: int, job: _Job, start: float) -> None:
-        trial, result, seconds = job
-        result.start_time, result.end_time = start, start + seconds
-        result.worker, result.node = f"sim-{worker}", "simulated"
-        self._jobs[trial.trial_id] = (worker, trial, result, seconds)
-        self._push(start, EventKind.STARTED, worker, trial)
-        self._push(start + seconds, EventKind.FINISHED, worker, trial)
+    def _send(self, worker: int, run: _Run, start: float) -> None:
+        run.worker, run.start = worker, start
+        t = start
+        for i, (_, seconds, _, _) in enumerate(run.stages):
+            t += seconds + (self.round_trip if i else 0.0)  # a worker waits one round trip at a rung
+            run.ends.append(t)
+        self._runs[run.trial.trial_id] = run
+        self._push(start, EventKind.STARTED, run)
+        if run.failed is not None:
+            self._push(start, EventKind.FINISHED, run)
+        for t in run.ends:
+            self._push(t, EventKind.REPORT, run)
 
-    def _push(self, when: float, kind: EventKind, worker: int, trial: Trial) -> None:
-        heapq.heappush(self._events, (when, self._seq, kind, worker, trial))
+    def _push(self, when: float, kind: EventKind, run: _Run) -> None:
+        heapq.heappush(self._events, (when, self._seq, kind, run))
         self._seq += 1
 
-    def _release(self, worker: int) -> None:
-        """``worker`` is done with its trial: the next one queued there starts now."""
+    def _release(self, run: _Run, end: float) -> None:
+        """``run``'s worker is done with it at ``end``: the next one queued there starts now."""
+        self._runs.pop(run.trial.trial_id, None)
+        if not run.started or run.reported < len(run.stages):  # events of it are still queued
+            self._events = [e for e in self._events if e[3] is not run]
+            heapq.heapify(self._events)
+        if run.started:
+            self._running -= 1
+            self.work += sum(s[1] for s in run.stages[:run.reported])
+            self.prefetch.observe_duration(end - run.start)
+        worker = run.worker
         self._set_load(worker, self._load[worker] - 1)
         self._held -= 1
         if self._queued[worker]:
             self._n_queued -= 1
             self._send(worker, self._queued[worker].popleft(), self._now)
 
+    def _result(self, run: _Run, end: float, reason: str | None = None) -> Result:
+        if run.failed is not None:
+            result = run.failed
+        else:
+            epoch, _, metrics, scores = run.stages[run.reported - 1]
+            result = Result(run.trial.trial_id, TrialState.COMPLETE, score=scores[0], scores=scores, epoch=epoch,
+                            metrics=metrics, reason=reason)
+        result.start_time, result.end_time = run.start, end
+        result.worker, result.node = f"sim-{run.worker}", "simulated"
+        return result
+
+    # -- the loop's calls --------------------------------------------------------------------------
     def poll(self, timeout: float | None = None) -> list[Event]:
-        """Events in time order up to and including the next completion: the clock moves to its
-        finish time (never backwards)."""
-        if self._stopped:
-            stopped, self._stopped = self._stopped, []
-            return stopped
+        """Events in time order up to and including the next report or completion: the clock moves to
+        its time (never backwards). A report at the trial's last epoch comes with its completion."""
         out: list[Event] = []
+        for run, reason in self._decided:
+            end = run.ends[run.reported - 1]
+            self._release(run, end)
+            if reason == "PAUSED":
+                self._resumable[run.trial.trial_id] = run.stages[run.reported - 1][0]
+            out.append(Event.finished(run.trial, self._result(run, end, reason)))
+        if self._decided or self._ended:
+            out += self._ended
+            self._decided, self._ended = [], []
+            return out
         while self._events:
-            when, _, kind, worker, trial = heapq.heappop(self._events)
+            when, _, kind, run = heapq.heappop(self._events)
             self._now = max(self._now, when)
+            worker = f"sim-{run.worker}"
             if kind is EventKind.STARTED:
+                run.started = True
                 self._running += 1
                 self.max_in_flight = max(self.max_in_flight, self._running)
-                out.append(Event.started(trial, time=when, worker=f"sim-{worker}"))
+                out.append(Event.started(run.trial, time=when, worker=worker))
                 continue
-            _, _, result, seconds = self._jobs.pop(trial.trial_id)
-            self._running -= 1
-            self.work += seconds
-            self.prefetch.observe_duration(seconds)
-            self._release(worker)
-            out.append(Event.finished(trial, result))
+            if kind is EventKind.REPORT:
+                run.reported += 1
+                epoch, _, metrics, scores = run.stages[run.reported - 1]
+                if self.reports:
+                    out.append(Event.report(run.trial, epoch, metrics, score=scores[0], time=when, worker=worker))
+                if run.reported < len(run.stages):
+                    break  # the worker waits for the loop's answer
+            self._release(run, when)
+            if run.failed is None:
+                self._resumable[run.trial.trial_id] = run.stages[-1][0]
+            out.append(Event.finished(run.trial, self._result(run, when)))
             break
         return out
+
+    def decide(self, trial_id: int, decision: Decision) -> None:
+        """STOP or PAUSE a trial that has reported: it ends at that report, COMPLETE with it as the result
+        (reason ``STOPPED`` or ``PAUSED``; a paused one may be continued by a promotion). As from a real
+        worker, the result, and the worker's slot with it, come from the next ``poll``. A trial that has
+        not reported or already ended is left alone; CONTINUE changes nothing."""
+        run = self._runs.get(trial_id)
+        if decision is Decision.CONTINUE or run is None or run.reported == 0:
+            return
+        del self._runs[trial_id]
+        self._decided.append((run, "PAUSED" if decision is Decision.PAUSE else "STOPPED"))
 
     def stop(self, trial_id: int) -> None:
         """Cancel a trial now (sent, running or queued); it comes back from the next ``poll`` as FAILED
         ("stopped")."""
         for worker, queue in enumerate(self._queued):
-            for job in queue:
-                if job[0].trial_id == trial_id:
-                    queue.remove(job)
+            for run in queue:
+                if run.trial.trial_id == trial_id:
+                    queue.remove(run)
                     self._n_queued -= 1
                     self._held -= 1
                     self._set_load(worker, self._load[worker] - 1)
-                    self._stopped.append(Event.finished(job[0], Result.failed(trial_id, "stopped")))
+                    self._ended.append(Event.finished(run.trial, Result.failed(trial_id, "stopped")))
                     return
-        if trial_id not in self._jobs:
+        running = self._runs.get(trial_id)
+        if running is None:
             return
-        worker, trial, result, _ = self._jobs.pop(trial_id)
-        pending = {kind for _, _, kind, _, t in self._events if t.trial_id == trial_id}
-        self._events = [e for e in self._events if e[4].trial_id != trial_id]
-        heapq.heapify(self._events)
-        start = result.start_time or 0.0
-        if EventKind.STARTED not in pending:  # it was running
-            self._running -= 1
-            self.work += self._now - start
-        self._release(worker)
-        self._stopped.append(Event.finished(trial, Result.failed(
-            trial_id, "stopped", start_time=min(start, self._now), end_time=self._now, worker=result.worker,
-            node=result.node)))
+        run, start = running, running.start
+        if run.started:
+            self.work += self._now - start - sum(s[1] for s in run.stages[:run.reported])  # charged below
+        self._release(run, self._now)
+        self._ended.append(Event.finished(run.trial, Result.failed(
+            trial_id, "stopped", start_time=min(start, self._now), end_time=self._now, worker=f"sim-{run.worker}",
+            node="simulated")))
 
     def checkpoint(self, trial_id: int) -> bytes | None:
         return None  # nothing is trained, so there are no weights to keep
+
+
+class _ObjectiveMissing(ValueError):
+    """An objective metric the benchmark does not report."""

@@ -235,5 +235,22 @@ def query_epochs(arch: Arch, epochs: int, *, dataset: str = "cifar10", table: NB
     return accuracy / 100.0, seconds, metrics
 
 
-__all__ = ["DATASETS", "FIDELITY_EPOCHS", "NB201Benchmark", "NB201Table", "arch_code", "load_cell_costs",
-           "load_table", "query_epochs", "simulate", "step_epochs"]
+class NB201Fidelities(NB201Benchmark):
+    """The table's two schedules (12 and 200 epochs) as fidelities a simulated executor reports at, e.g.
+    the two rungs of ASHA (``levels=[12, 200]``): ``query_epochs(arch, epochs)`` is :func:`query_epochs`
+    on this dataset; ``query`` (the 12-epoch protocol) is unchanged.
+
+    >>> from nas.search_spaces.nb201 import from_op_code
+    >>> bench = NB201Fidelities("cifar10")
+    >>> bench.fidelities, round(bench.query_epochs(from_op_code("334131"), 200)[1], 2)
+    ((12, 200), 2169.64)
+    """
+
+    fidelities = FIDELITY_EPOCHS
+
+    def query_epochs(self, arch: Arch, epochs: int) -> tuple[float, float, dict[str, Any]]:
+        return query_epochs(arch, epochs, dataset=self.dataset, table=self.table)
+
+
+__all__ = ["DATASETS", "FIDELITY_EPOCHS", "NB201Benchmark", "NB201Fidelities", "NB201Table", "arch_code",
+           "load_cell_costs", "load_table", "query_epochs", "simulate", "step_epochs"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import math
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nas.core.scheduler import ENDED, Phase, Promotion, Scheduler, check_int
@@ -58,6 +58,26 @@ def rung_levels(max_epochs: int, grace_period: int, eta: float) -> tuple[int, ..
             levels.append(level)
         k += 1
     return (*levels, max_epochs)
+
+
+def check_levels(levels: Any, max_epochs: int) -> tuple[int, ...]:
+    """Rung levels given by hand: strictly increasing integers in [1, max_epochs]; max_epochs is added last.
+
+    >>> check_levels([12, 200], 200), check_levels((1, 3), 9)
+    ((12, 200), (1, 3, 9))
+    """
+    bad = ValueError(f"levels must be strictly increasing integers from 1 to max_epochs ({max_epochs}), "
+                     f"got {levels!r}")
+    if isinstance(levels, str | bytes) or not isinstance(levels, Sequence) or not levels:
+        raise bad
+    out: list[int] = []
+    for level in levels:
+        if isinstance(level, bool) or not isinstance(level, numbers.Integral) or not 1 <= int(level) <= max_epochs:
+            raise bad
+        if out and int(level) <= out[-1]:
+            raise bad
+        out.append(int(level))
+    return (*out, max_epochs) if out[-1] < max_epochs else tuple(out)
 
 
 class Bracket:
@@ -122,22 +142,40 @@ class Bracket:
 @register_scheduler("asha")
 class ASHA(Scheduler):
     """Asynchronous successive halving. Options: ``eta`` (reduction factor, > 1, default 3),
-    ``grace_period`` (the first rung, in epochs, default 1), ``variant`` (stopping or promotion)."""
+    ``grace_period`` (the first rung, in epochs, default 1), ``variant`` (stopping or promotion), ``levels``
+    (the rungs themselves, increasing epochs up to ``max_epochs``, which is added if missing, instead of
+    ``grace_period * eta**k``: rungs spaced otherwise than eta, as the 12- and 200-epoch schedules of
+    NAS-Bench-201, ``levels=[12, 200]``; eta still sets the top fraction that goes on).
 
-    def __init__(self, *, max_epochs: int, seed: int | None = None, eta: float = 3, grace_period: int = 1,
-                 variant: str = "stopping") -> None:
+    >>> ASHA(max_epochs=200, levels=[12], eta=3).rungs
+    (12, 200)
+    >>> ASHA(max_epochs=200, levels=[12, 300])
+    Traceback (most recent call last):
+    ...
+    ValueError: levels must be strictly increasing integers from 1 to max_epochs (200), got [12, 300]
+    """
+
+    def __init__(self, *, max_epochs: int, seed: int | None = None, eta: float = 3, grace_period: int | None = None,
+                 variant: str = "stopping", levels: Sequence[int] | None = None) -> None:
         super().__init__(max_epochs=max_epochs, seed=seed)
         if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not 1 < eta < math.inf:
             raise ValueError(f"eta must be a finite number > 1, got {eta!r}")
-        grace_period = check_int("grace_period", grace_period)
-        if grace_period > self.max_epochs:
-            raise ValueError(f"grace_period must be <= max_epochs ({self.max_epochs}), got {grace_period}")
         if variant not in VARIANTS:
             raise ValueError(f"unknown ASHA variant {variant!r}; known: {', '.join(VARIANTS)}")
         self.eta: float = float(eta)
+        if levels is not None:
+            if grace_period is not None:
+                raise ValueError(f"give levels or grace_period, not both; got levels={levels!r}, "
+                                 f"grace_period={grace_period!r}")
+            self.levels: tuple[int, ...] = check_levels(levels, self.max_epochs)
+            grace_period = self.levels[0]
+        grace_period = check_int("grace_period", 1 if grace_period is None else grace_period)
+        if grace_period > self.max_epochs:
+            raise ValueError(f"grace_period must be <= max_epochs ({self.max_epochs}), got {grace_period}")
         self.grace_period, self.variant = grace_period, variant
         self.pauses = variant == "promotion"
-        self.levels: tuple[int, ...] = rung_levels(self.max_epochs, grace_period, eta)
+        if levels is None:
+            self.levels = rung_levels(self.max_epochs, grace_period, eta)
         self.brackets: list[Bracket] = self._make_brackets()
         self.bracket_of: dict[int, int] = {}
 
@@ -201,4 +239,4 @@ class ASHA(Scheduler):
             bracket.load(rungs)
 
 
-__all__ = ["ASHA", "Bracket", "rung_levels"]
+__all__ = ["ASHA", "Bracket", "check_levels", "rung_levels"]

@@ -1,0 +1,216 @@
+"""``nas bench asha``: evolution with and without ASHA on the simulated NAS-Bench-201 (CIFAR-10).
+
+Every method is regularized evolution (Real et al. 2019; population 10, tournament 3, as the
+NAS-Bench-201 protocol) on :class:`nas.simulated.SimulatedExecutor` over the table's two schedules
+(:class:`nas.bench.nb201data.NB201Fidelities`), through :class:`nas.loop.SearchLoop`, side by side on the
+same seeds, workers and simulated time budget:
+
+- ``evolution 200``: evolution alone, every candidate trained the 200-epoch schedule (the baseline);
+- ``evolution 12``: evolution alone on the 12-epoch proxy (the NAS-Bench-201 paper's protocol);
+- ``ASHA stopping`` / ``ASHA promotion``: evolution + ASHA (Li et al., MLSys 2020) with two rungs, 12 and
+  200 epochs (``levels=[12, 200]``, eta 3). A candidate that goes past the 12-epoch rung (continued, or
+  paused and promoted) trains the 200-epoch schedule from scratch, charged its FULL time: the table's
+  12-epoch run does not continue into the 200-epoch one.
+
+Each method's pick at time t is the cell it would return if stopped then: the best result at the highest
+fidelity any of its trials has reached by t (200 epochs once one has, else 12). It is judged by that cell's
+200-epoch validation accuracy (the mean over the table's seeds). The table gives, per method, the mean over
+seeds of that accuracy at fractions of the budget and at its end, and the simulated time the mean curve
+takes to reach the baseline's final accuracy (with the ratio against the baseline's own time).
+
+>>> out = run_method("ASHA promotion", 0, time_budget=6_000, workers=2)
+>>> out.trials > out.full > 0, 80 < out.curve[-1][1] < 92
+(True, True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nas.loop import Callback, SearchLoop
+
+#: method -> (epochs per candidate, ASHA variant or None)
+METHODS: dict[str, tuple[int, str | None]] = {
+    "evolution 200": (200, None), "evolution 12": (12, None),
+    "ASHA stopping": (200, "stopping"), "ASHA promotion": (200, "promotion"),
+}
+BASELINE = "evolution 200"
+LEVELS = [12, 200]
+EVOLUTION = {"population": 10, "sample_size": 3}
+FRACTIONS = (0.1, 0.25, 0.5, 1.0)
+
+
+@dataclasses.dataclass
+class Outcome:
+    method: str
+    seed: int
+    trials: int = 0  # candidates the strategy proposed that ended within the budget
+    full: int = 0  # of them, trained the 200-epoch schedule
+    work: float = 0.0  # simulated training seconds charged
+    curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (time, valid-200 of the pick)
+
+
+class _Ended(Callback):
+    """Every result as the loop records it (a promoted trial's twice): (end time, epochs, score, table row),
+    and the trials that ended."""
+
+    def __init__(self) -> None:
+        self.ended: list[tuple[float, int, float, int]] = []
+        self.trials: set[int] = set()
+
+    def on_result(self, loop: SearchLoop, trial: Any, result: Any) -> None:
+        if result.ok and result.end_time <= (loop.time_budget or np.inf):
+            self.ended.append((result.end_time, result.epoch, result.score, result.metrics["index"]))
+            self.trials.add(trial.trial_id)
+
+
+def pick_curve(ended: Sequence[tuple[float, int, float, int]], valid200: np.ndarray,
+               time_budget: float) -> list[tuple[float, float]]:
+    """(time, valid-200 of the pick) each time the pick changes: the best result at the highest fidelity
+    reached so far, among results ended within ``time_budget``.
+
+    >>> pick_curve([(1, 12, 0.8, 0), (2, 12, 0.7, 1), (3, 200, 0.6, 2), (4, 12, 0.9, 3)], np.arange(4.0), 9)
+    [(1.0, 0.0), (3.0, 2.0)]
+    """
+    curve: list[tuple[float, float]] = []
+    top, best = 0, -np.inf
+    for end, epoch, score, index in sorted(ended):
+        if end > time_budget or epoch < top or (epoch == top and score <= best):
+            continue
+        top, best = epoch, score
+        value = float(valid200[index])
+        if not curve or curve[-1][1] != value:
+            curve.append((float(end), value))
+    return curve
+
+
+def run_method(method: str, seed: int, *, time_budget: float = 50_000.0, workers: int = 4,
+               eta: float = 3.0) -> Outcome:
+    """One seeded search of ``method`` (a key of :data:`METHODS`) within ``time_budget`` simulated seconds."""
+    from nas.api import make_strategy
+    from nas.bench.nb201data import NB201Fidelities
+    from nas.core.scheduler import make_scheduler
+    from nas.search_spaces.nb201 import NB201Space
+    from nas.simulated import SimulatedExecutor
+
+    epochs, variant = METHODS[method]
+    space, bench = NB201Space(), NB201Fidelities("cifar10")
+    executor = SimulatedExecutor(space, bench, workers=workers, seed=seed, epochs=epochs)
+    scheduler = None
+    if variant is not None:
+        scheduler = make_scheduler("asha", max_epochs=200, seed=seed,
+                                   options={"levels": LEVELS, "variant": variant, "eta": eta})
+    ended = _Ended()
+    loop = SearchLoop(make_strategy("evolution", space, seed=seed, options=EVOLUTION), executor,
+                      time_budget=time_budget, scheduler=scheduler, callbacks=[ended])
+    loop.run()
+    return Outcome(method, seed, trials=len(ended.trials), full=sum(e[1] == 200 for e in ended.ended),
+                   work=executor.work, curve=pick_curve(ended.ended, bench.table.valid200["cifar10"], time_budget))
+
+
+def value_at(curve: Sequence[tuple[float, float]], t: float) -> float:
+    """The pick's valid-200 at time ``t`` (NaN before the first result)."""
+    value = float("nan")
+    for when, v in curve:
+        if when > t:
+            break
+        value = v
+    return value
+
+
+def mean_curve(outcomes: Sequence[Outcome], grid: np.ndarray) -> np.ndarray:
+    return np.array([np.nanmean([value_at(o.curve, t) for o in outcomes]) if any(
+        o.curve and o.curve[0][0] <= t for o in outcomes) else np.nan for t in grid])
+
+
+def time_to_reach(grid: np.ndarray, curve: np.ndarray, target: float) -> float:
+    """The first grid time where the mean curve reaches ``target`` (inf if never)."""
+    hits = np.nonzero(curve >= target - 1e-9)[0]
+    return float(grid[hits[0]]) if len(hits) else float("inf")
+
+
+def _run(job: tuple[str, int, dict[str, Any]]) -> Outcome:
+    method, seed, kwargs = job
+    return run_method(method, seed, **kwargs)
+
+
+def compare(seeds: Sequence[int], *, time_budget: float = 50_000.0, workers: int = 4, jobs: int = 1,
+            eta: float = 3.0) -> tuple[dict[str, Any], list[Outcome]]:
+    """Every method on every seed; the summary rows (by method) and the outcomes."""
+    from nas.bench.strategies import pool_map
+
+    work = [(m, s, {"time_budget": time_budget, "workers": workers, "eta": eta}) for m in METHODS for s in seeds]
+    outcomes: list[Outcome] = pool_map(_run, work, jobs)
+    grid = np.linspace(0.0, time_budget, 401)
+    by_method = {m: [o for o in outcomes if o.method == m] for m in METHODS}
+    curves = {m: mean_curve(runs, grid) for m, runs in by_method.items()}
+    target = float(curves[BASELINE][-1])
+    base_time = time_to_reach(grid, curves[BASELINE], target)
+    rows: dict[str, Any] = {}
+    for m, runs in by_method.items():
+        final = np.array([o.curve[-1][1] if o.curve else np.nan for o in runs])
+        reach = time_to_reach(grid, curves[m], target)
+        rows[m] = {"at": [float(curves[m][int(round(f * (len(grid) - 1)))]) for f in FRACTIONS],
+                   "final": float(np.nanmean(final)), "std": float(np.nanstd(final)),
+                   "trials": float(np.mean([o.trials for o in runs])),
+                   "full": float(np.mean([o.full for o in runs])), "reach": reach,
+                   "speedup": base_time / reach if np.isfinite(reach) and reach > 0 else float("nan")}
+    return {"target": target, "rows": rows}, outcomes
+
+
+def format_table(summary: dict[str, Any], time_budget: float) -> str:
+    at = " ".join(f"{f * time_budget:>8.0f}s" for f in FRACTIONS)
+    head = (f"{'method':15s} {'trials':>7s} {'200-ep':>7s} {at}   {'final +- std':>13s}   "
+            f"{'time to ' + format(summary['target'], '.2f'):>14s}  {'vs ' + BASELINE:>17s}")
+    over = f"{'':31s}{'valid-200 (%) of the pick, mean over seeds, at':^{9 * len(FRACTIONS) + 1}s}"
+    lines = [over, head, "-" * len(head)]
+    for m, r in summary["rows"].items():
+        cells = " ".join(f"{v:9.2f}" if np.isfinite(v) else f"{'-':>9s}" for v in r["at"])
+        reach = f"{r['reach']:.0f} s" if np.isfinite(r["reach"]) else "never"
+        speed = f"{r['speedup']:.2f}x" if np.isfinite(r["speedup"]) else "-"
+        lines.append(f"{m:15s} {r['trials']:7.1f} {r['full']:7.1f} {cells}   {r['final']:6.2f} +- {r['std']:4.2f}   "
+                     f"{reach:>14s}  {speed:>17s}")
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("asha", help="evolution + ASHA (rungs 12, 200 epochs) against evolution alone, NAS-Bench-201",
+                       description=__doc__.split("\n\n>>>")[0])
+    p.add_argument("--seeds", type=int, default=100, help="seeded runs per method (default 100)")
+    p.add_argument("--time-budget", type=float, default=50_000.0, help="simulated seconds (default 50000)")
+    p.add_argument("--workers", type=int, default=4, help="simulated workers (default 4)")
+    p.add_argument("--eta", type=float, default=3.0, help="ASHA's reduction factor (default 3)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    p.add_argument("--quick", action="store_true", help="3 seeds, 10000 simulated s: a smoke test")
+    p.set_defaults(handler=cmd_asha)
+
+
+def cmd_asha(args: argparse.Namespace) -> int:
+    if args.quick:
+        args.seeds, args.time_budget = 3, 10_000.0
+    for name in ("seeds", "workers", "jobs"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.time_budget > 0:
+        raise ValueError(f"--time-budget must be > 0 simulated seconds, got {args.time_budget}")
+    from nas.schedulers.asha import ASHA
+
+    ASHA(max_epochs=200, levels=LEVELS, eta=args.eta)  # a bad eta: its one-line error before any run
+    t0 = time.perf_counter()
+    summary, outcomes = compare(range(args.seeds), time_budget=args.time_budget, workers=args.workers,
+                                jobs=args.jobs, eta=args.eta)
+    print(f"NAS-Bench-201 cifar10: evolution (population 10, tournament 3) alone and with ASHA (rungs 12, 200 "
+          f"epochs, eta {args.eta:g}); {args.workers} workers, {args.time_budget:g} simulated s, {args.seeds} seeds")
+    print(format_table(summary, args.time_budget))
+    print(f"{len(outcomes)} runs in {time.perf_counter() - t0:.1f} s real time")
+    return 0
+
+
+__all__ = ["METHODS", "Outcome", "compare", "format_table", "pick_curve", "run_method"]
