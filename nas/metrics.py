@@ -33,7 +33,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from nas.core.front import FrontTracker
-from nas.engine.executor import Event
+from nas.engine.executor import Event, EventKind
 from nas.loop import Callback, SearchLoop
 from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
 from nas.status import end_state, loop_status, population_size
@@ -87,6 +87,9 @@ METRICS = (
     MetricSpec("nas_hypervolume", "gauge", "hypervolume of the Pareto front of the scores so far, against the "
                "run's own reference (worst seen less a tenth of the range; one objective: best above it)"),
     MetricSpec("nas_front_size", "gauge", "trials on the Pareto front of the scores so far"),
+    MetricSpec("nas_reports", "counter", "per-epoch reports received from the workers"),
+    MetricSpec("nas_trials_ended_early", "counter", "trials a scheduler STOPPED or PAUSED (tag reason)",
+               TAGS + ("reason",)),
     MetricSpec("nas_trial_duration_seconds", "histogram", "wall time of each finished trial",
                TAGS + ("state",), DURATION_BUCKETS),
     MetricSpec("nas_strategy_seconds", "histogram", "time the strategy spent in one ask or tell",
@@ -248,7 +251,9 @@ class MetricsCallback(Callback):
         self._count("nas_trials_finished", tags)
         if not result.ok:
             self._count("nas_trials_failed", tags)
-        elif result.score is not None:
+        elif result.reason in ("STOPPED", "PAUSED"):
+            self._count("nas_trials_ended_early", {**tags, "reason": result.reason})
+        if result.ok and result.score is not None:
             self._front.add(result.scores if result.scores else [result.score])
         if result.start_time is not None and result.end_time is not None:
             self._observed.append(("nas_trial_duration_seconds", max(result.end_time - result.start_time, 0.0),
@@ -266,6 +271,8 @@ class MetricsCallback(Callback):
         self._guard(self._result, loop, trial, result)
 
     def on_event(self, loop: SearchLoop, event: Event) -> None:
+        if event.kind is EventKind.REPORT:
+            self._count("nas_reports", self._tags(loop))
         self._guard(self._flush, loop, "running")  # a trial began: the busy gauge changes
 
     def on_end(self, loop: SearchLoop) -> None:

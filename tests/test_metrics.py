@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -23,11 +22,12 @@ from nas.metrics import (
     population_size,
     scrape,
 )
+from nas.run.journal import read_records
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.status import StatusFile, monitoring_callbacks
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.trainer import ScoreTrainer
+from nas.trainer import TrainSettings
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
 
@@ -39,6 +39,15 @@ def score_or_nan(arch):
     With seed 0 the first random architecture has d4 == 1 and the next three d4 == 4, so the run has
     failures and completions whatever order Ray finishes its trials in."""
     return math.nan if arch["d4"] == 1 else toy_score(arch)
+
+
+def reporting_train(ctx):
+    """Three epochs: at the first, later trials look worse (so ASHA surely stops some at rung 1), then the
+    toy objective (NaN for the 'diverging' architectures: FAILED)."""
+    for epoch in (1, 2, 3):
+        value = 1.0 / (1 + ctx.trial.trial_id) if epoch == 1 else score_or_nan(ctx.trial.arch)
+        if ctx.report(epoch=epoch, val_acc=value):
+            return
 
 
 def test_population_size_is_duck_typed():
@@ -78,8 +87,12 @@ def test_a_ray_search_exports_its_metrics_and_status(ray_local, tmp_path):
     metrics = MetricsCallback(run, namespace=f"nas-{run}", interval=0.0)
     df = nas.search(ToySpace(), "evolution", budget=12, workers=2, seed=0, run_dir=tmp_path / run,
                     strategy_options={"population": 4, "sample_size": 2}, callbacks=[metrics],
-                    trainer=functools.partial(ScoreTrainer, score_fn=score_or_nan))
+                    train=reporting_train, scheduler="asha",
+                    settings=TrainSettings(epochs=3, measure_costs=False, device="cpu"))
     failed = int((df.state == "FAILED").sum())
+    stopped = int((df.reason == "STOPPED").sum())
+    reports = sum(r.kind == "report" for r in read_records(tmp_path / run / "trials.jsonl"))
+    assert stopped > 0
     assert len(df) == 12 and 0 < failed < 12
     best = df[df.state == "COMPLETE"].score.max()
 
@@ -103,6 +116,8 @@ def test_a_ray_search_exports_its_metrics_and_status(ray_local, tmp_path):
     assert done, f"the run's metrics did not reach the endpoint {url}: {samples}"
     assert _values(samples, run, "ray_nas_trials_started_total", strategy="evolution") == [12.0]
     assert _values(samples, run, "ray_nas_trials_failed_total") == [float(failed)]
+    assert sum(_values(samples, run, "ray_nas_reports_total")) == reports
+    assert _values(samples, run, "ray_nas_trials_ended_early_total", reason="STOPPED") == [float(stopped)]
     assert _values(samples, run, "ray_nas_best_score") == [best]
     assert _values(samples, run, "ray_nas_workers") == [2.0]
     assert _values(samples, run, "ray_nas_budget") == [12.0]

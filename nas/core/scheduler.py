@@ -24,7 +24,7 @@ gets CONTINUE and changes nothing. The state (``state_dict``) is plain JSON data
 >>> make_scheduler("asha", max_epochs=9, options={"etaa": 2})
 Traceback (most recent call last):
 ...
-ValueError: unknown options ['etaa'] for scheduler 'asha'; allowed: ['eta', 'grace_period', 'variant']
+ValueError: unknown options ['etaa'] for scheduler 'asha'; allowed: ['eta', 'grace_period', 'variant', 'levels']
 """
 
 from __future__ import annotations
