@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nas.engine.channel import TrialChannel
 from nas.engine.executor import Event, Executor, ExecutorConfig, KeepRule
@@ -169,10 +169,11 @@ class InProcessExecutor(BaseExecutor):
             if trial.trial_id in self._stopped:
                 return [Event.finished(trial, Result.failed(trial.trial_id, "stopped"))]
             try:
-                source = self._ckpts.get(trial.checkpoint_from)
+                source = cast("bytes | None", self._ckpts.get(trial.checkpoint_from))
             except KeyError as e:
                 return [Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0])))]
-            inherit = self._ckpts.get(trial.inherit_from) if trial.inherit_from in self._ckpts else None
+            inherit = cast("bytes | None", self._ckpts.get(trial.inherit_from) if trial.inherit_from in self._ckpts
+                           else None)
             events.append(Event.started(trial, time=time.time(), worker=getattr(self._trainer, "worker", None)))
             keep = self.keep_rule(trial)
             if not self._reports:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import inspect
 import io
 import logging
@@ -151,13 +150,16 @@ def trainer_reports(trainer: Any) -> bool:
     return bool(getattr(trainer, "reports", True)) and (params is None or "report" in params)
 
 
-@functools.cache
-def _run_params(cls: type) -> frozenset[str] | None:
-    """The keyword names ``cls.run`` takes (None: any, it has ``**kwargs``)."""
-    sig = inspect.signature(cls.run)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
-        return None
-    return frozenset(sig.parameters)
+_RUN_PARAMS: dict[Any, frozenset[str] | None] = {}
+
+
+def _run_params(cls: Any) -> frozenset[str] | None:
+    """The keyword names ``cls.run`` takes (None: any, it has ``**kwargs``); looked up once per class."""
+    if cls not in _RUN_PARAMS:
+        sig = inspect.signature(cls.run)
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+        _RUN_PARAMS[cls] = None if takes_any else frozenset(sig.parameters)
+    return _RUN_PARAMS[cls]
 
 
 def worker_identity() -> tuple[str, str]:
