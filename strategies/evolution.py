@@ -135,6 +135,13 @@ class RegularizedEvolution(Strategy):
             if self.dedup:
                 self._release(arch_key(dead.arch))
 
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """A finished trial of an earlier run (:mod:`nas.run.warmstart`): it joins the population as a member
+        of the initial population does, in place of one of its random asks."""
+        self.tell(trial, result)
+        if result.ok and result.score is not None:
+            self._random_asked = min(self._random_asked + 1, self.population_size)
+
     def _release(self, key: str) -> None:
         self._taken[key] -= 1
         if self._taken[key] <= 0:

@@ -169,6 +169,16 @@ class OptunaStrategy(Strategy):
         else:
             self.study.tell(number, state=OptunaState.FAIL, skip_if_finished=True)
 
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """A finished trial of an earlier run (:mod:`nas.run.warmstart`), added to the study as a finished
+        Optuna trial (``study.add_trial``), which the samplers learn from as from their own."""
+        params = {name: opts.index(trial.arch[name]) for name, opts in self.space.decisions.items()}
+        if result.ok and result.score is not None:
+            ft = optuna.trial.create_trial(params=params, distributions=self.distributions, value=float(result.score))
+        else:
+            ft = optuna.trial.create_trial(params=params, distributions=self.distributions, state=OptunaState.FAIL)
+        self.study.add_trial(ft)
+
     def state_dict(self) -> dict[str, Any]:
         state = {**super().state_dict(), "sampler": self.sampler_name, "pending": dict(self.pending),
                  "sampler_state": sampler_state(self.study.sampler)}

@@ -207,6 +207,12 @@ class PopulationBasedTraining(Strategy):
                 m.hparams = {n: self._sample(n) for n in self.hparam_space}
         self.ready.append(m.member_id)
 
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """Refused: PBT's members train on from their own segments' checkpoints; a finished trial of another
+        run is none of them (warm-start evolution instead, which can inherit its weights)."""
+        raise ValueError("strategy 'pbt' cannot be warm-started: its members train on from their own segments, "
+                         "and a finished trial of another run is none of them; warm-start evolution instead")
+
     def _cut(self) -> int:
         """How many members the bottom (and top) quantile holds among those with a score."""
         return int(np.count_nonzero(~np.isnan(self._scores)) * self.quantile)
