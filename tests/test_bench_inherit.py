@@ -51,3 +51,25 @@ def test_quick_bench_prints_both_sides_for_both_tasks(tmp_path, capsys, keep_thr
 def test_bad_input_is_named(argv, message, keep_threads):
     with pytest.raises(ValueError, match=message):
         run(argv)
+
+
+def test_quick_search_bench_runs_both_sides(tmp_path, capsys, keep_threads):
+    from nas.bench import inherit_search
+
+    parser = argparse.ArgumentParser()
+    inherit_search.register(parser.add_subparsers())
+    out_json, out_png = tmp_path / "search.json", tmp_path / "search.png"
+    args = parser.parse_args(["inherit-search", "--quick", "--device", "cpu", "--json", str(out_json),
+                              "--plot", str(out_png)])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "from scratch, 2 epochs" in out and "inherited, 1 epoch(s) per child" in out
+    figures = json.loads(out_json.read_text())
+    assert out_png.stat().st_size > 0
+    for runs in figures["curves"].values():
+        (curve,) = runs
+        assert len(curve) == 4
+        assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(curve, curve[1:]))  # time and best only grow
+    with pytest.raises(ValueError, match="--sample-size must be <= --population, got 3 > 2"):
+        parser_args = parser.parse_args(["inherit-search", "--population", "2", "--sample-size", "3"])
+        parser_args.handler(parser_args)

@@ -13,6 +13,7 @@ import nas
 from nas.api import make_strategy
 from nas.registry import strategies
 from nas.run.reader import load_run, read_journal
+from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.run.warmstart import kept_checkpoint, load_warm_start, tell_warm_start, warm_checkpoint
 from nas.search_spaces.toy import ToySpace, toy_score, toy_search
 from nas.trainer import ScoreTrainer, TrainSettings
@@ -110,7 +111,7 @@ def drive(strategy, n):
 
 
 @pytest.mark.parametrize("name", strategies.names())
-def test_every_strategy_takes_a_warm_start_or_refuses_it_by_name(name, runs):
+def test_every_strategy_takes_a_warm_start_or_refuses_it_by_name(name, runs, tmp_path):
     warm = load_warm_start(runs, space_spec=TOY)
     options = {"population": 10, "sample_size": 3} if name == "evolution" else None
     strategy = make_strategy(name, ToySpace(), seed=0, options=options)
@@ -123,8 +124,12 @@ def test_every_strategy_takes_a_warm_start_or_refuses_it_by_name(name, runs):
     assert [t.trial_id for t in asked] == list(range(12))  # its own ids: no collision with the warm ones
     with pytest.raises(ValueError, match=f"strategy '{name}' has already asked"):
         tell_warm_start(strategy, warm)
+    write_snapshot(tmp_path / "snapshot.json", {"state": strategy.state_dict()})  # the state stays data
+    clone = make_strategy(name, ToySpace(), seed=1, options=options)
+    clone.load_state_dict(read_snapshot(tmp_path / "snapshot.json")["state"])
+    assert clone.ask() == strategy.ask()  # a resumed run asks what this one would have
     if name == "optuna":
-        assert len(strategy.study.trials) == len(warm) + 12
+        assert len(strategy.study.trials) == len(warm) + 13
     if name == "rl":
         assert strategy.rewards_seen >= len(warm)
     if name == "random":
