@@ -73,3 +73,18 @@ def test_quick_search_bench_runs_both_sides(tmp_path, capsys, keep_threads):
     with pytest.raises(ValueError, match="--sample-size must be <= --population, got 3 > 2"):
         parser_args = parser.parse_args(["inherit-search", "--population", "2", "--sample-size", "3"])
         parser_args.handler(parser_args)
+
+
+def test_quick_warm_start_bench_prints_every_side(capsys):
+    from nas.bench import warmstart
+
+    parser = argparse.ArgumentParser()
+    warmstart.register(parser.add_subparsers())
+    args = parser.parse_args(["warm-start", "--quick"])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    for side in ("cold, 10 trials", "warm (10 told), its 10 trials", "cold, 20 trials (same total)"):
+        assert side in out
+    with pytest.raises(ValueError, match="--options must be a JSON object"):
+        args = parser.parse_args(["warm-start", "--quick", "--options", "[1]"])
+        args.handler(args)
