@@ -21,7 +21,6 @@ import io
 import json
 import statistics
 import time
-import warnings
 from typing import Any
 
 import numpy as np
@@ -79,17 +78,18 @@ def plot(curves: dict[str, list[list[tuple[float, float]]]], path: str, title: s
     import matplotlib.pyplot as plt
 
     end = max(c[-1][0] for runs in curves.values() for c in runs)
-    grid = np.linspace(0, end, 301)
+    grid = np.linspace(0, end, 401)
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
     for name, runs in curves.items():
+        side_end = max(c[-1][0] for c in runs)
         values = np.full((len(runs), len(grid)), np.nan)
-        for k, c in enumerate(runs):
+        for k, c in enumerate(runs):  # each run's best so far, held until the side's last run ends
             t, v = np.array(c).T
             idx = np.searchsorted(t, grid, side="right") - 1
-            values[k] = np.where(idx >= 0, v[np.clip(idx, 0, None)], np.nan)
-        with warnings.catch_warnings():  # before a run's first result its column is NaN
-            warnings.simplefilter("ignore", RuntimeWarning)
-            mean, std = np.nanmean(values, 0), np.nanstd(values, 0)
+            values[k] = np.where((idx >= 0) & (grid <= side_end), v[np.clip(idx, 0, None)], np.nan)
+        shown = ~np.isnan(values).any(axis=0)  # drawn once every seed has a result
+        mean, std = np.full(len(grid), np.nan), np.full(len(grid), np.nan)
+        mean[shown], std[shown] = values[:, shown].mean(0), values[:, shown].std(0)
         ax.plot(grid, mean, label=f"{name} ({len(runs)} seeds)", lw=1.8)
         ax.fill_between(grid, mean - std, mean + std, alpha=0.15)
     ax.set_xlabel("total training seconds")
