@@ -36,6 +36,7 @@ from nas.resume import StopSignal
 from nas.run.config import RunConfig
 from nas.run.reader import load_run, results_frame
 from nas.run.store import RunStore
+from nas.run.warmstart import WarmTrial, kept_checkpoint, load_warm_start, tell_warm_start
 from nas.space import SearchSpace
 from nas.status import monitoring_callbacks
 from nas.strategy import Strategy
@@ -149,6 +150,7 @@ def search(
     scheduler_options: Mapping[str, Any] | None = None,
     objectives: Sequence[str] | None = None,
     train: Callable[[TrialContext], Any] | None = None,
+    warm_start: Sequence[str | os.PathLike[str]] = (),
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
 
@@ -167,7 +169,10 @@ def search(
     trials on their per-epoch reports, with ``scheduler_options`` (e.g. ``{"eta": 3, "variant": "promotion"}``);
     ``objectives`` are the metrics searched for, each ``metric[:max|min]`` (default ``["val_acc"]``); ``train``
     is a training function of your own, ``train(ctx)`` (see :mod:`nas.train.context`), run by the default
-    trainer in place of its built-in one.
+    trainer in place of its built-in one. ``warm_start``: earlier run directories of the same space and
+    objectives whose finished trials the strategy is told before it asks anything (not re-run; in the
+    returned frame with negative ids, their source in ``metrics``); with weight inheritance their kept weights
+    can be inherited.
     ``stop`` (a :class:`nas.resume.StopSignal`) ends the search gracefully when requested;
     ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
     (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
@@ -189,9 +194,11 @@ def search(
         run_dir=None if run_dir is None else str(run_dir), executor=executor if isinstance(executor, str) else "ray",
         address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
         scheduler=scheduler, scheduler_options=dict(scheduler_options or {}),
+        warm_start=[str(p) for p in warm_start],
     ).with_settings(settings)  # every value type-checked here, before anything runs
     strat = build_strategy(strategy, space_obj, seed, strategy_options, config.objectives)
     sched = build_scheduler(config, strat, seed)
+    warm = load_warm_start(config.warm_start, space_spec=space_obj.spec(), objectives=config.objectives)
     dataset = data if isinstance(data, Dataset) else load_dataset(data, seed=seed)
     settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
     run_path = Path(run_dir or default_run_dir(space_spec(space_obj), config.strategy))
@@ -234,6 +241,10 @@ def search(
                                         ray_namespace=f"nas-{run_path.name}" if executor == "ray" else None)
         loop = SearchLoop(strat, ex, budget=budget, store=store, callbacks=[*(callbacks or []), *monitors],
                           stop=stop, scheduler=sched)
+        if warm and (store.restored is None or store.restored.snapshot is None):  # (a snapshot holds them)
+            tell_warm_start(strat, warm)
+        if warm and dict(strategy_options or {}).get("inherit"):
+            keep_warm_weights(ex, warm)
         if store.restored is not None:
             loop.restore(store.restored)
             store.fix_best(loop.best)
@@ -244,7 +255,7 @@ def search(
                 ex.shutdown()
         finally:
             store.close()
-    df = results_frame(loop.results(), space_obj.format)
+    df = results_frame([*((w.trial, w.result) for w in warm), *loop.results()], space_obj.format)
     df.attrs["run_dir"] = str(run_path)
     if len(config.objectives) > 1:  # a multi-objective run: its Pareto front (feasible trials only)
         from nas.core.front import pareto_front
@@ -274,6 +285,15 @@ def build_strategy(strategy: str | Strategy, space: SearchSpace, seed: int, opti
     if several and takes_objectives(registry.strategies.get(strategy)):
         opts["objectives"] = list(objectives)
     return for_objectives(strategy, make_strategy(strategy, space, seed=seed, options=opts), objectives, seed=seed)
+
+
+def keep_warm_weights(executor: Executor, warm: Sequence[WarmTrial]) -> None:
+    """The kept weights of warm-start trials, handed to the executor under their new ids, so that children
+    can inherit from them (only those an earlier run kept: its checkpoints and best weights)."""
+    for w in warm:
+        data = kept_checkpoint(w.run, w.source_id)
+        if data is not None:
+            executor.restore_checkpoint(w.trial.trial_id, data)
 
 
 #: strategies that decide themselves when a trial stops, so that no scheduler may stop it too

@@ -112,6 +112,9 @@ def add_search_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--objective", action="append", dest="objectives", default=None, metavar="METRIC[:max|min]",
                    help="a metric the trials report, to maximise (default) or minimise; repeat it for a "
                    "multi-objective search (default: val_acc)")
+    p.add_argument("--warm-start", action="append", dest="warm_start", default=None, metavar="RUN_DIR",
+                   help="an earlier run (same space and objectives) whose finished trials the strategy learns from "
+                   "before its first ask, without re-running them (repeatable)")
     p.add_argument("--scheduler-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a scheduler option, e.g. --scheduler-option eta=3 --scheduler-option variant=promotion")
     p.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=None,
@@ -204,7 +207,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                         seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
                         gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
                         callbacks=[] if args.quiet else [ProgressBar()], resume=bool(args.resume), stop=stop,
-                        scheduler=cfg.scheduler, scheduler_options=cfg.scheduler_options, objectives=cfg.objectives)
+                        scheduler=cfg.scheduler, scheduler_options=cfg.scheduler_options, objectives=cfg.objectives,
+                        warm_start=cfg.warm_start)
     except KeyboardInterrupt:
         print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
         return 130

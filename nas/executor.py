@@ -170,10 +170,9 @@ class InProcessExecutor(BaseExecutor):
                 return [Event.finished(trial, Result.failed(trial.trial_id, "stopped"))]
             try:
                 source = cast("bytes | None", self._ckpts.get(trial.checkpoint_from))
-            except KeyError as e:
+                inherit = cast("bytes | None", self._ckpts.get(trial.inherit_from))
+            except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
                 return [Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0])))]
-            inherit = cast("bytes | None", self._ckpts.get(trial.inherit_from) if trial.inherit_from in self._ckpts
-                           else None)
             events.append(Event.started(trial, time=time.time(), worker=getattr(self._trainer, "worker", None)))
             keep = self.keep_rule(trial)
             if not self._reports:

@@ -337,11 +337,11 @@ class RayExecutor(BaseExecutor):
             self._handed_out = None
         try:
             source = self._ckpts.get(trial.checkpoint_from)
+            inherit = self._ckpts.get(trial.inherit_from)
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
             self._set_load(slot, self._load[slot])
             self._done.append(Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0]))))
             return
-        inherit = self._ckpts.get(trial.inherit_from) if trial.inherit_from in self._ckpts else None
         self._set_load(slot, self._load[slot] + 1)
         actor = self._actors[slot]
         gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(

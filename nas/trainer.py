@@ -200,14 +200,16 @@ def run_safely(
     return result, ckpt
 
 
-def inherit_into(model: torch.nn.Module, data: bytes, device: torch.device) -> dict[str, Any]:
+def inherit_into(model: torch.nn.Module, data: bytes, device: torch.device,
+                 parent: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Copy into ``model`` every tensor of the checkpoint ``data`` whose name and shape it shares (weight
-    inheritance, :mod:`nas.train.inherit`); the metrics that record it."""
+    inheritance, :mod:`nas.train.inherit`): the metrics that record it, and the parent's state (its
+    optimizer state, for the training function to take what fits)."""
     from nas.train.inherit import inherit_weights
 
     state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
     stats = inherit_weights(model, state["model"])
-    return {"inherited_params": stats.params_copied, "inherited_tensors": stats.tensors_copied}
+    return stats.metrics(parent=parent), state
 
 
 class TorchTrainer:
@@ -363,14 +365,17 @@ class TorchTrainer:
         if violation is not None:  # recorded at once; nothing is trained
             raise TrialFailure(FailureKind.INFEASIBLE, str(violation), costs)
         measured: dict[str, Any] = {}
+        inherited = None
         if inherit is not None:
-            measured.update(inherit_into(model, inherit, self.device))
+            found, inherited = inherit_into(model, inherit, self.device, trial.inherit_from)
+            measured.update(found)
         ckpt_io = CheckpointIO(checkpoint, self.device)
         if (norm := self.normalization()) is not None:
             ckpt_io.extra["normalization"] = norm
         ctx = TrialContext(trial, model=model, data=self.feed, hparams=hp, device=self.device, costs=costs,
                            checkpoint=ckpt_io, report=report, objectives=self.objectives, default_epochs=s.epochs,
                            total_epochs=s.epochs, evaluate=self.evaluate, autocast=self._autocast)
+        ctx.inherited = inherited
         t0 = time.perf_counter()
         returned = self.train_fn(ctx)
         train_seconds = time.perf_counter() - t0

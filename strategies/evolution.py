@@ -60,6 +60,11 @@ class RegularizedEvolution(Strategy):
     given by ``nas.search``, not a user option): with more than one, the multi-objective tournament of the
     module docstring ranks each result's ``scores``.
 
+    ``inherit`` (default False): weight inheritance (Real et al. 2017): each child carries
+    ``inherit_from=parent`` and starts from its parent's trained weights wherever a tensor's name and shape
+    are unchanged (:mod:`nas.train.inherit`), and every trial keeps its checkpoint (so that it can be a
+    parent). ``child_epochs``: with ``inherit``, the epochs a child trains (default: the run's).
+
     >>> from nas.search_spaces.toy import ToySpace
     >>> from nas.types import Result, TrialState
     >>> evo = RegularizedEvolution(ToySpace(), objectives=["val_acc", "params:min"], population=4, sample_size=2,
@@ -81,6 +86,8 @@ class RegularizedEvolution(Strategy):
         population: int = 50,
         sample_size: int = 10,
         dedup: bool = False,
+        inherit: bool = False,
+        child_epochs: int | None = None,
     ) -> None:
         super().__init__(space, seed=seed)
         self.objectives = Objectives(objectives) if objectives is not None else None
@@ -91,6 +98,13 @@ class RegularizedEvolution(Strategy):
                 f"sample_size must be <= population, got sample_size={sample_size}, population={population}"
             )
         self.dedup = bool(dedup)
+        if not isinstance(inherit, bool):
+            raise ValueError(f"inherit must be true or false, got {inherit!r}")
+        if child_epochs is not None and not inherit:
+            raise ValueError(f"child_epochs={child_epochs!r} needs inherit=true (children train from scratch "
+                             "for the run's epochs otherwise)")
+        self.inherit = inherit
+        self.child_epochs = None if child_epochs is None else check_positive_int("child_epochs", child_epochs)
         self.population: collections.deque[Member] = collections.deque()  # oldest on the left
         self._random_asked = 0
         self._in_flight: dict[int, str] = {}  # with dedup: trial id -> arch key, until its result
@@ -103,11 +117,19 @@ class RegularizedEvolution(Strategy):
         else:
             parent_member = self._tournament()
             arch, parent = self._mutate(parent_member.arch), parent_member.trial_id
-        trial = self.trial(arch, parent=parent)
+        trial = self.trial(arch, parent=parent, **self._inheritance(parent))
         if self.dedup:
             self._in_flight[trial.trial_id] = key = arch_key(arch)
             self._taken[key] += 1
         return trial
+
+    def _inheritance(self, parent: int | None) -> dict[str, Any]:
+        """The Trial fields of weight inheritance: every trial keeps its checkpoint, children inherit."""
+        if not self.inherit:
+            return {}
+        if parent is None:
+            return {"save_checkpoint": True}
+        return {"save_checkpoint": True, "inherit_from": parent, "epochs": self.child_epochs}
 
     def _tournament(self) -> Member:
         k = min(self.sample_size, len(self.population))
@@ -165,6 +187,13 @@ class RegularizedEvolution(Strategy):
             dead = self.population.popleft()  # the oldest dies, however good it was
             if self.dedup:
                 self._release(arch_key(dead.arch))
+
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """A finished trial of an earlier run (:mod:`nas.run.warmstart`): it joins the population as a member
+        of the initial population does, in place of one of its random asks."""
+        self.tell(trial, result)
+        if result.ok and result.score is not None:
+            self._random_asked = min(self._random_asked + 1, self.population_size)
 
     def _release(self, key: str) -> None:
         self._taken[key] -= 1

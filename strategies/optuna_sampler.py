@@ -247,6 +247,19 @@ class OptunaStrategy(Strategy):
         trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
         optuna.Trial(self.study, trial_id).set_constraint(VIOLATION, value)
 
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """A finished trial of an earlier run (:mod:`nas.run.warmstart`), added to the study as a finished
+        Optuna trial (``study.add_trial``), which the samplers learn from as from their own."""
+        params = {name: opts.index(trial.arch[name]) for name, opts in self.space.decisions.items()}
+        if result.ok and result.score is not None and self.n_objectives > 1:
+            values = [float(v) for v in (result.scores or [result.score])]
+            ft = optuna.trial.create_trial(params=params, distributions=self.distributions, values=values)
+        elif result.ok and result.score is not None:
+            ft = optuna.trial.create_trial(params=params, distributions=self.distributions, value=float(result.score))
+        else:
+            ft = optuna.trial.create_trial(params=params, distributions=self.distributions, state=OptunaState.FAIL)
+        self.study.add_trial(ft)
+
     def state_dict(self) -> dict[str, Any]:
         state = {**super().state_dict(), "sampler": self.sampler_name, "pending": dict(self.pending),
                  "sampler_state": sampler_state(self.study.sampler)}

@@ -15,6 +15,12 @@ Ray executor), so a member goes on from the epoch it was at. When a segment fini
   Its architecture is gone from the population unless another member still has it;
 - otherwise it continues from its own checkpoint with its own hparams.
 
+With ``arch_mutation`` > 0, explore also changes the architecture with that probability: the retired member
+takes a one-decision mutation of the donor's architecture (``space.mutate``), and since a checkpoint of
+another architecture cannot be resumed, its next segment inherits the donor's weights instead
+(``inherit_from``: every tensor whose name and shape the mutation left unchanged, the rule of
+:mod:`nas.train.inherit`; Real et al. 2017) and trains from epoch 0; later segments resume their own.
+
 Why segments are trials and decisions are taken in ``tell``, not ``report``: the executors run whole
 trials and keep a checkpoint per finished trial, so a segment boundary is a trial boundary. That gives
 every segment its own checkpoint to copy, lets any free worker run a member's next segment, and keeps
@@ -69,6 +75,7 @@ class Member:
     score: float | None = None  # the latest segment's score; None until one finishes (or after exploit)
     epoch: int = 0
     segments: int = 0
+    inherit: bool = False  # the next segment inherits ``source``'s weights (its architecture was mutated)
 
 
 def parse_hparams(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +106,8 @@ class PopulationBasedTraining(Strategy):
     """Options: ``population`` (members, default 8), ``quantile`` (bottom/top fraction, default 0.25,
     at most 0.5), ``interval`` (epochs per segment; default None: the run's epochs), ``hparams``
     (ranges and choices to explore; default lr in [1e-4, 1e-1], log scale), ``resample_probability``
-    (default 0.25)."""
+    (default 0.25), ``arch_mutation`` (probability that explore also mutates the architecture, whose
+    segment then inherits the donor's weights; default 0.0)."""
 
     def __init__(
         self,
@@ -111,6 +119,7 @@ class PopulationBasedTraining(Strategy):
         interval: int | None = None,
         hparams: Mapping[str, Any] | None = None,
         resample_probability: float = 0.25,
+        arch_mutation: float = 0.0,
     ) -> None:
         super().__init__(space, seed=seed)
         self.population_size = check_positive_int("population", population)
@@ -118,6 +127,7 @@ class PopulationBasedTraining(Strategy):
         self.interval = None if interval is None else check_positive_int("interval", interval)
         self.hparam_space = parse_hparams(DEFAULT_HPARAMS if hparams is None else hparams)
         self.resample_probability = check_fraction("resample_probability", resample_probability)
+        self.arch_mutation = check_fraction("arch_mutation", arch_mutation)
         self.members: list[Member] = []
         self.ready: collections.deque[int] = collections.deque()  # members waiting for their next segment
         self.running: set[int] = set()
@@ -163,8 +173,9 @@ class PopulationBasedTraining(Strategy):
         else:
             return None  # every member is training
         self.running.add(m.member_id)
+        source = m.source if self.checkpoints else None
         trial = self.trial(m.arch, hparams=dict(m.hparams), epochs=self.interval, parent=m.source,
-                           checkpoint_from=m.source if self.checkpoints else None,
+                           checkpoint_from=None if m.inherit else source, inherit_from=source if m.inherit else None,
                            save_checkpoint=True, member=m.member_id)
         if m.member_id in self._fresh_next:
             self._fresh_next.discard(m.member_id)
@@ -178,22 +189,29 @@ class PopulationBasedTraining(Strategy):
         self.running.discard(m.member_id)
         if result.ok and result.score is not None:
             m.source, m.score, m.epoch = trial.trial_id, float(result.score), int(result.epoch)
+            m.inherit = False  # its own checkpoint now: resumed from here on
             m.segments += 1
             self._scores[m.member_id] = m.score
             if self._in_bottom(m):
                 self._exploit(m, trial.trial_id)
-        elif MISSING_CHECKPOINT in (result.error or "") and trial.checkpoint_from is not None:
-            if trial.checkpoint_from in self._restarted:
+        elif MISSING_CHECKPOINT in (result.error or "") and (trial.checkpoint_from, trial.inherit_from) != (None, None):
+            if (trial.checkpoint_from if trial.inherit_from is None else trial.inherit_from) in self._restarted:
                 self.checkpoints = False  # a fresh segment left no checkpoint: the trainer keeps none
-            m.source, m.epoch = None, 0
+            m.source, m.epoch, m.inherit = None, 0, False
             self._fresh_next.add(m.member_id)
         else:
             m.score = None
             self._scores[m.member_id] = np.nan
             if not self._exploit(m, trial.trial_id):  # nobody to copy yet: start afresh
-                m.arch, m.source, m.epoch = self.space.sample(self.rng), None, 0
+                m.arch, m.source, m.epoch, m.inherit = self.space.sample(self.rng), None, 0, False
                 m.hparams = {n: self._sample(n) for n in self.hparam_space}
         self.ready.append(m.member_id)
+
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """Refused: PBT's members train on from their own segments' checkpoints; a finished trial of another
+        run is none of them (warm-start evolution instead, which can inherit its weights)."""
+        raise ValueError("strategy 'pbt' cannot be warm-started: its members train on from their own segments, "
+                         "and a finished trial of another run is none of them; warm-start evolution instead")
 
     def _cut(self) -> int:
         """How many members the bottom (and top) quantile holds among those with a score."""
@@ -217,7 +235,9 @@ class PopulationBasedTraining(Strategy):
         self.exploits.append({"trial": trial_id, "member": m.member_id, "donor": donor.member_id,
                               "donor_trial": donor.source, "retired_arch": dict(m.arch)})
         m.arch, m.hparams = dict(donor.arch), self._explore(donor.hparams)
-        m.source, m.epoch, m.score = donor.source, donor.epoch, None
+        m.source, m.epoch, m.score, m.inherit = donor.source, donor.epoch, None, False
+        if self.arch_mutation and self.rng.random() < self.arch_mutation:  # (no draw by default: same asks)
+            m.arch, m.epoch, m.inherit = self.space.mutate(donor.arch, self.rng), 0, True
         self._scores[m.member_id] = np.nan  # ranked again after its next segment
         return True
 

@@ -69,6 +69,14 @@ class RandomSearch(Strategy):
     def tell(self, trial: Trial, result: Result) -> None:
         pass
 
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """A finished trial of an earlier run (:mod:`nas.run.warmstart`): with dedup, its architecture is not
+        proposed again (while the window has room); random search learns nothing else from it."""
+        key = fingerprint(trial.arch)
+        if self.dedup and key not in self._seen and len(self._recent) < self._window:
+            self._seen.add(key)
+            self._recent.append(key)
+
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "recent": np.array(self._recent, dtype=np.int64)}
 

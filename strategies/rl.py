@@ -148,6 +148,13 @@ class RLController(Strategy):
         if len(self.buffer) >= self.batch:
             self._update()
 
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """A finished trial of an earlier run (:mod:`nas.run.warmstart`): its reward and actions join the
+        REINFORCE batches as the controller's own do. Off-policy (another policy sampled them): the update
+        still moves probability toward architectures that beat the baseline, which is what a warm start is for."""
+        self.pending[trial.trial_id] = self.space.encode(trial.arch)
+        self.tell(trial, result)
+
     def _update(self) -> None:
         with one_torch_thread():
             self._reinforce()

@@ -8,7 +8,8 @@ import importlib
 #: One module per benchmark; each defines ``register(subparsers)`` and sets ``handler`` on its parser.
 BENCH_MODULES: list[str] = ["nas.bench.strategies", "nas.bench.scaling", "nas.bench.overhead", "nas.bench.train",
                             "nas.bench.strategy_speed", "nas.bench.cells", "nas.bench.driver", "nas.bench.ray_poll",
-                            "nas.bench.reports", "nas.bench.asha_sim"]
+                            "nas.bench.reports", "nas.bench.asha_sim", "nas.bench.inherit", "nas.bench.inherit_search",
+                            "nas.bench.warmstart"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

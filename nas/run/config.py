@@ -26,7 +26,7 @@ FORMAT_VERSION = 2
 #: fields of run.json that make a run what it is: a resume with other values would mix two searches
 DEFINING = ("space_spec", "strategy", "strategy_options", "seed", "dataset", "dataset_fingerprint", "epochs", "lr",
             "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "train_options", "objectives",
-            "scheduler", "scheduler_options", "max_flops", "max_latency_ms")
+            "scheduler", "scheduler_options", "max_flops", "max_latency_ms", "warm_start")
 #: RunConfig fields that are TrainSettings fields
 SETTINGS = ("epochs", "lr", "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "device", "amp",
             "seed", "max_flops", "max_latency_ms", "objectives")
@@ -68,6 +68,7 @@ class RunConfig:
     scheduler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     max_flops: float | None = None  # constraints: a candidate over one is INFEASIBLE, and not trained
     max_latency_ms: float | None = None
+    warm_start: list[str] = dataclasses.field(default_factory=list)  # earlier run directories to learn from
     train_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # any other TrainSettings field
 
     def __post_init__(self) -> None:

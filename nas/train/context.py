@@ -114,6 +114,7 @@ class TrialContext:
         self.objectives = objectives or Objectives()
         self.history: list[dict[str, Any]] = []
         self.decision = Decision.CONTINUE
+        self.inherited: dict[str, Any] | None = None  # the parent's state where the model inherited from one
         self._report = report
         self._evaluate = evaluate
         self._autocast = autocast

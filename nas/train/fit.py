@@ -5,8 +5,9 @@ Epochs of minibatch training on ``ctx.data`` with the trial's optimizer, learnin
 cosine or step), label smoothing, gradient clipping and augmentation (:mod:`nas.train.hparams`), then the
 validation loss and accuracy, reported after every epoch; it returns as soon as a report answers stop.
 A trial with a checkpoint to start from (a promotion continuing a paused trial, PBT's exploit) continues
-its model, optimizer and schedule where that checkpoint ended. The loss is summed on the device and read
-once per epoch.
+its model, optimizer and schedule where that checkpoint ended; a trial that inherited its parent's weights
+(``inherit_from``) starts at epoch 0 and takes the parent's optimizer state where it fits. The loss is
+summed on the device and read once per epoch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from nas.train.context import TrialContext
 from nas.train.hparams import augmentation, make_optimizer, make_schedule
+from nas.train.inherit import inherit_optimizer_state, optimizer_param_names
 
 
 def fit(ctx: TrialContext) -> None:
@@ -33,6 +35,9 @@ def fit(ctx: TrialContext) -> None:
             group["lr"] = hp["lr"]
             group["weight_decay"] = hp["weight_decay"]
         start_epoch = int(state["epoch"])
+    elif ctx.inherited is not None and ctx.inherited.get("optimizer_name") == hp["optimizer"] \
+            and "optimizer_param_names" in ctx.inherited:  # the parent's optimizer state, where shapes match
+        inherit_optimizer_state(model, opt, ctx.inherited["optimizer"], ctx.inherited["optimizer_param_names"])
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=hp["label_smoothing"])
     augment = augmentation(hp)
     per_epoch = feed.train_samples(hp["batch_size"])
@@ -46,6 +51,7 @@ def fit(ctx: TrialContext) -> None:
     def state_now() -> dict[str, Any]:
         return {"model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                 "optimizer": opt.state_dict(), "optimizer_name": hp["optimizer"], "epoch": epoch,
+                "optimizer_param_names": optimizer_param_names(model, opt),
                 "arch": dict(ctx.trial.arch), "hparams": dict(hp)}
 
     ctx.checkpoint.provide(state_now)

@@ -1,0 +1,151 @@
+"""Warm starts: a new search's strategy is told the finished trials of earlier runs before it asks anything,
+without running them again (``nas search --warm-start RUN_DIR``).
+
+Reading: only ``run.json`` and the journal, as JSON (:mod:`nas.run.reader`), and kept weights with
+``torch.load(weights_only=True)``: nothing in a warm-start directory is imported or unpickled. A run qualifies
+when it searched the same space (``run.json``'s ``space_spec``: class and constructor arguments) for the same
+objectives (``run.json``'s ``objectives``, ``["val_acc:max"]`` for runs that name none), in the same order,
+so that its scores mean what the new run's do; otherwise a one-line ValueError names the run and the mismatch.
+
+Ids: a warm trial gets a NEGATIVE id, -1, -2, ... in the order the runs are given and, within a run, the
+order its trials finished. A new run's own ids count up from 0 (:meth:`nas.strategy.Strategy.trial`), so the
+two never collide, and loading the same directories again (a resume) gives the same ids. References inside a
+run (``parent``, ``inherit_from``, ``checkpoint_from``) are mapped to the new ids, or None when they point at a
+trial that is not carried over; ``member`` (PBT's) is dropped. Each result's metrics name where it came
+from: ``warm_start_run`` (the directory) and ``warm_start_trial`` (its id there). Only COMPLETE trials with
+a score are carried over (a failure says little about another search).
+
+Strategies: :func:`tell_warm_start` hands each warm trial to the strategy's ``warm_start(trial, result)``
+(evolution: the trials join the population in place of random initial members; random search: their
+architectures are not proposed again; RL: REINFORCE on them, off-policy; Optuna: ``study.add_trial``). A
+strategy without that method, or one whose method refuses (PBT: a finished trial is none of its members), is
+refused with a ValueError naming it.
+
+Weights: :func:`kept_checkpoint` returns the bytes of a warm trial's kept checkpoint (``checkpoints/<id>.pt``,
+or ``best.pt`` when it is the run's best), so that a child of a warm trial can inherit its weights
+(:mod:`nas.train.inherit`).
+
+>>> import tempfile
+>>> load_warm_start([tempfile.mkdtemp()], space_spec={"class": "toy", "args": {}}, objectives=["val_acc"])
+Traceback (most recent call last):
+...
+ValueError: warm-start run '...': '...' is not a run directory (no run.json)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from nas.core.objectives import Objective
+from nas.run.reader import read_journal
+from nas.run.store import BEST_PT, CHECKPOINTS, best_weights, check_checkpoint, read_config
+from nas.types import Result, Trial
+
+DEFAULT_OBJECTIVES = ("val_acc:max",)
+
+
+class WarmTrial(NamedTuple):
+    """A finished trial of an earlier run, with its new (negative) id in ``trial`` and ``result``."""
+
+    trial: Trial
+    result: Result
+    run: str  # the warm-start run directory it came from
+    source_id: int  # its id in that run
+
+
+def _space_of(cfg: Mapping[str, Any]) -> Any:
+    spec = cfg.get("space_spec") or {"class": cfg.get("space"), "args": {}}
+    return json.loads(json.dumps(spec, sort_keys=True, default=str))
+
+
+def _remap(ids: Mapping[int, int], ref: int | None) -> int | None:
+    return None if ref is None else ids.get(ref)
+
+
+def _objectives(specs: Sequence[str] | str) -> list[str]:
+    return [str(Objective.parse(s)) for s in ([specs] if isinstance(specs, str) else specs)]
+
+
+def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: Mapping[str, Any],
+                    objectives: Sequence[str] | str = DEFAULT_OBJECTIVES) -> list[WarmTrial]:
+    """The COMPLETE trials of ``run_dirs`` (in that order), their ids made negative (see the module docstring).
+    ``space_spec``: the new run's (``space.spec()``); ``objectives``: its objective specs."""
+    want_space, want_obj = _space_of({"space_spec": dict(space_spec)}), _objectives(objectives)
+    out: list[WarmTrial] = []
+    seen: set[Path] = set()
+    for run_dir in run_dirs:
+        path = Path(run_dir)
+        where = f"warm-start run {str(run_dir)!r}"
+        if not path.is_dir():
+            raise ValueError(f"{where} does not exist or is not a directory")
+        if path.resolve() in seen:
+            raise ValueError(f"{where} is given twice")
+        seen.add(path.resolve())
+        try:
+            cfg = read_config(path)
+            have_space = _space_of(cfg)
+            if have_space != want_space:
+                raise ValueError(f"searched space {have_space}, this search {want_space}; a warm start needs the "
+                                 "same space")
+            have_obj = _objectives(cfg.get("objectives") or DEFAULT_OBJECTIVES)
+            if have_obj != want_obj:
+                raise ValueError(f"optimised objectives {have_obj}, this search {want_obj}; a warm start needs the "
+                                 "same objectives")
+            records = read_journal(path)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+        done = [(t, r) for t, r in records if r.ok and r.score is not None]
+        ids = {t.trial_id: -(len(out) + i + 1) for i, (t, _) in enumerate(done)}
+        for trial, result in done:
+            new_id = ids[trial.trial_id]
+            t = dataclasses.replace(trial, trial_id=new_id, member=None, parent=_remap(ids, trial.parent),
+                                    inherit_from=_remap(ids, trial.inherit_from),
+                                    checkpoint_from=_remap(ids, trial.checkpoint_from))
+            r = dataclasses.replace(result, trial_id=new_id, metrics={
+                **result.metrics, "warm_start_run": str(run_dir), "warm_start_trial": trial.trial_id})
+            out.append(WarmTrial(t, r, str(run_dir), trial.trial_id))
+    return out
+
+
+def tell_warm_start(strategy: Any, warm: Sequence[WarmTrial | tuple[Trial, Result]]) -> int:
+    """Tell ``strategy`` (before its first ask) every warm trial through its ``warm_start(trial, result)``;
+    the number told. A strategy that cannot use them is refused with a ValueError naming it."""
+    if not warm:
+        return 0
+    name = getattr(strategy, "name", type(strategy).__name__)
+    hook = getattr(strategy, "warm_start", None)
+    if not callable(hook):
+        raise ValueError(f"strategy {name!r} cannot be warm-started (it has no warm_start(trial, result) "
+                         "method); drop --warm-start or choose evolution, random, rl or optuna")
+    if getattr(strategy, "_next_id", 0) != 0:
+        raise ValueError(f"strategy {name!r} has already asked for trials: a warm start comes before its first ask")
+    for item in warm:
+        hook(item[0], item[1])
+    return len(warm)
+
+
+def kept_checkpoint(run_dir: str | os.PathLike[str], trial_id: int) -> bytes | None:
+    """The checkpoint a run kept for its trial ``trial_id`` (its id in that run): ``checkpoints/<id>.pt``, or
+    ``best.pt`` when best.json names that trial (and the weights' hash agrees); None when it kept neither.
+    A file that is not a plain checkpoint (``torch.load(weights_only=True)`` refuses it) is a ValueError."""
+    path = Path(run_dir)
+    kept = path / CHECKPOINTS / f"{int(trial_id)}.pt"
+    if kept.is_file():
+        return check_checkpoint(kept.read_bytes(), kept)
+    try:
+        best = best_weights(path, int(trial_id))
+    except ValueError:  # no best.pt, or it holds another trial's weights
+        return None
+    return check_checkpoint(best.read_bytes(), path / BEST_PT)
+
+
+def warm_checkpoint(warm: Mapping[int, WarmTrial], trial_id: int) -> bytes | None:
+    """The kept checkpoint of the warm trial whose NEW id is ``trial_id`` (``warm``: ``{w.trial.trial_id: w}``),
+    for a child that inherits from it; None when it is no warm trial or its run kept no weights for it."""
+    w = warm.get(trial_id)
+    return None if w is None else kept_checkpoint(w.run, w.source_id)

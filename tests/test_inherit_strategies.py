@@ -1,0 +1,98 @@
+"""Strategies whose trials carry a parent set ``inherit_from`` (the rule of nas.train.inherit): evolution with
+``inherit=true``, PBT when its explore step mutates the architecture."""
+
+from __future__ import annotations
+
+import pytest
+
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.strategies.evolution import RegularizedEvolution
+from nas.strategies.pbt import MISSING_CHECKPOINT, PopulationBasedTraining
+from nas.types import Result, TrialState
+
+
+def complete(trial, score, epoch=1):
+    return Result(trial.trial_id, TrialState.COMPLETE, score=score, epoch=epoch)
+
+
+def test_evolution_children_inherit_from_their_parent_and_every_trial_keeps_its_checkpoint():
+    evo = RegularizedEvolution(ToySpace(), population=4, sample_size=2, inherit=True, child_epochs=1, seed=0)
+    first = [evo.ask() for _ in range(4)]
+    assert all(t.save_checkpoint and t.inherit_from is None and t.epochs is None for t in first)
+    for t in first:
+        evo.tell(t, complete(t, toy_score(t.arch)))
+    for _ in range(10):
+        child = evo.ask()
+        assert child.parent is not None and child.inherit_from == child.parent
+        assert child.save_checkpoint and child.epochs == 1 and child.checkpoint_from is None
+        evo.tell(child, complete(child, toy_score(child.arch)))
+
+
+def test_evolution_without_inherit_asks_exactly_what_it_did_before():
+    plain = RegularizedEvolution(ToySpace(), population=3, sample_size=2, seed=5)
+    inherit = RegularizedEvolution(ToySpace(), population=3, sample_size=2, inherit=True, seed=5)
+    for _ in range(12):
+        a, b = plain.ask(), inherit.ask()
+        assert (a.arch, a.parent) == (b.arch, b.parent)  # same seed, same search; only the fields differ
+        assert not a.save_checkpoint and a.inherit_from is None and a.epochs is None
+        plain.tell(a, complete(a, toy_score(a.arch)))
+        inherit.tell(b, complete(b, toy_score(b.arch)))
+    state = inherit.state_dict()
+    again = RegularizedEvolution(ToySpace(), population=3, sample_size=2, inherit=True, seed=0)
+    again.load_state_dict(state)
+    assert again.ask() == inherit.ask()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"inherit": "yes"}, "inherit must be true or false, got 'yes'"),
+    ({"child_epochs": 2}, "child_epochs=2 needs inherit=true"),
+    ({"inherit": True, "child_epochs": 0}, "child_epochs must be an integer >= 1, got 0"),
+])
+def test_evolution_bad_inherit_options_are_named(options, message):
+    with pytest.raises(ValueError, match=message):
+        RegularizedEvolution(ToySpace(), **options)
+
+
+def retire_member_0(pbt):
+    first = [pbt.ask() for _ in range(4)]
+    for t, s in zip(first[1:], [5.0, 6.0, 9.0]):
+        pbt.tell(t, complete(t, s, epoch=3))
+    pbt.tell(first[0], complete(first[0], 1.0, epoch=3))  # the worst: retired, copies member 3
+    child = next(t for t in (pbt.ask() for _ in range(4)) if t.member == 0)
+    return first, child
+
+
+def test_pbt_explore_that_mutates_the_architecture_inherits_instead_of_resuming():
+    pbt = PopulationBasedTraining(ToySpace(), population=4, arch_mutation=1.0, seed=0)
+    first, child = retire_member_0(pbt)
+    donor = first[3]
+    assert child.inherit_from == donor.trial_id == child.parent and child.checkpoint_from is None
+    assert sum(child.arch[k] != donor.arch[k] for k in child.arch) == 1  # one decision mutated
+    assert pbt.members[0].epoch == 0 and child.save_checkpoint
+    pbt.tell(child, complete(child, 7.0, epoch=1))
+    nxt = next(t for t in (pbt.ask() for _ in range(4)) if t is not None and t.member == 0)
+    assert nxt.checkpoint_from == child.trial_id and nxt.inherit_from is None and nxt.arch == child.arch
+    restored = PopulationBasedTraining(ToySpace(), population=4, arch_mutation=1.0, seed=1)
+    restored.load_state_dict(pbt.state_dict())
+    assert [vars(m) for m in restored.members] == [vars(m) for m in pbt.members]
+
+
+def test_pbt_without_arch_mutation_keeps_resuming_the_donor():
+    pbt = PopulationBasedTraining(ToySpace(), population=4, seed=0)
+    first, child = retire_member_0(pbt)
+    assert child.checkpoint_from == first[3].trial_id and child.inherit_from is None
+    assert child.arch == first[3].arch
+
+
+def test_pbt_missing_inherited_checkpoint_restarts_the_member_fresh():
+    pbt = PopulationBasedTraining(ToySpace(), population=4, arch_mutation=1.0, seed=0)
+    _, child = retire_member_0(pbt)
+    pbt.tell(child, Result.failed(child.trial_id, f"{MISSING_CHECKPOINT} for trial {child.inherit_from}"))
+    again = next(t for t in (pbt.ask() for _ in range(4)) if t is not None and t.member == 0)
+    assert again.inherit_from is None and again.checkpoint_from is None and again.arch == child.arch
+    assert pbt.checkpoints  # the trainer may keep checkpoints: only this one was gone
+
+
+def test_pbt_bad_arch_mutation_is_named():
+    with pytest.raises(ValueError, match="arch_mutation must be in \\[0.0, 1.0\\], got 1.5"):
+        PopulationBasedTraining(ToySpace(), arch_mutation=1.5)
