@@ -157,6 +157,14 @@ class Scalarized(Strategy):
         if hook is not None:
             hook(trial, self.scalarize(result, [1.0 / len(self.objectives)] * len(self.objectives)))
 
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """An earlier run's trial (:mod:`nas.run.warmstart`), scalarized with equal weights, to the inner
+        strategy's own ``warm_start``."""
+        hook = getattr(self.inner, "warm_start", None)
+        if hook is None:
+            raise ValueError(f"strategy {self.inner.name!r} cannot be warm-started")
+        hook(trial, self.scalarize(result, [1.0 / len(self.objectives)] * len(self.objectives)))
+
     def report(self, trial: Trial, result: Result) -> Decision:
         return self.inner.report(trial, result)
 
