@@ -2,7 +2,7 @@
 what a streamed per-epoch report costs the driver.
 
 ``asha-train``: real training of the macro space on the built-in digits data (CPU here), regularized
-evolution with ASHA (stopping variant, eta 3, rungs 1, 3, 9) against evolution alone, the same number of
+evolution with ASHA (stopping variant; default eta 3, rungs 1, 3, 9) against evolution alone, the same number of
 candidates and seeds on both sides, run one after the other on the same Ray workers: best validation
 accuracy, total epochs trained, search wall time (worker start-up excluded on both sides: the pool starts
 before the loop's clock does).
@@ -36,7 +36,7 @@ def quiet_train(ctx: TrialContext) -> None:
 
 
 def _search(*, scheduler: str, seed: int, budget: int, epochs: int, workers: int, root: Path,
-            **kw: Any) -> dict[str, Any]:
+            options: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
     import nas
     from nas.trainer import TrainSettings
 
@@ -44,7 +44,8 @@ def _search(*, scheduler: str, seed: int, budget: int, epochs: int, workers: int
     cpu = time.process_time()
     df = nas.search("macro", "evolution", budget=budget, workers=workers, seed=seed, settings=settings,
                     strategy_options={"population": max(4, budget // 3), "sample_size": 3},
-                    scheduler=scheduler, run_dir=root / f"{scheduler}-{seed}-{time.monotonic_ns()}", **kw)
+                    scheduler=scheduler, scheduler_options=options or {},
+                    run_dir=root / f"{scheduler}-{seed}-{time.monotonic_ns()}", **kw)
     s = df.attrs["summary"]
     return {"best": float(df.score.max()), "epochs": int(df.epochs.sum()), "wall": s["wall_seconds"],
             "reports": s["reports"], "report_ms": 1e3 * s["report_seconds"] / max(s["reports"], 1),
@@ -63,14 +64,15 @@ def cmd_asha_train(args: argparse.Namespace) -> int:
         for seed in range(args.seeds):
             for side in ("none", "asha"):
                 r = _search(scheduler=side, seed=seed, budget=args.budget, epochs=args.epochs,
-                            workers=args.workers, root=Path(tmp))
+                            workers=args.workers, root=Path(tmp),
+                            options={"eta": args.eta, "grace_period": args.grace_period} if side == "asha" else None)
                 runs.append((side, r))
                 rows.append([str(seed), "evolution" + (" + asha" if side == "asha" else ""), f"{r['best']:.4f}",
                              str(r["epochs"]), str(r["stopped"]), f"{r['wall']:.1f}", f"{r['report_ms']:.2f}"])
                 print(f"seed {seed} {side}: best {r['best']:.4f}, {r['epochs']} epochs, {r['wall']:.1f} s",
                       file=sys.stderr, flush=True)
     print(f"macro space on digits, {args.budget} candidates x {args.epochs} epochs, {args.workers} Ray workers, "
-          f"{args.seeds} seeds; ASHA: stopping, eta 3")
+          f"{args.seeds} seeds; ASHA: stopping, eta {args.eta:g}, grace period {args.grace_period}")
     print(text_table(rows, rule=True))
     by = {side: [r for s, r in runs if s == side] for side in ("none", "asha")}
     mean = {side: {k: statistics.fmean(r[k] for r in rs) for k in ("best", "epochs", "wall")}
@@ -131,6 +133,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=int, default=12, help="candidates per search (default 12)")
     p.add_argument("--epochs", type=int, default=9, help="epochs of a full trial, ASHA's max (default 9)")
     p.add_argument("--workers", type=int, default=2, help="Ray trainer actors (default 2)")
+    p.add_argument("--eta", type=float, default=3, help="ASHA's reduction factor (default 3)")
+    p.add_argument("--grace-period", type=int, default=1, help="ASHA's first rung, in epochs (default 1)")
     p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
     p.set_defaults(handler=cmd_asha_train)
     p = sub.add_parser("report-cost", help="the driver's CPU time per streamed report (Ray)",
