@@ -59,6 +59,10 @@ def test_bench_train_augmented_path(tmp_path, capsys, keep_threads):
     assert code == 0 and "augmented: crop pad 4, flip, cutout 8 in both loops" in out
     row = json.loads((tmp_path / "t.json").read_text())["compare"][0]
     assert row["augment"] == {"crop_padding": 4, "flip": True, "cutout": 8} and row["bare"] > 0 and row["ours"] > 0
+    # like-for-like: the same seed, initial weights, batches and augmentation draws end in the same weights
+    assert row["max_weight_diff"] == 0.0 and row["bare_acc"] == row["ours_acc"]
+    assert all(row["phases"][side][f] > 0 for side in ("bare", "ours") for f in ("start_wall", "loop_wall"))
+    assert "start-up ms bare/ours" in out and row["cpu_time_ratio"] > 0
     np.savez(tmp_path / "tab.npz", x=np.zeros((30, 4)), y=np.arange(30) % 2)
     assert main(["bench", "train", "--dataset", str(tmp_path / "tab.npz"), "--augment"]) == 2
     assert "--augment needs image inputs" in capsys.readouterr().err
