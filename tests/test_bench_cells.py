@@ -37,6 +37,8 @@ def test_bench_cells_prints_the_rank_correlation(tmp_path, capsys, keep_threads)
     assert "Spearman rank correlation" in out
     figures = json.loads(out_json.read_text())
     assert len(figures["cells"]) == 3 and all(0 <= c["ours"] <= 1 for c in figures["cells"])
+    assert figures["steps"] == 3 and "3 SGD steps per cell" in out  # 90 training images, batch 32, 1 epoch
+    assert "verdict" in figures  # a reason the figure means nothing (chance, saturated, within noise), or None
 
 
 @pytest.mark.parametrize("argv, message", [

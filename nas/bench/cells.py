@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 import warnings
 from typing import Any
@@ -57,6 +58,29 @@ def run_cells(rows: list[int], data: Any, settings: Any, table_dataset: str) -> 
                     "table200": float(table.valid200[table_dataset][row]) / 100,
                     "params": int(result.metrics["params"]), "seconds": time.perf_counter() - t0})
     return out
+
+
+def judge(accs: list[float], *, n_val: int, classes: int) -> str | None:
+    """Why a rank correlation over ``accs`` (validation accuracies on ``n_val`` images) means nothing, or None:
+    every cell at chance level, every cell saturated (>= 0.95), or the best and worst cell apart by less than
+    the validation set's binomial noise (2 standard errors of a difference).
+
+    >>> judge([0.10, 0.11, 0.09], n_val=750, classes=10)[:20]
+    'every cell at chance'
+    >>> judge([0.96, 0.99, 0.97], n_val=750, classes=10)[:18]
+    'every cell >= 0.95'
+    >>> judge([0.40, 0.62, 0.81], n_val=750, classes=10) is None
+    True
+    """
+    chance = 1 / classes
+    if max(accs) <= chance + 2 * math.sqrt(chance * (1 - chance) / n_val):
+        return f"every cell at chance level ({chance:.2f}): too few steps to rank anything; raise --epochs or --samples"
+    if min(accs) >= 0.95:
+        return "every cell >= 0.95: the task saturated and the ranks are noise; raise --noise or lower --epochs"
+    p = sum(accs) / len(accs)
+    if max(accs) - min(accs) < 2 * math.sqrt(2 * p * (1 - p) / n_val):
+        return f"the cells are within the validation set's noise of each other ({n_val} images); the ranks are noise"
+    return None
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -107,6 +131,8 @@ def handler(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         rho12 = scipy.stats.spearmanr(ours, [r["table12"] for r in results])
         rho200 = scipy.stats.spearmanr(ours, [r["table200"] for r in results])
+    verdict = judge(ours, n_val=len(data.x_val), classes=data.task.num_classes)
+    steps = -(-len(data.x_train) // settings.batch_size) * settings.epochs
     if len(set(ours)) == 1:
         print(f"Spearman rank correlation undefined: every cell reached {ours[0]:.3f} (the task is too easy or too "
               f"hard for {settings.epochs} epochs; change --samples or --epochs)")
@@ -114,9 +140,12 @@ def handler(args: argparse.Namespace) -> int:
         print(f"Spearman rank correlation, ours vs the table: {float(rho200.statistic):+.3f} with the 200-epoch "
               f"accuracy (p={float(rho200.pvalue):.3f}), {float(rho12.statistic):+.3f} with the 12-epoch "
               f"(p={float(rho12.pvalue):.3f}); {len(results)} cells")
+    print(f"{steps:,} SGD steps per cell (the table's accuracies took thousands: 12 and 200 epochs of CIFAR at "
+          f"batch 256); {verdict or 'the cells are apart by more than the validation noise'}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"dataset": data.name, "epochs": settings.epochs, "cells": results,
+            json.dump({"dataset": data.name, "epochs": settings.epochs, "steps": steps, "verdict": verdict,
+                       "cells": results,
                        "spearman_200": float(rho200.statistic), "spearman_12": float(rho12.statistic)}, f, indent=2)
         print(f"wrote {args.json}")
     return 0
