@@ -31,13 +31,14 @@ def test_cells_are_spread_over_the_accuracy_range():
 def test_bench_cells_prints_the_rank_correlation(tmp_path, capsys, keep_threads):
     out_json = tmp_path / "cells.json"
     code = main(["bench", "cells", "--cells", "3", "--epochs", "1", "--samples", "120", "--batch-size", "32",
-                 "--threads", "1", "--device", "cpu", "--json", str(out_json)])
+                 "--seeds", "2", "--threads", "1", "--device", "cpu", "--json", str(out_json)])
     out = capsys.readouterr().out
     assert code == 0 and "recipe nb201 for 1 epochs" in out
     assert "Spearman rank correlation" in out
     figures = json.loads(out_json.read_text())
     assert len(figures["cells"]) == 3 and all(0 <= c["ours"] <= 1 for c in figures["cells"])
     assert figures["steps"] == 3 and "3 SGD steps per cell" in out  # 90 training images, batch 32, 1 epoch
+    assert all(len(c["ours_seeds"]) == 2 and c["ours"] == sum(c["ours_seeds"]) / 2 for c in figures["cells"])
     assert "verdict" in figures  # a reason the figure means nothing (chance, saturated, within noise), or None
 
 
