@@ -31,12 +31,15 @@ def test_cells_are_spread_over_the_accuracy_range():
 def test_bench_cells_prints_the_rank_correlation(tmp_path, capsys, keep_threads):
     out_json = tmp_path / "cells.json"
     code = main(["bench", "cells", "--cells", "3", "--epochs", "1", "--samples", "120", "--batch-size", "32",
-                 "--threads", "1", "--device", "cpu", "--json", str(out_json)])
+                 "--seeds", "2", "--threads", "1", "--device", "cpu", "--json", str(out_json)])
     out = capsys.readouterr().out
     assert code == 0 and "recipe nb201 for 1 epochs" in out
     assert "Spearman rank correlation" in out
     figures = json.loads(out_json.read_text())
     assert len(figures["cells"]) == 3 and all(0 <= c["ours"] <= 1 for c in figures["cells"])
+    assert figures["steps"] == 3 and "3 SGD steps per cell" in out  # 90 training images, batch 32, 1 epoch
+    assert all(len(c["ours_seeds"]) == 2 and c["ours"] == sum(c["ours_seeds"]) / 2 for c in figures["cells"])
+    assert "verdict" in figures  # a reason the figure means nothing (chance, saturated, within noise), or None
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -52,13 +55,18 @@ def test_bench_cells_bad_input(argv, message, capsys):
 
 
 def test_bench_train_augmented_path(tmp_path, capsys, keep_threads):
+    # 75 training images in batches of 37: the last batch of one is dropped, in both loops
     code = main(["bench", "train", "--space", "macro", "--dataset", "images-32", "--samples", "100", "--augment",
-                 "--epochs", "1", "--repeats", "1", "--threads", "1", "--device", "cpu", "--json",
+                 "--batch-size", "37", "--epochs", "2", "--repeats", "1", "--threads", "1", "--device", "cpu", "--json",
                  str(tmp_path / "t.json")])
     out = capsys.readouterr().out
     assert code == 0 and "augmented: crop pad 4, flip, cutout 8 in both loops" in out
     row = json.loads((tmp_path / "t.json").read_text())["compare"][0]
     assert row["augment"] == {"crop_padding": 4, "flip": True, "cutout": 8} and row["bare"] > 0 and row["ours"] > 0
+    # like-for-like: the same seed, initial weights, batches and augmentation draws end in the same weights
+    assert row["max_weight_diff"] == 0.0 and row["bare_acc"] == row["ours_acc"]
+    assert all(row["phases"][side][f] > 0 for side in ("bare", "ours") for f in ("start_wall", "loop_wall"))
+    assert "start-up ms bare/ours" in out and row["cpu_time_ratio"] > 0
     np.savez(tmp_path / "tab.npz", x=np.zeros((30, 4)), y=np.arange(30) % 2)
     assert main(["bench", "train", "--dataset", str(tmp_path / "tab.npz"), "--augment"]) == 2
     assert "--augment needs image inputs" in capsys.readouterr().err

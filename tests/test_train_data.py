@@ -91,6 +91,38 @@ def test_a_missing_cifar_file_is_named(tmp_path, missing):
         load_dataset(f"cifar10:{root}")
 
 
+@pytest.mark.parametrize("missing", ["train", "test", "meta"])
+def test_a_missing_cifar100_file_is_named(tmp_path, missing):
+    root, *_ = cifar_dir(tmp_path, kind="cifar100", classes=100, n=120)
+    (root / missing).unlink()
+    with pytest.raises(ValueError, match=f"has no file '{missing}'; expected train, test, meta .*cifar-100-python"):
+        load_dataset(f"cifar100:{root}")
+
+
+@pytest.mark.parametrize("kind", ["cifar10", "cifar100"])
+def test_a_missing_cifar_directory_says_where_to_put_it_and_nothing_is_downloaded(tmp_path, kind):
+    with pytest.raises(ValueError, match=f"{kind} directory '.*absent' does not exist; nothing is downloaded: get "
+                                         f"{kind.replace('cifar', 'cifar-')}-python.tar.gz from .* extract it there"):
+        load_dataset(f"{kind}:{tmp_path / 'absent'}")
+
+
+@pytest.mark.parametrize("batch, message", [
+    ({"data": np.zeros((3, 100), np.uint8), "labels": [0, 1, 2]},
+     r"data_batch_2: 'data' must be a uint8 array of shape \(n, 3072\), got uint8 \(3, 100\)"),
+    ({"pixels": np.zeros((3, 3072), np.uint8), "labels": [0, 1, 2]},
+     r"data_batch_2: a cifar10 batch needs keys 'data' and 'labels', has \['labels', 'pixels'\]"),
+    ({"data": np.zeros((3, 3072), np.uint8), "labels": [0, 1]},
+     r"data_batch_2: 'labels' must hold 3 integer labels, got shape \(2,\)"),
+])
+def test_a_cifar_batch_of_the_wrong_layout_is_named_in_one_line(tmp_path, batch, message):
+    root, *_ = cifar_dir(tmp_path)
+    with open(root / "data_batch_2", "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+    with pytest.raises(ValueError, match=message) as e:
+        load_dataset(f"cifar10:{root}")
+    assert "\n" not in str(e.value)
+
+
 def test_image_folder_resizes_and_labels_by_sorted_folder(tmp_path):
     root = image_folder(tmp_path)
     (root / "dog" / "notes.txt").write_text("not an image, skipped as torchvision's ImageFolder does")

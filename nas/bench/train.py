@@ -4,16 +4,20 @@ much packing several trials on one GPU raises the aggregate throughput.
 One command prints, side by side:
 
 1. per device (the CPU; CUDA where present) and per model: samples per second of a *bare loop* (the
-   obvious minimal loop a user writes: data moved to the device once, ``randperm`` + index slicing,
-   ``torch.optim.Adam``, a validation pass per epoch) and of :class:`nas.trainer.TorchTrainer` on the same
-   model, data, batch size, optimizer, learning rate and epochs; interleaved ``--repeats`` times after a
+   minimal loop a user writes, :func:`nas.bench.bare.bare_loop`: data moved to the device once, ``randperm``
+   + index slicing, fused Adam, a validation pass per epoch) and of :class:`nas.trainer.TorchTrainer` on the
+   same model, data, batch size, optimizer, learning rate and epochs, like-for-like: the same seed, initial
+   weights, batches, augmentation draws and normalisation (:mod:`nas.bench.bare` lists them; the largest
+   difference of the final weights is printed: 0 on the CPU); interleaved ``--repeats`` times after a
    warm-up round, medians reported, and their ratio (ours / bare; > 1 is faster);
 2. on a GPU only: the aggregate samples per second of 1, 2, 4 and 8 trials packed on it through
    :class:`nas.ray_executor.RayExecutor` with ``gpus_per_trial = 1/k`` (Ray fractional GPUs).
 
-Samples/s = training samples seen (training split x epochs) / wall time of the whole trial: building the
-model, training, validating every epoch and (ours) writing the checkpoint; on CPU the ratio is also given
-by CPU time, which other processes on a shared machine disturb less. Speed is printed, never asserted.
+Samples/s = training samples seen (training split x epochs) / wall time of each side's loop (the first
+training forward to the end of the last validation); start-up (building the model and optimizer; the bare
+loop's channel statistics) and end (ours: the checkpoint) are timed apart on both sides, by the same forward
+hooks, and the whole trial's ratio is printed too. On CPU the loop ratio is also given by CPU time, which
+other processes on a shared machine disturb less. Speed is printed, never asserted.
 Models: by default a mid-size NAS-Bench-201 cell (Dong & Yang 2020) and a two-block CNN of the macro space.
 ``--dataset synthetic-32`` (3x32x32 float images, ``--samples`` of them) gives the GPU real work;
 ``--dataset images-32`` is the same size as uint8 images (:mod:`nas.train.synthetic`), kept as uint8 on the
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import statistics
 import time
@@ -38,10 +43,11 @@ import numpy as np
 import torch
 
 from nas.bench import text_table
+from nas.bench.bare import Marks, Phases, bare_loop, max_weight_diff
 from nas.data import Dataset, load_dataset
 from nas.engine.executor import finished
 from nas.space import SearchSpace
-from nas.train.augment import Augment, Normalize, channel_stats
+from nas.train.augment import Augment
 from nas.trainer import TorchTrainer, TrainSettings
 from nas.types import Arch, Trial
 
@@ -71,79 +77,73 @@ def bench_dataset(name: str, *, samples: int = 10_000, seed: int = 0) -> Dataset
     return Dataset.from_arrays(x, y, seed=seed, name="synthetic-32")
 
 
-def bare_loop(space: SearchSpace, arch: Arch, data: dict[str, torch.Tensor], task: Any, *, epochs: int,
-              batch_size: int, lr: float, seed: int, augment: Augment | None = None) -> tuple[float, float]:
-    """The plain loop a user would write; ``data`` is already on the device (uint8 images normalised per
-    batch with the training split's statistics, ``augment`` applied to each batch). Returns (seconds, val acc)."""
-    x, y, x_val, y_val = data["x_train"], data["y_train"], data["x_val"], data["y_val"]
-    t0 = time.perf_counter()
-    norm = None
-    if x.dtype == torch.uint8:
-        norm = Normalize(*channel_stats(x.cpu().numpy()), x.device)
-
-    def prep(xb: torch.Tensor, train: bool) -> torch.Tensor:
-        if train and augment is not None:
-            xb = augment.uint8_ops(xb)
-        xb = norm(xb) if norm is not None else xb
-        return augment.float_ops(xb) if train and augment is not None else xb
-
-    torch.manual_seed(seed)
-    model = space.build(arch, task).to(x.device)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    n, acc = len(x), 0.0
-    for _ in range(epochs):
-        model.train()
-        perm = torch.randperm(n, device=x.device)
-        for i in range(0, n, batch_size):
-            idx = perm[i : i + batch_size]
-            loss = torch.nn.functional.cross_entropy(model(prep(x[idx], True)), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        model.eval()
-        with torch.no_grad():
-            correct = sum(int((model(prep(x_val[i : i + 2048], False)).argmax(1) == y_val[i : i + 2048]).sum())
-                          for i in range(0, len(x_val), 2048))
-        acc = correct / len(x_val)
-    return time.perf_counter() - t0, acc
-
-
 def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, epochs: int, batch_size: int,
             lr: float, repeats: int, amp: bool, seed: int = 0, augment: Augment | None = None) -> dict[str, Any]:
-    """Bare loop and TorchTrainer, interleaved ``repeats`` times after one warm-up round of each."""
+    """Bare loop and TorchTrainer, interleaved ``repeats`` times after one warm-up round of each; samples/s over
+    each side's loop (training + validation), start-up and end apart; the last round's accuracies and weights."""
     aug = augment or Augment()
     settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device=device, amp=amp, seed=seed,
                              crop_padding=aug.crop_padding, flip=aug.flip, cutout=aug.cutout)
     trainer = TorchTrainer(dataset, settings)  # puts the data on the device, as the bare loop's copy below
-    tensors = {k: torch.from_numpy(np.asarray(getattr(dataset, k))).to(device)
+    dev = torch.device(device)
+    tensors = {k: torch.from_numpy(np.asarray(getattr(dataset, k))).to(dev)
                for k in ("x_train", "y_train", "x_val", "y_val")}
-    samples = len(dataset.x_train) * epochs
-    bare_rates, ours_rates, bare_acc, ours_acc = [], [], 0.0, 0.0
-    bare_cpu, ours_cpu = [], []  # CPU seconds: on a busy shared machine, steadier than wall time
+    ours_marks, bare_marks = Marks(dev), Marks(dev)
+    build = trainer.build
+
+    def marked_build(arch: Arch, space: SearchSpace) -> tuple[torch.nn.Module, int]:
+        model, n_params = build(arch, space)
+        ours_marks.attach(model)
+        return model, n_params
+
+    trainer.build = marked_build  # type: ignore[method-assign]  # the same forward hooks as the bare loop's
+    samples = trainer.feed.train_samples(batch_size) * epochs
+    trial_seed = seed * 1_000_003  # the trainer's per-trial seed for trial 0
+    bare_ph: list[Phases] = []
+    ours_ph: list[Phases] = []
+    bare_acc, ours_acc, diff = 0.0, 0.0, float("nan")
+
+    def run_bare() -> tuple[float, dict[str, torch.Tensor], Phases]:
+        acc, weights = bare_loop(space, arch, tensors, dataset.task, epochs=epochs, batch_size=batch_size, lr=lr,
+                                 seed=trial_seed, augment=augment, amp=bool(trainer.autocast),
+                                 channels_last=trainer.memory_format == torch.channels_last, marks=bare_marks)
+        return acc, weights, bare_marks.stop()
+
+    def run_ours() -> tuple[Any, bytes | None, Phases]:
+        ours_marks.start()
+        result, ckpt = trainer.run(Trial(0, arch, epochs=epochs), space, None)
+        return result, ckpt, ours_marks.stop()
+
     for r in range(repeats + 1):
-        c0 = time.process_time()
-        seconds, bare_acc = bare_loop(space, arch, tensors, dataset.task, epochs=epochs, batch_size=batch_size,
-                                      lr=lr, seed=seed, augment=augment)
-        c1 = time.process_time()
-        t0 = time.perf_counter()
-        result, _ = trainer.run(Trial(0, arch, epochs=epochs), space, None)
-        ours_seconds = time.perf_counter() - t0
-        c2 = time.process_time()
-        if not result.ok:
+        if r % 2:  # ours first in every other round: an order effect (caches, the scheduler) cancels out
+            result, ckpt, o = run_ours()
+            bare_acc, bare_w, b = run_bare()
+        else:
+            bare_acc, bare_w, b = run_bare()
+            result, ckpt, o = run_ours()
+        if not result.ok or ckpt is None:
             raise RuntimeError(f"TorchTrainer failed on {space.format(arch)}: {result.error}")
         ours_acc = float(result.score or 0.0)
+        diff = max_weight_diff(bare_w, torch.load(io.BytesIO(ckpt), weights_only=True)["model"])
         if r:  # round 0 warms up both (kernels, allocator, autotuning)
-            bare_rates.append(samples / seconds)
-            ours_rates.append(samples / ours_seconds)
-            bare_cpu.append(c1 - c0)
-            ours_cpu.append(c2 - c1)
-    bare, ours = statistics.median(bare_rates), statistics.median(ours_rates)
+            bare_ph.append(b)
+            ours_ph.append(o)
+
+    def med(ph: list[Phases], field: str) -> float:
+        return statistics.median(getattr(p, field) for p in ph)
+
+    bare, ours = samples / med(bare_ph, "loop_wall"), samples / med(ours_ph, "loop_wall")
     params = sum(p.numel() for p in space.build(arch, dataset.task).parameters())
+    phases = {side: {f: med(ph, f) for f in Phases.__dataclass_fields__} for side, ph in
+              (("bare", bare_ph), ("ours", ours_ph))}
     return {"device": device, "space": space.registered_name or type(space).__name__, "params": params,
             "bare": bare, "ours": ours, "ratio": ours / bare, "bare_acc": bare_acc, "ours_acc": ours_acc,
-            "bare_all": bare_rates, "ours_all": ours_rates, "amp": bool(trainer.autocast),
-            "cpu_time_ratio": statistics.median(bare_cpu) / max(statistics.median(ours_cpu), 1e-9),
-            "augment": dataclasses.asdict(aug) if aug.active else None}
+            "max_weight_diff": diff, "samples_per_trial": samples, "phases": phases,
+            "bare_all": [samples / p.loop_wall for p in bare_ph], "ours_all": [samples / p.loop_wall for p in ours_ph],
+            "cpu_time_ratio": med(bare_ph, "loop_cpu") / max(med(ours_ph, "loop_cpu"), 1e-9),
+            "trial_ratio": sum(phases["bare"][f] for f in ("start_wall", "loop_wall", "end_wall"))
+            / sum(phases["ours"][f] for f in ("start_wall", "loop_wall", "end_wall")),
+            "amp": bool(trainer.autocast), "augment": dataclasses.asdict(aug) if aug.active else None}
 
 
 def packing(space: SearchSpace, arch: Arch, dataset: Dataset, *, epochs: int, batch_size: int, lr: float,
@@ -238,17 +238,25 @@ def handler(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"dataset": dataset.name, "epochs": args.epochs, "batch_size": args.batch_size,
                            "threads": torch.get_num_threads(), "compare": [], "packing": []}
     rows = [["device", "space", "params", "bare loop samples/s", "nas trainer samples/s", "ours/bare",
-             "by CPU time", "val acc bare/ours"]]
+             "by CPU time", "start-up ms bare/ours", "end ms bare/ours", "whole trial", "val acc bare/ours",
+             "max |dw|"]]
     for device in devices:
         for space, arch in cases:
             c = compare(space, arch, dataset, device, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         repeats=args.repeats, amp=args.amp, augment=augment)
             out["compare"].append(c)
+            b, o = c["phases"]["bare"], c["phases"]["ours"]
             rows.append([device + (" bf16" if c["amp"] else ""), c["space"], f"{c['params']:,}", f"{c['bare']:,.0f}",
                          f"{c['ours']:,.0f}", f"{c['ratio']:.3f}",
                          f"{c['cpu_time_ratio']:.3f}" if device == "cpu" else "-",
-                         f"{c['bare_acc']:.3f}/{c['ours_acc']:.3f}"])
+                         f"{b['start_wall'] * 1e3:.0f}/{o['start_wall'] * 1e3:.0f}",
+                         f"{b['end_wall'] * 1e3:.0f}/{o['end_wall'] * 1e3:.0f}", f"{c['trial_ratio']:.3f}",
+                         f"{c['bare_acc']:.3f}/{c['ours_acc']:.3f}", f"{c['max_weight_diff']:.2g}"])
             print(text_table(rows).splitlines()[-1] if len(rows) > 2 else text_table(rows), flush=True)
+    print("samples/s over each side's loop (training + validation every epoch); ours/bare > 1: ours faster; by CPU "
+          "time: the same ratio from process CPU seconds; start-up (model, optimizer; the bare loop also computes "
+          "the channel statistics) and end (ours: the checkpoint) shown apart; whole trial: all three; max |dw|: "
+          "largest difference of the final weights (0: the same training, step for step)")
     if "cuda" not in devices:
         print("packing trials on one GPU needs a GPU: skipped" + ("" if cuda else " (torch sees no CUDA device)"))
     else:
