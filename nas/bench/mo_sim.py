@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,8 +39,6 @@ import numpy as np
 from nas.core import objectives as core
 from nas.core.front import reference_point
 from nas.core.objectives import Objectives
-from nas.strategy import Strategy
-from nas.types import Arch, Decision, Result, Trial
 
 #: method label -> (registered strategy, its options)
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -54,79 +51,15 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
 METRICS = ("val_acc", "latency_ms", "params")  # what the table answers for every cell
 
 
-class CostBenchmark:
-    """NAS-Bench-201 at 12 epochs with each cell's costs: ``query(arch)`` returns ``(reward, seconds,
-    metrics)`` with ``val_acc`` (the reward: 12-epoch validation accuracy, a fraction), ``valid_acc_200``,
-    ``latency_ms``, ``params`` and ``index`` (:func:`nas.bench.nb201data.query_epochs`).
-
-    >>> from nas.search_spaces.nb201 import from_op_code
-    >>> reward, seconds, m = CostBenchmark().query(from_op_code("334131"))
-    >>> round(reward, 4), m["params"], round(m["latency_ms"], 3)
-    (0.8283, 802426, 16.853)
-    """
-
-    epochs = 12
-
-    def __init__(self, dataset: str = "cifar10") -> None:
-        from nas.bench.nb201data import check_dataset
-
-        self.dataset = check_dataset(dataset)
-
-    def query(self, arch: Arch) -> tuple[float, float, dict[str, Any]]:
-        from nas.bench.nb201data import query_epochs
-
-        return query_epochs(arch, 12, dataset=self.dataset)
-
-
-class ScoresFromMetrics(Strategy):
-    """``inner`` told each result with ``scores`` (and ``score``) set from its metrics by ``objectives``: the
-    adapter for a simulated executor that scores only its reward (drop it once the executor takes an
-    ``objectives`` option, :func:`make_executor` checks)."""
-
-    def __init__(self, inner: Strategy, objectives: Sequence[str]) -> None:
-        super().__init__(inner.space, seed=inner.seed)
-        self.inner = inner
-        self.objectives = Objectives(objectives)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def _scored(self, result: Result) -> Result:
-        if result.ok:
-            result.scores = list(self.objectives.scores(result.metrics))  # in place: the loop's record too
-            result.score = result.scores[0]
-        return result
-
-    def ask(self) -> Trial | None:
-        return self.inner.ask()
-
-    def tell(self, trial: Trial, result: Result) -> None:
-        self.inner.tell(trial, self._scored(result))
-
-    def update(self, trial: Trial, result: Result) -> None:
-        self.inner.update(trial, self._scored(result))
-
-    def report(self, trial: Trial, result: Result) -> Decision:
-        return self.inner.report(trial, self._scored(result))
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.inner.load_state_dict(state)
-
-
-def make_executor(space: Any, bench: CostBenchmark, *, seed: int, workers: int,
-                  objectives: Sequence[str]) -> tuple[Any, bool]:
-    """A simulated executor that scores ``objectives`` itself where it can (``objectives`` option), else
-    one that scores the reward only; the flag says whether the strategy needs :class:`ScoresFromMetrics`."""
+def make_executor(space: Any, *, seed: int, workers: int, objectives: Sequence[str],
+                  search_dataset: str = "cifar10") -> Any:
+    """The simulated executor on NAS-Bench-201 (:class:`nas.bench.nb201data.NB201Fidelities`: each answer
+    carries ``val_acc`` (12 epochs), ``latency_ms`` and ``params``) that scores ``objectives`` itself."""
+    from nas.bench.nb201data import NB201Fidelities
     from nas.simulated import SimulatedExecutor
 
-    if "objectives" in inspect.signature(SimulatedExecutor).parameters:
-        option: dict[str, Any] = {"objectives": list(objectives)}  # (through a dict: not every version takes it)
-        return SimulatedExecutor(space, bench, workers=workers, seed=seed, **option), False
-    return SimulatedExecutor(space, bench, workers=workers, seed=seed), True
+    return SimulatedExecutor(space, NB201Fidelities(search_dataset), workers=workers, seed=seed,
+                             objectives=list(objectives))
 
 
 def check_objectives(specs: Sequence[str]) -> Objectives:
@@ -193,11 +126,9 @@ def run_mo(method: str, seed: int, objectives: Sequence[str], *, dataset: str = 
     specs = tuple(check_objectives(objectives).to_list())
     name, defaults = METHODS[method]
     space = NB201Space()
-    executor, adapt = make_executor(space, CostBenchmark(search_dataset), seed=seed, workers=workers,
-                                    objectives=specs)
+    executor = make_executor(space, seed=seed, workers=workers, objectives=specs, search_dataset=search_dataset)
     strategy = build_strategy(name, space, seed, {**defaults, **(options or {})}, specs)
-    loop = SearchLoop(ScoresFromMetrics(strategy, specs) if adapt else strategy, executor,
-                      time_budget=time_budget, journal=None)
+    loop = SearchLoop(strategy, executor, time_budget=time_budget, journal=None)
     loop.run()
     out = MOOutcome(method, seed, strategy_seconds=loop.strategy_seconds)
     done = sorted((r.end_time, int(r.metrics["index"])) for _, r in loop.results()
