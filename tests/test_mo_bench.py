@@ -107,14 +107,16 @@ def test_cli_mo_train_quick_draws_the_fronts(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     summary_table, fronts = out.split("\n\n")[:2]
-    summary = {ln.split()[0]: ln.split() for ln in summary_table.splitlines()[3:]}
+    summary = {ln.split()[0]: ln.split() for ln in summary_table.splitlines() if ln.split()[0] in ("random", "nsga2")}
     assert set(summary) == {"random", "nsga2"}
     assert all(row[1] == "3" for row in summary.values())  # 3 trials each
     assert {ln.split()[0] for ln in fronts.splitlines()[2:]} == {"random", "nsga2"}  # each front's members
+    assert "the same architecture measured in several trials" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("argv, message", [
+    (["--cost-repeats", "0"], "--cost-repeats must be >= 1, got 0"),
     (["--methods", "tpe"], "unknown method 'tpe'; known: evolution, nsga2, random, parego-rl"),
     (["--budget", "0"], "--budget must be >= 1, got 0"),
 ])

@@ -63,7 +63,7 @@ def plot_hypervolume(outcomes: Sequence[MOOutcome], path: Path, *, time_budget: 
 
 
 def plot_fronts(points: Mapping[str, np.ndarray], fronts: Mapping[str, np.ndarray], path: Path, *,
-                xlabel: str, ylabel: str, title: str) -> None:
+                xlabel: str, ylabel: str, title: str, log_x: bool = True) -> None:
     """Every trial of each method (faint) and its front (a step line, markers), in one figure; ``points`` and
     ``fronts`` are (n, 2) arrays of (x, y) in the metrics' own units."""
     plt = _pyplot()
@@ -77,6 +77,8 @@ def plot_fronts(points: Mapping[str, np.ndarray], fronts: Mapping[str, np.ndarra
             order = np.argsort(front[:, 0])
             ax.step(front[order, 0], front[order, 1], where="post", color=color, lw=1.6, marker="o",
                     label=f"{name} ({len(front)} on front / {len(pts)} trials)")
+    if log_x:
+        ax.set_xscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)

@@ -2,8 +2,8 @@
 
 Each method runs one search (:func:`nas.search`) of the built-in macro CNN space on scikit-learn's ``digits``
 (shipped, no download), with the objectives ``val_acc:max`` (validation accuracy after ``--epochs`` of real
-PyTorch training on the CPU) and ``latency_ms:min`` (the median of 5 timed batch-1 forward passes after 2
-warm-up passes, measured by the framework on the worker before the candidate trains,
+PyTorch training on the CPU) and ``latency_ms:min`` (the median of ``--cost-repeats`` (25) timed batch-1 forward
+passes after 2 warm-up passes, measured by the framework on the worker before the candidate trains,
 :mod:`nas.train.costs`). Methods, all with the same seed and budget: multi-objective regularized evolution,
 Optuna's NSGA-II, random search, and ParEGO's random scalarization around the REINFORCE controller.
 
@@ -50,7 +50,7 @@ def _frame(points: Sequence[tuple[float, float]]) -> pd.DataFrame:
 
 
 def run_method(method: str, *, budget: int, epochs: int, seed: int, executor: str, workers: int,
-               run_dir: Path) -> tuple[pd.DataFrame, float]:
+               run_dir: Path, cost_repeats: int = 25) -> tuple[pd.DataFrame, float]:
     """One real search of ``method``: its results frame and its wall time (s)."""
     import nas
     from nas.trainer import TrainSettings
@@ -58,7 +58,8 @@ def run_method(method: str, *, budget: int, epochs: int, seed: int, executor: st
     name, options = METHODS[method]
     t0 = time.perf_counter()
     df = nas.search(space="macro", strategy=name, budget=budget, workers=workers, data="digits", executor=executor,
-                    settings=TrainSettings(epochs=epochs, seed=seed, threads=1), strategy_options=options,
+                    settings=TrainSettings(epochs=epochs, seed=seed, threads=1,
+                                                                   cost_repeats=cost_repeats), strategy_options=options,
                     seed=seed, objectives=list(OBJECTIVES), run_dir=run_dir / method)
     return df, time.perf_counter() - t0
 
@@ -93,6 +94,24 @@ def _train_seconds(df: pd.DataFrame) -> float:
     return float(sum(d.get("train_seconds") or 0.0 for d in df["metrics"] if isinstance(d, dict)))
 
 
+def repeat_spread(frames: Mapping[str, pd.DataFrame]) -> tuple[int, float, float]:
+    """How far apart this machine measured the SAME architecture's latency in different trials: the number of
+    architectures measured more than once, and the median and largest max/min ratio among them.
+
+    >>> repeat_spread({"a": _frame([(0.9, 0.2)]), "b": _frame([(0.9, 0.5)])})
+    (1, 2.5, 2.5)
+    """
+    seen: dict[str, list[float]] = {}
+    for df in frames.values():
+        for arch, m in zip(df["arch"], df["metrics"], strict=True):
+            if isinstance(m, dict) and m.get("latency_ms"):
+                seen.setdefault(str(arch), []).append(float(m["latency_ms"]))
+    ratios = [max(v) / min(v) for v in seen.values() if len(v) > 1]
+    if not ratios:
+        return 0, float("nan"), float("nan")
+    return len(ratios), float(np.median(ratios)), float(max(ratios))
+
+
 def front_rows(frames: Mapping[str, pd.DataFrame]) -> list[list[str]]:
     """Each method's front, member by member (best accuracy first)."""
     from nas.core.front import pareto_front
@@ -117,6 +136,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="inprocess (default: one trial at a time, so no trial of ours disturbs another's latency) "
                         "or ray (trainer actors on a local cluster)")
     p.add_argument("--workers", type=int, default=1, help="workers (default 1)")
+    p.add_argument("--cost-repeats", type=int, default=25,
+                   help="timed forward passes whose median is a candidate's latency (default 25; the platform's 5 "
+                        "move visibly under load)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 trials of 1 epoch per method")
     p.add_argument("--out", default="bench-results/mo-train.png", help="the figure (default %(default)s)")
     p.set_defaults(handler=cmd_mo_train)
@@ -132,9 +154,9 @@ def cmd_mo_train(args: argparse.Namespace) -> int:
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; known: {', '.join(METHODS)}")
-    for name in ("budget", "epochs", "workers"):
+    for name in ("budget", "epochs", "workers", "cost_repeats"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     frames, walls = {}, {}
@@ -142,18 +164,22 @@ def cmd_mo_train(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="nas-mo-train-") as tmp:
         for m in methods:
             frames[m], walls[m] = run_method(m, budget=args.budget, epochs=args.epochs, seed=args.seed,
-                                             executor=args.executor, workers=args.workers, run_dir=Path(tmp))
+                                             executor=args.executor, workers=args.workers, run_dir=Path(tmp),
+                                             cost_repeats=args.cost_repeats)
     title = (f"macro space on digits, {args.budget} trials x {args.epochs} epochs per method, seed {args.seed}, "
-             f"{args.executor} executor ({args.workers} worker(s)); latency measured on this machine")
+             f"{args.executor} executor ({args.workers} worker(s));\nlatency: median of {args.cost_repeats} batch-1 "
+             f"forward passes, measured on the worker before training, on this machine")
     print(title)
     print(text_table(summary_rows(frames, walls), rule=True))
     print()
     print(text_table(front_rows(frames), rule=True))
     plot_fronts({m: values(df)[:, ::-1] for m, df in frames.items()},
                 {m: _front_values(df) for m, df in frames.items()}, out,
-                xlabel="latency_ms (batch 1, median of 5, measured on the worker)",
+                xlabel=f"latency_ms (batch 1, median of {args.cost_repeats}, measured on the worker; log scale)",
                 ylabel=f"validation accuracy after {args.epochs} epoch(s)", title=title)
-    print()
+    n, median, worst = repeat_spread(frames)
+    print(f"\nthe same architecture measured in several trials: {n} architecture(s), latency max/min "
+          f"median {median:.2f}x, worst {worst:.2f}x (what load on this machine does to the latency axis)")
     print(f"wall s: each search from its call to its return (the first also pays the imports and the data's "
           f"first load); train s: the trials' own training time. {time.perf_counter() - t0:.1f} s in all; wrote {out}")
     return 0
