@@ -9,7 +9,7 @@ import importlib
 BENCH_MODULES: list[str] = ["nas.bench.strategies", "nas.bench.scaling", "nas.bench.overhead", "nas.bench.train",
                             "nas.bench.strategy_speed", "nas.bench.cells", "nas.bench.driver", "nas.bench.ray_poll",
                             "nas.bench.reports", "nas.bench.asha_sim", "nas.bench.inherit", "nas.bench.inherit_search",
-                            "nas.bench.warmstart"]
+                            "nas.bench.warmstart", "nas.bench.mo_train"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

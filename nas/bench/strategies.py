@@ -234,16 +234,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=100, help="seeded runs per strategy (default 100)")
     p.add_argument("--time-budget", type=float, default=12_000.0, help="simulated seconds (default 12000)")
     p.add_argument("--workers", type=int, default=1, help="simulated workers (default 1, as the paper)")
+    p.add_argument("--objective", action="append", default=[], metavar="METRIC[:max|min]",
+                   help="two or more (repeatable): a multi-objective run of nas.bench.mo_sim's methods, e.g. "
+                        "--objective val_acc:max --objective latency_ms:min (metrics: val_acc, latency_ms, params)")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 3 seeds, 3000 simulated s")
     add_common(p)
     p.set_defaults(handler=cmd_strategies)
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:
+    if args.quick:
+        args.seeds, args.time_budget = 3, 3000.0
     for name in ("seeds", "workers", "jobs"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if not args.time_budget > 0:
         raise ValueError(f"--time-budget must be > 0, got {args.time_budget}")
+    if args.objective:
+        from nas.bench.mo_sim_cmd import cmd_mo
+
+        return cmd_mo(args)
     names = strategy_names(args.strategies)
     options = parse_strategy_options(args.option)
     out_dir = Path(args.out)
