@@ -11,7 +11,8 @@ replay) of the killed run.
 Printed per W: real ms per trial in the first and the last tenth of the run, the journal's fsync time
 per trial apart, the driver's time per trial apart from fsync (real minus fsync), the strategy's ask+tell
 apart, the same per trial in CPU time of the search process (what a loaded machine's wait for a core does
-not inflate), peak RSS of the search process, the last snapshot's size, and the resume time (wall and CPU);
+not inflate), peak RSS of the search process and its growth per trial after the first tenth (what the driver
+keeps per trial), the last snapshot's size, and the resume time (wall and CPU);
 each per-trial figure also as a ratio to the smallest W's, measured in the same command.
 """
 
@@ -63,17 +64,20 @@ def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int
     strat, executor = _parts(strategy, workers)
     store = RunStore.create(run_dir, _record(strategy, workers, n + workers), snapshot_every=snapshot_every)
     tenth = max(n // 10, 1)
-    marks: dict[int, tuple[float, float, float, float]] = {}
+    marks: dict[int, tuple[float, float, float, float, float]] = {}
+
+    def rss() -> float:  # peak RSS so far, bytes (Linux reports KiB)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
     class Marks(Callback):
         def on_start(self, loop: SearchLoop) -> None:
-            marks[0] = (time.perf_counter(), 0.0, 0.0, time.process_time())
+            marks[0] = (time.perf_counter(), 0.0, 0.0, time.process_time(), rss())
 
         def on_result(self, loop: SearchLoop, trial: Any, result: Any) -> None:
             done = loop.finished
             if done in (tenth, n - tenth, n):
                 marks[done] = (time.perf_counter(), store.journal.fsync_seconds, loop.strategy_seconds,
-                               time.process_time())
+                               time.process_time(), rss())
             if done == n:
                 figures = {"marks": {str(k): v for k, v in marks.items()}, "tenth": tenth,
                            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -129,6 +133,7 @@ def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str
     return {"workers": workers, "trials": n, "first": first, "last": last, "fsync": fsync_last,
             "cpu_first": per_trial(0, t, 3), "cpu_last": per_trial(n - t, n, 3), "resume_cpu": cpu,
             "driver": last - fsync_last, "strategy": per_trial(n - t, n, 2), "rss_mb": fig["rss_mb"],
+            "rss_per_trial": (marks[n][4] - marks[t][4]) / max(n - t, 1),
             "snapshot_kb": fig["snapshot_bytes"] / 1024, "snapshots": fig["snapshots"], "resume": seconds,
             "resumed": finished}
 
@@ -137,12 +142,13 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     base = rows[0]
     head = ["workers", "trials", "ms/trial first 10%", "last 10%", "last/first", "fsync ms", "driver ms (no fsync)",
             "strategy ms", f"x W={base['workers']}", "CPU ms first", "CPU last", f"CPU x W={base['workers']}",
-            "peak RSS MB", "snapshot KB", "snapshots", "resume s", "resume CPU s"]
+            "peak RSS MB", "RSS B/trial", "snapshot KB", "snapshots", "resume s", "resume CPU s"]
     return text_table([head] + [
         [f"{r['workers']:,}", f"{r['trials']:,}", f"{r['first']:.3f}", f"{r['last']:.3f}",
          f"{r['last'] / r['first']:.2f}", f"{r['fsync']:.3f}", f"{r['driver']:.3f}", f"{r['strategy']:.3f}",
          f"{r['last'] / base['last']:.2f}", f"{r['cpu_first']:.3f}", f"{r['cpu_last']:.3f}",
-         f"{r['cpu_last'] / max(base['cpu_last'], 1e-9):.2f}", f"{r['rss_mb']:.0f}", f"{r['snapshot_kb']:.0f}",
+         f"{r['cpu_last'] / max(base['cpu_last'], 1e-9):.2f}", f"{r['rss_mb']:.0f}", f"{r['rss_per_trial']:.0f}",
+         f"{r['snapshot_kb']:.0f}",
          str(r["snapshots"]), f"{r['resume']:.2f}", f"{r['resume_cpu']:.2f}"] for r in rows], rule=True)
 
 
