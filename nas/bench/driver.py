@@ -157,6 +157,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", default="100,1000,10000,20000", help="comma-separated worker counts")
     p.add_argument("--trials-per-worker", type=int, default=10, help=f"N = this x W, capped at {CAP:,} (default 10)")
+    p.add_argument("--trials", type=int, help="N for every W instead (the same run length on each row: the "
+                   "ratio to the smallest W is then the workers' effect alone)")
     p.add_argument("--strategy", default="evolution", help="evolution (P=100, S=10; default) or another "
                    "registered strategy, e.g. optuna (its ask+tell time is the 'strategy ms' column)")
     p.add_argument("--snapshot-every", type=int, default=1000, help="K: results between snapshots (default 1000)")
@@ -170,12 +172,14 @@ def cmd_driver(args: argparse.Namespace) -> int:
         workers = [int(w) for w in args.workers.split(",")]
     except ValueError:
         raise ValueError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
-    if any(w < 1 for w in workers) or args.trials_per_worker < 1 or args.snapshot_every < 1:
-        raise ValueError(f"--workers, --trials-per-worker and --snapshot-every must be >= 1, got {args.workers}, "
-                         f"{args.trials_per_worker}, {args.snapshot_every}")
+    if any(w < 1 for w in workers) or args.trials_per_worker < 1 or args.snapshot_every < 1 or (
+            args.trials is not None and args.trials < 10):
+        raise ValueError(f"--workers, --trials-per-worker and --snapshot-every must be >= 1 and --trials >= 10, got "
+                         f"{args.workers}, {args.trials_per_worker}, {args.snapshot_every}, {args.trials}")
     rows = []
     for w in workers:
-        rows.append(measure(args.strategy, w, min(args.trials_per_worker * w, CAP), args.snapshot_every, args.dir))
+        n = min(args.trials if args.trials is not None else args.trials_per_worker * w, CAP)
+        rows.append(measure(args.strategy, w, n, args.snapshot_every, args.dir))
         print(f"W={w:,}: {rows[-1]['trials']:,} trials, resume loaded {rows[-1]['resumed']:,} in "
               f"{rows[-1]['resume']:.2f} s", flush=True)
     print(f"simulated NAS-Bench-201, {args.strategy}"
