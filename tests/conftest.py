@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import select
+import time
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +50,33 @@ def toy_trainer():
 @pytest.fixture
 def toy_space():
     return ToySpace()
+
+
+class Signal:
+    """A one-shot signal from a worker process (a Ray actor) to the test, without sleeps or polling: a FIFO at
+    ``path``. The worker writes one line (``with open(path, "w") as f: f.write(text + "\\n")``; its open waits
+    until the test reads); :meth:`wait` blocks until that line arrives (at most ``timeout`` seconds) and returns it."""
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path)
+        self.path = str(path)
+
+    def wait(self, timeout: float = 60.0) -> str:
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)  # (no writer yet: select waits for one to write)
+        try:
+            data, deadline = b"", time.monotonic() + timeout
+            while not data.endswith(b"\n"):
+                ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+                chunk = os.read(fd, 4096) if ready else b""
+                if not chunk:
+                    raise AssertionError(f"no signal on {self.path} within {timeout} s (got {data!r})")
+                data += chunk
+            return data.decode().strip()
+        finally:
+            os.close(fd)
+
+
+@pytest.fixture
+def signals(tmp_path):
+    """``signals(name)``: a new :class:`Signal` in the test's temporary directory."""
+    return lambda name: Signal(tmp_path / name)

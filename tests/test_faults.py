@@ -8,13 +8,14 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 
 import pytest
 import ray
 
 import nas
-from nas.engine.executor import finished
+from nas.engine.executor import EventKind, finished
 from nas.journal import read_journal
 from nas.ray_executor import RayExecutor
 from nas.search_spaces.toy import ToySpace, toy_score
@@ -26,12 +27,34 @@ pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
 
 
-def slow_toy_score(arch, seconds=0.2):
-    time.sleep(seconds)  # long enough for a kill to land mid-trial
+def slow_toy_score(arch, seconds=0.4):
+    time.sleep(seconds)  # (the node test's trials: long enough for a node's removal to find some running)
     return toy_score(arch)
 
 
-SLOW = functools.partial(ScoreTrainer, score_fn=slow_toy_score)
+class BlocksUntilKilled:
+    """The toy trainer, except that the first attempt of each trial in ``block`` says that it runs (its
+    worker's pid, through the test's Signal ``started-<id>`` in ``directory``) and then blocks until its
+    worker is killed; the retry (its marker present) and every other trial answer at once."""
+
+    def __init__(self, data, settings, *, directory, block):
+        self.directory, self.block = directory, frozenset(block)
+        self.inner = ScoreTrainer(data, settings, score_fn=toy_score)
+
+    def run(self, trial, space, checkpoint):
+        marker = os.path.join(self.directory, f"attempted-{trial.trial_id}")
+        if trial.trial_id in self.block and not os.path.exists(marker):
+            open(marker, "w").close()
+            with open(os.path.join(self.directory, f"started-{trial.trial_id}"), "w") as f:
+                f.write(f"{os.getpid()}\n")
+            threading.Event().wait()  # forever: only the kill ends this attempt
+        return self.inner.run(trial, space, checkpoint)
+
+
+def blocking(tmp_path, signals, block):
+    """The trainer for ``block``, and the Signal of each of its trials (made before the search starts)."""
+    waits = {t: signals(f"started-{t}") for t in block}
+    return functools.partial(BlocksUntilKilled, directory=str(tmp_path), block=block), waits
 
 
 def accounted_for(df, run_dir, budget):
@@ -41,45 +64,56 @@ def accounted_for(df, run_dir, budget):
 
 
 class Killer(nas.Callback):
-    """Kills trainer actors when given numbers of trials have finished: by SIGKILL to the actor's
-    process, or by ``ray.kill``."""
+    """Kills the workers of planned trials while those trials run (blocked in BlocksUntilKilled): each group
+    (trial id -> "sigkill" to the actor's process, or "ray.kill") once every trial of it has started."""
 
-    def __init__(self, plan):
-        self.plan, self.pids = plan, {}
+    def __init__(self, groups, waits):
+        self.groups, self.waits, self.blocked, self.killed, self.restarts = groups, waits, {}, [], None
 
-    def on_start(self, loop):
-        ex = loop.executor
-        self.pids = {i: ray.get(ex.actor(i).info.remote())["pid"] for i in range(ex.slots)}
+    def on_event(self, loop, event):
+        tid = event.trial.trial_id
+        if event.kind is not EventKind.STARTED or tid not in self.waits or tid in self.killed or tid in self.blocked:
+            return
+        self.blocked[tid] = (int(self.waits[tid].wait()), int(event.worker.rsplit("-", 1)[1]))  # (pid, slot)
+        group = next(g for g in self.groups if tid in g)
+        if group.keys() <= self.blocked.keys():
+            for t, how in group.items():
+                pid, slot = self.blocked.pop(t)
+                if how == "sigkill":
+                    os.kill(pid, signal.SIGKILL)
+                else:
+                    ray.kill(loop.executor.actor(slot))
+                self.killed.append(t)
 
-    def on_result(self, loop, trial, result):
-        for how, slot in self.plan.get(loop.finished, []):
-            if how == "sigkill":
-                os.kill(self.pids[slot], signal.SIGKILL)
-            else:
-                ray.kill(loop.executor.actor(slot))
+    def on_end(self, loop):
+        self.restarts = loop.executor.restarts
 
 
-@pytest.mark.parametrize(("max_retries", "plan"), [
-    (3, {3: [("sigkill", 0)], 8: [("ray.kill", 1)], 12: [("ray.kill", 0), ("ray.kill", 1)]}),
-    (0, {3: [("ray.kill", 1)]}),
+@pytest.mark.parametrize(("max_retries", "groups"), [
+    (3, [{3: "sigkill"}, {8: "ray.kill"}, {12: "ray.kill", 13: "ray.kill"}]),  # the last two: both workers at once
+    (0, [{3: "ray.kill"}]),
 ])
-def test_actors_killed_during_a_search(ray_local, tmp_path, max_retries, plan):
+def test_actors_killed_during_a_search(ray_local, tmp_path, signals, max_retries, groups):
     budget = 20
-    killer = Killer(plan)
-    df = nas.search(ToySpace(), "random", budget=budget, workers=2, trainer=SLOW, seed=0, max_retries=max_retries,
-                    run_dir=tmp_path / "run", callbacks=[killer])
+    trainer, waits = blocking(tmp_path, signals, [t for g in groups for t in g])
+    killer = Killer(groups, waits)
+    df = nas.search(ToySpace(), "random", budget=budget, workers=2, trainer=trainer, seed=0, max_retries=max_retries,
+                    run_dir=tmp_path / "run", callbacks=[killer],
+                    executor_options={"prefetch": False})  # (a blocked trial's worker holds nothing queued)
     accounted_for(df, tmp_path / "run", budget)
+    assert sorted(killer.killed) == sorted(waits) and killer.restarts == len(waits)  # every kill landed mid-trial
     failed = df[df.state == "FAILED"]
     if max_retries:
         assert failed.empty  # every killed trial was retried on a replacement and completed
     else:  # a trial whose worker died is recorded as FAILED at once, and the search goes on
-        assert len(failed) >= 1 and failed.error.str.startswith("worker died 1 times").all()
+        assert sorted(failed.trial_id) == sorted(waits) and failed.error.str.startswith("worker died 1 times").all()
     assert (df[df.state == "COMPLETE"].score == df[df.state == "COMPLETE"].arch.map(
         lambda a: toy_score(ToySpace().parse(a)))).all()
 
 
-def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, caplog):
-    ex = RayExecutor(ToySpace(), None, workers=2, trainer=SLOW)
+def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, tmp_path, signals, caplog):
+    trainer, waits = blocking(tmp_path, signals, [1])
+    ex = RayExecutor(ToySpace(), None, workers=2, trainer=trainer, prefetch=False)
     ex.start_timeout = 3  # for replacements (the pool itself may take longer to start on a busy machine)
     hog = None
     try:
@@ -87,7 +121,9 @@ def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, caplog)
         trials = [strategy.ask() for _ in range(2)]
         for t in trials:
             ex.submit(t)
-        ray.kill(ex.actor(1))
+        pid = int(waits[1].wait())  # trial 1 runs, blocked: kill its worker
+        [slot] = [i for i in range(2) if ray.get(ex.actor(i).info.remote())["pid"] == pid]
+        ray.kill(ex.actor(slot))
 
         @ray.remote(num_cpus=1)
         class Hog:
@@ -104,7 +140,7 @@ def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, caplog)
             assert all(r.ok for _, r in results)  # trial 1 ran again, on the worker that is left
             while not ex.retired:  # each poll waits at most until the replacement's deadline
                 assert finished(ex.poll(timeout=10)) == []
-        assert ex.slots == 1 and ex.retired == [1] and ex.free_slots() == 1 + ex.prefetch.on  # its load
+        assert ex.slots == 1 and ex.retired == [slot] and ex.free_slots() == 1 + ex.prefetch.on  # its load
         assert "not placed and started within 3 s" in caplog.text
     finally:
         ex.shutdown()
@@ -156,7 +192,7 @@ def test_nodes_leave_mid_search_and_it_finishes_on_the_head(cluster, tmp_path):
     head = ray.get_runtime_context().get_node_id()[:12]
     budget = 40
     remover = NodeRemover(c, nodes)
-    trainer = functools.partial(ScoreTrainer, score_fn=functools.partial(slow_toy_score, seconds=0.4))
+    trainer = functools.partial(ScoreTrainer, score_fn=slow_toy_score)
     df = nas.search(ToySpace(), "random", budget=budget, workers=2, trainer=trainer, seed=0, max_retries=3,
                     run_dir=tmp_path / "run", callbacks=[remover])
     accounted_for(df, tmp_path / "run", budget)

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import ray
@@ -74,32 +73,33 @@ def test_actors_are_named_and_use_their_cpu_share(ray_local):
 
 
 class BlocksOnFirstAttempt:
-    """Its first trial blocks until the worker is killed; the retry (marker present) answers at once."""
+    """Its first trial signals that it runs, then blocks until the worker is killed; the retry (marker present)
+    answers at once."""
 
-    def __init__(self, data, settings, *, marker):
-        self.marker = marker
+    def __init__(self, data, settings, *, marker, started):
+        self.marker, self.started = marker, started
         self.inner = ScoreTrainer(data, settings, score_fn=toy_score)
 
     def run(self, trial, space, checkpoint):
         if not os.path.exists(self.marker):
             open(self.marker, "w").close()
+            with open(self.started, "w") as f:  # the test's Signal: it kills this worker now
+                f.write(f"{os.getpid()}\n")
             threading.Event().wait()  # forever: only the kill ends this attempt
         return self.inner.run(trial, space, checkpoint)
 
 
-def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tmp_path):
-    marker = str(tmp_path / "started")
+def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tmp_path, signals):
+    marker, started = str(tmp_path / "attempted"), signals("started")
     ex = RayExecutor(ToySpace(), None, workers=1, max_retries=1,
-                     trainer=functools.partial(BlocksOnFirstAttempt, marker=marker))
+                     trainer=functools.partial(BlocksOnFirstAttempt, marker=marker, started=started.path))
     try:
         trial = RandomSearch(ToySpace(), seed=0).ask()
         ex.submit(trial)
         events = ex.poll(timeout=0)
         assert finished(events) == []
-        deadline = time.monotonic() + 60
-        while not os.path.exists(marker) and time.monotonic() < deadline:  # the trial is running
-            time.sleep(0.01)
-        assert os.path.exists(marker)
+        pid = int(started.wait())  # the trial is running, blocked, in the worker's process
+        assert pid == ray.get(ex.actor(0).info.remote())["pid"]
         ray.kill(ex.actor(0))
         while not finished(events):
             events += ex.poll(timeout=30)

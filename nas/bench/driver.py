@@ -11,7 +11,8 @@ replay) of the killed run.
 Printed per W: real ms per trial in the first and the last tenth of the run, the journal's fsync time
 per trial apart, the driver's time per trial apart from fsync (real minus fsync), the strategy's ask+tell
 apart, the same per trial in CPU time of the search process (what a loaded machine's wait for a core does
-not inflate), peak RSS of the search process, the last snapshot's size, and the resume time (wall and CPU);
+not inflate), peak RSS of the search process and its growth per trial after the first tenth (what the driver
+keeps per trial), the last snapshot's size, and the resume time (wall and CPU);
 each per-trial figure also as a ratio to the smallest W's, measured in the same command.
 """
 
@@ -63,17 +64,20 @@ def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int
     strat, executor = _parts(strategy, workers)
     store = RunStore.create(run_dir, _record(strategy, workers, n + workers), snapshot_every=snapshot_every)
     tenth = max(n // 10, 1)
-    marks: dict[int, tuple[float, float, float, float]] = {}
+    marks: dict[int, tuple[float, float, float, float, float]] = {}
+
+    def rss() -> float:  # peak RSS so far, bytes (Linux reports KiB)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
     class Marks(Callback):
         def on_start(self, loop: SearchLoop) -> None:
-            marks[0] = (time.perf_counter(), 0.0, 0.0, time.process_time())
+            marks[0] = (time.perf_counter(), 0.0, 0.0, time.process_time(), rss())
 
         def on_result(self, loop: SearchLoop, trial: Any, result: Any) -> None:
             done = loop.finished
             if done in (tenth, n - tenth, n):
                 marks[done] = (time.perf_counter(), store.journal.fsync_seconds, loop.strategy_seconds,
-                               time.process_time())
+                               time.process_time(), rss())
             if done == n:
                 figures = {"marks": {str(k): v for k, v in marks.items()}, "tenth": tenth,
                            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -129,6 +133,7 @@ def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str
     return {"workers": workers, "trials": n, "first": first, "last": last, "fsync": fsync_last,
             "cpu_first": per_trial(0, t, 3), "cpu_last": per_trial(n - t, n, 3), "resume_cpu": cpu,
             "driver": last - fsync_last, "strategy": per_trial(n - t, n, 2), "rss_mb": fig["rss_mb"],
+            "rss_per_trial": (marks[n][4] - marks[t][4]) / max(n - t, 1),
             "snapshot_kb": fig["snapshot_bytes"] / 1024, "snapshots": fig["snapshots"], "resume": seconds,
             "resumed": finished}
 
@@ -137,12 +142,13 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     base = rows[0]
     head = ["workers", "trials", "ms/trial first 10%", "last 10%", "last/first", "fsync ms", "driver ms (no fsync)",
             "strategy ms", f"x W={base['workers']}", "CPU ms first", "CPU last", f"CPU x W={base['workers']}",
-            "peak RSS MB", "snapshot KB", "snapshots", "resume s", "resume CPU s"]
+            "peak RSS MB", "RSS B/trial", "snapshot KB", "snapshots", "resume s", "resume CPU s"]
     return text_table([head] + [
         [f"{r['workers']:,}", f"{r['trials']:,}", f"{r['first']:.3f}", f"{r['last']:.3f}",
          f"{r['last'] / r['first']:.2f}", f"{r['fsync']:.3f}", f"{r['driver']:.3f}", f"{r['strategy']:.3f}",
          f"{r['last'] / base['last']:.2f}", f"{r['cpu_first']:.3f}", f"{r['cpu_last']:.3f}",
-         f"{r['cpu_last'] / max(base['cpu_last'], 1e-9):.2f}", f"{r['rss_mb']:.0f}", f"{r['snapshot_kb']:.0f}",
+         f"{r['cpu_last'] / max(base['cpu_last'], 1e-9):.2f}", f"{r['rss_mb']:.0f}", f"{r['rss_per_trial']:.0f}",
+         f"{r['snapshot_kb']:.0f}",
          str(r["snapshots"]), f"{r['resume']:.2f}", f"{r['resume_cpu']:.2f}"] for r in rows], rule=True)
 
 
@@ -151,6 +157,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", default="100,1000,10000,20000", help="comma-separated worker counts")
     p.add_argument("--trials-per-worker", type=int, default=10, help=f"N = this x W, capped at {CAP:,} (default 10)")
+    p.add_argument("--trials", type=int, help="N for every W instead (the same run length on each row: the "
+                   "ratio to the smallest W is then the workers' effect alone)")
     p.add_argument("--strategy", default="evolution", help="evolution (P=100, S=10; default) or another "
                    "registered strategy, e.g. optuna (its ask+tell time is the 'strategy ms' column)")
     p.add_argument("--snapshot-every", type=int, default=1000, help="K: results between snapshots (default 1000)")
@@ -164,12 +172,14 @@ def cmd_driver(args: argparse.Namespace) -> int:
         workers = [int(w) for w in args.workers.split(",")]
     except ValueError:
         raise ValueError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
-    if any(w < 1 for w in workers) or args.trials_per_worker < 1 or args.snapshot_every < 1:
-        raise ValueError(f"--workers, --trials-per-worker and --snapshot-every must be >= 1, got {args.workers}, "
-                         f"{args.trials_per_worker}, {args.snapshot_every}")
+    if any(w < 1 for w in workers) or args.trials_per_worker < 1 or args.snapshot_every < 1 or (
+            args.trials is not None and args.trials < 10):
+        raise ValueError(f"--workers, --trials-per-worker and --snapshot-every must be >= 1 and --trials >= 10, got "
+                         f"{args.workers}, {args.trials_per_worker}, {args.snapshot_every}, {args.trials}")
     rows = []
     for w in workers:
-        rows.append(measure(args.strategy, w, min(args.trials_per_worker * w, CAP), args.snapshot_every, args.dir))
+        n = min(args.trials if args.trials is not None else args.trials_per_worker * w, CAP)
+        rows.append(measure(args.strategy, w, n, args.snapshot_every, args.dir))
         print(f"W={w:,}: {rows[-1]['trials']:,} trials, resume loaded {rows[-1]['resumed']:,} in "
               f"{rows[-1]['resume']:.2f} s", flush=True)
     print(f"simulated NAS-Bench-201, {args.strategy}"

@@ -108,6 +108,9 @@ def load_table(path: str | None = None) -> NB201Table:
                       valid12=valid12, valid200=valid200, seeds200=seeds200, time200=time200)
 
 
+_VALID200_KEYS = tuple((name, f"valid_acc_200_{name}") for name in DATASETS)
+
+
 class NB201Benchmark:
     """Answers a query of a cell under the NAS-Bench-201 protocol, searching on ``dataset``.
 
@@ -129,8 +132,8 @@ class NB201Benchmark:
         i = self.table.row(arch)
         metrics: dict[str, Any] = {"index": i, "valid_acc_12": float(self.table.valid12[self.dataset][i]),
                                    "valid_acc_200": float(self.table.valid200[self.dataset][i])}
-        for name in DATASETS:
-            metrics[f"valid_acc_200_{name}"] = float(self.table.valid200[name][i])
+        for name, key in _VALID200_KEYS:  # (keys made once: a run keeps every trial's metrics)
+            metrics[key] = float(self.table.valid200[name][i])
         return float(self._reward[i]), float(self._cost[i]), metrics
 
     def mean_cost(self) -> float:

@@ -191,30 +191,37 @@ def cut_torn_tail(path: Path) -> int:
         return size - end
 
 
+_STATES = {s.value: s for s in TrialState}
+
+
 def _parse(path: Path, number: int, line: bytes) -> Record:
-    where = f"{path} line {number}"
     try:
         rec = _loads(line)
     except ValueError:
-        raise ValueError(f"{where} is not a journal record (not JSON); the journal is corrupt") from None
-    if not isinstance(rec, dict) or rec.get("kind") not in KINDS or not isinstance(rec.get("trial"), dict):
-        raise ValueError(f"{where} is not a journal record (expected an object with kind one of {list(KINDS)} "
-                         f"and a trial); the journal is corrupt")
-    try:
-        trial = Trial(**{k: v for k, v in rec["trial"].items() if k in _TRIAL_NAMES})
-        if not isinstance(trial.trial_id, int) or isinstance(trial.trial_id, bool):
+        raise ValueError(f"{path} line {number} is not a journal record (not JSON); the journal is corrupt") from None
+    kind: Any = rec.get("kind") if type(rec) is dict else None
+    trial_d = rec.get("trial") if kind in KINDS else None
+    if type(trial_d) is not dict:
+        raise ValueError(f"{path} line {number} is not a journal record (expected an object with kind one of "
+                         f"{list(KINDS)} and a trial); the journal is corrupt")
+    try:  # (the fast path: a dict of known keys goes straight in; only an older or newer record is filtered)
+        trial = Trial(**trial_d) if trial_d.keys() <= _TRIAL_NAMES else Trial(
+            **{k: v for k, v in trial_d.items() if k in _TRIAL_NAMES})
+        if type(trial.trial_id) is not int:
             raise TypeError(f"trial_id {trial.trial_id!r} is not an integer")
         result = None
-        if rec["kind"] != "submit":
-            kw = {k: v for k, v in rec["result"].items() if k in _RESULT_NAMES}
-            kw["state"] = TrialState(kw["state"])
+        if kind != "submit":
+            kw = rec["result"]
+            if kw.keys() - _RESULT_NAMES:
+                kw = {k: v for k, v in kw.items() if k in _RESULT_NAMES}
+            kw["state"] = _STATES[kw["state"]]
             result = Result(**kw)
             if result.trial_id != trial.trial_id:
                 raise ValueError(f"result of trial {result.trial_id} filed under trial {trial.trial_id}")
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ValueError(f"{where} is a {rec['kind']} record of the wrong shape ({type(e).__name__}: {e}); "
+        raise ValueError(f"{path} line {number} is a {kind} record of the wrong shape ({type(e).__name__}: {e}); "
                          "the journal is corrupt") from None
-    return Record(rec["kind"], trial, result, number)
+    return Record(str(kind), trial, result, number)
 
 
 def read_records(path: Path) -> Iterator[Record]:
@@ -229,14 +236,19 @@ def read_records(path: Path) -> Iterator[Record]:
 
 
 @contextlib.contextmanager
-def bulk_load() -> Iterator[None]:
+def bulk_load(*, freeze: bool = False) -> Iterator[None]:
     """No cyclic garbage collection while a whole journal is read (records hold no cycles; the collector's
-    passes over 100,000s of new objects would otherwise cost more than the parsing)."""
+    passes over 100,000s of new objects would otherwise cost more than the parsing). With ``freeze`` (a
+    long-lived driver resuming a run), what is alive at the end is moved out of the collector's sight
+    (:func:`gc.freeze`), so that its first passes after do not scan every record once more (0.4-0.8 s at
+    100,000 trials); acyclic objects are still freed by reference counting."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if enabled:
             gc.enable()
 

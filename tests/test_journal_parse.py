@@ -1,0 +1,58 @@
+"""The journal's fast parsing path keeps every check of the slow one, and bulk_load(freeze=True) freezes."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import pytest
+
+from nas.run.journal import JournalWriter, bulk_load, read_records
+from nas.types import Result, Trial, TrialState
+
+
+def journal(tmp_path, *extra_lines):
+    path = tmp_path / "trials.jsonl"
+    with JournalWriter(path) as w:
+        t = Trial(0, {"a": 1})
+        w.write_submit(t)
+        w.write_results([(t, Result(0, TrialState.COMPLETE, score=0.5))])
+    with open(path, "a") as f:
+        f.writelines(line + "\n" for line in extra_lines)
+    return path
+
+
+def test_records_of_a_newer_version_keep_their_known_fields(tmp_path):
+    newer = {"kind": "result", "trial": {"trial_id": 1, "arch": {"a": 2}, "future": 1},
+             "result": {"trial_id": 1, "state": "FAILED", "error": "x", "also_future": [1]}}
+    records = list(read_records(journal(tmp_path, json.dumps(newer))))
+    assert [r.kind for r in records] == ["submit", "result", "result"]
+    assert records[2].trial == Trial(1, {"a": 2}) and records[2].result.state is TrialState.FAILED
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ('{"kind":"result","trial":{"trial_id":1,"arch":{}},"result":{"trial_id":1,"state":"DONE"}}', "KeyError"),
+    ('{"kind":"result","trial":{"trial_id":1,"arch":{}},"result":{"trial_id":2,"state":"FAILED"}}', "filed under"),
+    ('{"kind":"submit","trial":{"trial_id":true,"arch":{}}}', "not an integer"),
+    ('{"kind":"submit","trial":{"arch":{}}}', "TypeError"),
+    ('{"kind":"submit","trial":[1]}', "expected an object"),
+    ('["submit"]', "expected an object"),
+])
+def test_a_wrong_shaped_line_names_the_file_and_line(tmp_path, line, why):
+    path = journal(tmp_path, line, line)  # (not the last line: a torn last line is cut, not an error)
+    with pytest.raises(ValueError, match=rf"trials.jsonl line 3 .*{why}"):
+        list(read_records(path))
+
+
+def test_bulk_load_freezes_what_it_read_only_when_asked(tmp_path):
+    path = journal(tmp_path)
+    gc.unfreeze()
+    with bulk_load():
+        list(read_records(path))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    try:
+        with bulk_load(freeze=True):
+            records = list(read_records(path))
+        assert gc.isenabled() and gc.get_freeze_count() > 0 and len(records) == 2
+    finally:
+        gc.unfreeze()
