@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from nas.run.store import Restored, RunStore
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class TrialRecord:
     trial: Trial
     state: TrialState
@@ -409,7 +409,7 @@ class SearchLoop:
         submitted but never finished are re-queued under their own ids, to run before any new ask."""
         from nas.run.journal import bulk_load
 
-        with bulk_load():
+        with bulk_load(freeze=True):
             self._restore(restored)
 
     def _restore(self, restored: Restored) -> None:

@@ -66,7 +66,7 @@ class FailureKind(StrEnum):
     OBJECTIVE_MISSING = "OBJECTIVE_MISSING"  # the trainer never reported an objective metric
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Trial:
     """One unit of work: train ``arch`` with ``hparams`` for ``epochs`` epochs.
 
@@ -101,7 +101,7 @@ class Trial:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Result:
     """What became of a trial. ``score`` is higher-is-better and finite for COMPLETE trials.
 

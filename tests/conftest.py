@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import select
 import time
@@ -36,9 +35,9 @@ def ray_local(_ray_session):
     import ray
 
     if not ray.is_initialized():
-        # address="local": always a private cluster, never one that a `ray start` elsewhere left running
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-                 log_to_driver=False)
+        from nas.engine.cluster import start_local
+
+        start_local(num_cpus=2)  # a private cluster, every service bound to 127.0.0.1, as `nas search` starts
     return ray
 
 

@@ -103,8 +103,10 @@ def join(address: str, *, run_name: str | None = None) -> str | None:
     """Join the cluster at ``address`` (given explicitly, or ``RAY_ADDRESS``); returns its dashboard's URL if any."""
     import ray
 
-    ctx = ray.init(address=address, job_config=job_config(run_name), logging_level=logging.WARNING,
-                   log_to_driver=False)
+    loopback = "://" not in address and address.rsplit(":", 1)[0] in (LOOPBACK, "localhost")
+    with _single_node() if loopback else contextlib.nullcontext():  # (else Ray swaps 127.0.0.1 for this host's IP)
+        ctx = ray.init(address=address, job_config=job_config(run_name), logging_level=logging.WARNING,
+                       log_to_driver=False)
     return dashboard_url(ctx)
 
 
