@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="timed forward passes whose median is a candidate's latency (default 25; the platform's 5 "
                         "move visibly under load)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 trials of 1 epoch per method")
-    p.add_argument("--out", default="bench-results/mo-train.png", help="the figure (default %(default)s)")
+    p.add_argument("--out", default="bench-results/mo-train.png", help="the figure")
     p.set_defaults(handler=cmd_mo_train)
 
 
