@@ -253,7 +253,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     from nas.monitor.page import _parser
     from nas.monitor.tables import export_frame, results_table
 
-    cfg, df = load_run(args.run_dir)
+    cfg, df = load_run(args.run_dir, with_warm=True)
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
     flat = export_frame(df, _parser(cfg))

@@ -10,6 +10,7 @@ import pytest
 import nas
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.toy import ToySpace
+from nas.status import run_status
 from nas.trainer import TrainSettings
 
 SETTINGS = TrainSettings(epochs=1, device="cpu", threads=1, measure_costs=False, seed=0)
@@ -53,3 +54,18 @@ def test_a_warm_start_from_another_space_is_refused_before_anything_runs(tmp_pat
         nas.search(MacroSpace(), "random", budget=2, executor="inprocess", seed=0, settings=SETTINGS,
                    warm_start=[tmp_path / "a"], run_dir=tmp_path / "b")
     assert not (tmp_path / "b").exists()
+
+
+def test_nas_results_shows_where_warm_trials_came_from(tmp_path, capsys):
+    from nas.cli import main
+
+    nas.search(ToySpace(), "random", budget=3, executor="inprocess", seed=0, settings=SETTINGS,
+               run_dir=tmp_path / "a")
+    nas.search(ToySpace(), "random", budget=2, executor="inprocess", seed=1, settings=SETTINGS,
+               warm_start=[tmp_path / "a"], run_dir=tmp_path / "b")
+    assert main(["results", str(tmp_path / "b"), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    warm = [r for r in rows if r["trial_id"] < 0]
+    assert len(rows) == 5 and len(warm) == 3
+    assert all(json.loads(r["metrics"])["warm_start_run"] == str(tmp_path / "a") for r in warm)
+    assert run_status(tmp_path / "b")["finished"] == 2  # the run's own trials; the warm ones are not its
