@@ -407,85 +407,11 @@ class SearchLoop:
         is loaded from the last snapshot and replays the journal after it (each submission asked again, and
         checked to be the same trial; each result told), finished trials become records, and trials
         submitted but never finished are re-queued under their own ids, to run before any new ask."""
+        from nas.engine.replay import replay
         from nas.run.journal import bulk_load
 
         with bulk_load(freeze=True):
-            self._restore(restored)
-
-    def _restore(self, restored: Restored) -> None:
-        snap = restored.snapshot
-        start = 0
-        if snap is not None:
-            self.strategy.load_state_dict(snap["state"])
-            if self.scheduler is not None and snap.get("scheduler") is not None:
-                self.scheduler.load_state_dict(snap["scheduler"])
-            start = int(snap["records"])
-        submitted: dict[int, Trial] = {}  # submitted (or continued), not finished since (in submission order)
-        for i, rec in enumerate(restored.records):
-            tid, after = rec.trial.trial_id, i >= start  # after the snapshot: replay it into the strategy
-            if rec.kind == "submit":
-                if tid in self.records and rec.trial.checkpoint_from == tid:  # a promotion continued it
-                    submitted[tid] = rec.trial
-                    if after:
-                        self._replay_promotion(tid, rec.line)
-                    continue
-                first = tid not in submitted and tid not in self.records
-                if first:
-                    submitted[tid] = rec.trial
-                if first and after:  # asked after the snapshot: ask again, so the strategy knows it
-                    asked = self.strategy.ask()
-                    if asked is None or asked.trial_id != tid:
-                        raise ValueError(
-                            f"cannot resume: replaying the journal (line {rec.line}), strategy "
-                            f"{self.strategy.name!r} asked {None if asked is None else asked.trial_id} where the "
-                            f"journal has trial {tid}: it does not replay deterministically")
-                    if self.scheduler is not None:
-                        self.scheduler.on_start(tid)
-            elif rec.kind == "report" and rec.result is not None:
-                record = self.records.get(tid)
-                if record is not None:
-                    record.epoch = max(record.epoch, rec.result.epoch)
-                if after and self.scheduler is not None and rec.result.score is not None:
-                    self.scheduler.on_report(tid, rec.result.epoch, rec.result.score)
-            elif rec.kind == "result" and rec.result is not None:
-                submitted.pop(tid, None)
-                self._restore_result(rec.trial, rec.result, after)
-        self.requeue.extend(submitted.values())
-        if self.store is not None:
-            for trial_id, data in self.store.kept_checkpoints():
-                record = self.records.get(trial_id)
-                if record is not None and record.result is not None and record.result.ok:
-                    self.executor.restore_checkpoint(trial_id, data)
-                    self.store.note_kept(trial_id)
-        self._journaled = self.resumed = self.finished
-        if self.best is not None:
-            self.executor.keep_above = self.best[1].score  # type: ignore[attr-defined]
-
-    def _replay_promotion(self, trial_id: int, line: int) -> None:
-        promotion = self.scheduler.promote() if self.scheduler is not None else None
-        if promotion is None or promotion.trial_id != trial_id:
-            raise ValueError(f"cannot resume: replaying the journal (line {line}), the scheduler promoted "
-                             f"{None if promotion is None else promotion.trial_id} where the journal continues "
-                             f"trial {trial_id}: it does not replay deterministically")
-        self.records[trial_id].runs += 1
-
-    def _restore_result(self, trial: Trial, result: Result, after: bool) -> None:
-        record = self.records.get(trial.trial_id)
-        if record is None:
-            record = TrialRecord(trial, result.state, result)
-            self._add(record)
-        else:  # a continued trial's newer result
-            self._move(record, result.state)
-            record.result = result
-        record.epoch = max(record.epoch, result.epoch)
-        if after:  # journaled after the snapshot: tell it now
-            self._tell(record, trial, result)
-        if not result.ok and (result.error or "").startswith(InvalidSpace.__name__ + ":"):
-            self._build_failures += 1
-        else:
-            self._space_ok = True
-        if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
-            self.best = (record.trial, result)
+            replay(self, restored)
 
     def _keep_checkpoint(self, trial_id: int) -> None:
         """Keep a finished trial's checkpoint (one that later trials may start from, as PBT's) in the run
