@@ -3,7 +3,7 @@
 The pieces: :class:`SearchSpace` (what can be built), :class:`Strategy` (what to try next), executors
 (where it trains), :class:`SearchLoop` (keeps every worker busy), and :func:`search` (all of it at once).
 
-The names below are imported on first use (PEP 562), so a Ray worker that only needs ``nas.types``
+The names below are imported on first use (PEP 562), so a Ray worker that only needs ``nas.core.types``
 (a light actor of the executor benchmarks) never loads torch or pandas.
 """
 
@@ -15,28 +15,30 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nas.api import SearchConfig, connect, load_results, load_run, make_strategy, resolve_space, search
     from nas.core.front import hypervolume, pareto_front
-    from nas.data import Dataset, load_dataset
-    from nas.executor import Executor, InProcessExecutor
-    from nas.loop import Callback, SearchLoop
-    from nas.registry import register_space, register_strategy
-    from nas.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
-    from nas.strategy import Strategy
-    from nas.trainer import ScoreTrainer, SleepTrainer, TorchTrainer, TrainSettings
-    from nas.types import Arch, Decision, Result, Trial, TrialState, arch_hash, arch_key
+    from nas.core.registry import register_space, register_strategy
+    from nas.core.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
+    from nas.core.strategy import Strategy
+    from nas.core.types import Arch, Decision, Result, Trial, TrialState, arch_hash, arch_key
+    from nas.engine.inprocess import InProcessExecutor
+    from nas.engine.loop import Callback, SearchLoop
+    from nas.engine.protocol import Executor
+    from nas.train.data import Dataset, load_dataset
+    from nas.train.trainer import ScoreTrainer, SleepTrainer, TorchTrainer, TrainSettings
 
 __version__ = "0.1.0"
 
 _WHERE = {
     "nas.api": ["SearchConfig", "connect", "load_results", "load_run", "make_strategy", "resolve_space", "search"],
     "nas.core.front": ["hypervolume", "pareto_front"],
-    "nas.data": ["Dataset", "load_dataset"],
-    "nas.executor": ["Executor", "InProcessExecutor"],
-    "nas.loop": ["Callback", "SearchLoop"],
-    "nas.registry": ["register_space", "register_strategy"],
-    "nas.space": ["InvalidArchitecture", "InvalidSpace", "SearchSpace", "Task"],
-    "nas.strategy": ["Strategy"],
-    "nas.trainer": ["ScoreTrainer", "SleepTrainer", "TorchTrainer", "TrainSettings"],
-    "nas.types": ["Arch", "Decision", "Result", "Trial", "TrialState", "arch_hash", "arch_key"],
+    "nas.train.data": ["Dataset", "load_dataset"],
+    "nas.engine.inprocess": ["InProcessExecutor"],
+    "nas.engine.protocol": ["Executor"],
+    "nas.engine.loop": ["Callback", "SearchLoop"],
+    "nas.core.registry": ["register_space", "register_strategy"],
+    "nas.core.space": ["InvalidArchitecture", "InvalidSpace", "SearchSpace", "Task"],
+    "nas.core.strategy": ["Strategy"],
+    "nas.train.trainer": ["ScoreTrainer", "SleepTrainer", "TorchTrainer", "TrainSettings"],
+    "nas.core.types": ["Arch", "Decision", "Result", "Trial", "TrialState", "arch_hash", "arch_key"],
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 

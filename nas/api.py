@@ -1,7 +1,7 @@
 """The Python API: one call runs a whole search and returns its results as a pandas DataFrame.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.trainer import ScoreTrainer
+>>> from nas.train.trainer import ScoreTrainer
 >>> import functools, tempfile
 >>> df = search(ToySpace(), strategy="evolution", budget=30, executor="inprocess", seed=0,
 ...             strategy_options={"population": 10, "sample_size": 3},
@@ -25,24 +25,24 @@ from typing import Any
 
 import pandas as pd
 
-from nas import registry
+from nas.core import registry
 from nas.core.scheduler import Scheduler, make_scheduler
+from nas.core.space import SearchSpace
 from nas.core.spec import resolve_space_spec
-from nas.data import Dataset, dataset_fingerprint, load_dataset
-from nas.engine.executor import Executor, ExecutorConfig, build_executor
-from nas.executor import InProcessExecutor
-from nas.loop import Callback, SearchLoop
-from nas.resume import StopSignal
+from nas.core.strategy import Strategy
+from nas.core.types import Trial
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import Callback, SearchLoop
+from nas.engine.protocol import Executor, ExecutorConfig, build_executor
+from nas.monitor.status import monitoring_callbacks
 from nas.run.config import RunConfig
+from nas.run.interrupt import StopSignal
 from nas.run.reader import load_run, results_frame
 from nas.run.store import RunStore
 from nas.run.warmstart import WarmTrial, kept_checkpoint, load_warm_start, tell_warm_start
-from nas.space import SearchSpace
-from nas.status import monitoring_callbacks
-from nas.strategy import Strategy
 from nas.train.context import TrialContext
-from nas.trainer import TorchTrainer, TrainerFactory, TrainSettings
-from nas.types import Trial
+from nas.train.data import Dataset, dataset_fingerprint, load_dataset
+from nas.train.trainer import TorchTrainer, TrainerFactory, TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ __all__ = ["SearchConfig", "connect", "executor_names", "load_results", "load_ru
 
 
 def executor_names() -> list[str]:
-    """The registered executors (``nas.registry.executors``): ray, inprocess, simulated, and any you add."""
+    """The registered executors (``nas.core.registry.executors``): ray, inprocess, simulated, and any you add."""
     return registry.executors.names()
 
 
@@ -152,20 +152,20 @@ def search(
     train: Callable[[TrialContext], Any] | None = None,
     warm_start: Sequence[str | os.PathLike[str]] = (),
 ) -> pd.DataFrame:
-    """Run a search and return one row per finished trial (see :func:`nas.journal.results_frame`).
+    """Run a search and return one row per finished trial (see :func:`nas.run.reader.results_frame`).
 
     ``space`` and ``strategy`` are objects or registered names; ``executor`` is a registered name
-    (``nas.registry.executors``: ``"ray"``, a pool of ``workers`` trainer actors on the local or given Ray
+    (``nas.core.registry.executors``: ``"ray"``, a pool of ``workers`` trainer actors on the local or given Ray
     cluster; ``"inprocess"``; ``"simulated"``, NAS-Bench-201 replay) or an Executor; ``executor_options``
-    are the named executor's own (see :class:`nas.engine.executor.ExecutorConfig`).
+    are the named executor's own (see :class:`nas.engine.protocol.ExecutorConfig`).
     The run directory (default ``runs/<time>-<space>-<strategy>``) holds the journal, the config and
     the best weights. ``df.attrs`` holds ``run_dir`` and the run's summary.
 
     ``resume=True`` continues the run in ``run_dir`` after a crash or an interrupt: pass the same
     space, strategy, options, seed, data and training settings (a difference is a ValueError naming
     it); ``budget`` may be raised. Finished trials come from the journal, the strategy from its saved
-    state, and trials that were in flight run again under their own ids (see :mod:`nas.resume`).
-    ``scheduler`` (``nas.registry.schedulers``: none, asha, hyperband, median) stops (or pauses and promotes)
+    state, and trials that were in flight run again under their own ids (see :mod:`nas.run.interrupt`).
+    ``scheduler`` (``nas.core.registry.schedulers``: none, asha, hyperband, median) stops (or pauses and promotes)
     trials on their per-epoch reports, with ``scheduler_options`` (e.g. ``{"eta": 3, "variant": "promotion"}``);
     ``objectives`` are the metrics searched for, each ``metric[:max|min]`` (default ``["val_acc"]``); ``train``
     is a training function of your own, ``train(ctx)`` (see :mod:`nas.train.context`), run by the default
@@ -173,7 +173,7 @@ def search(
     objectives whose finished trials the strategy is told before it asks anything (not re-run; in the
     returned frame with negative ids, their source in ``metrics``); with weight inheritance their kept weights
     can be inherited.
-    ``stop`` (a :class:`nas.resume.StopSignal`) ends the search gracefully when requested;
+    ``stop`` (a :class:`nas.run.interrupt.StopSignal`) ends the search gracefully when requested;
     ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
     (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
     """

@@ -28,9 +28,9 @@ import math
 
 from torch import nn
 
-from nas.registry import register_space
-from nas.space import SearchSpace, Task
-from nas.types import Arch
+from nas.core.registry import register_space
+from nas.core.space import SearchSpace, Task
+from nas.core.types import Arch
 
 MAX_DEPTH = 3
 WIDTHS = (16, 32, 64)

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from nas.registry import register_space
-from nas.space import InvalidArchitecture, SearchSpace, Task
-from nas.types import Arch
+from nas.core.registry import register_space
+from nas.core.space import InvalidArchitecture, SearchSpace, Task
+from nas.core.types import Arch
 
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 EDGES = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))  # (to, from), in arch-string order

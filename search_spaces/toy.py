@@ -16,10 +16,10 @@ import math
 
 import torch
 
-from nas.registry import register_space
-from nas.space import SearchSpace, Task
-from nas.strategy import Strategy
-from nas.types import Arch, Result, Trial, TrialState
+from nas.core.registry import register_space
+from nas.core.space import SearchSpace, Task
+from nas.core.strategy import Strategy
+from nas.core.types import Arch, Result, Trial, TrialState
 
 TOY_OPTIMUM = {"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3}
 

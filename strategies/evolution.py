@@ -19,7 +19,7 @@ Elitist Multiobjective Genetic Algorithm: NSGA-II"); every result still joins an
 FAILED trials (INFEASIBLE ones included) never join, so never reach the front.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.types import Result, TrialState
+>>> from nas.core.types import Result, TrialState
 >>> evo = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
 >>> for _ in range(60):
 ...     t = evo.ask()
@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nas.core.objectives import Objectives, crowding_distance, pareto_ranks
-from nas.registry import register_strategy
-from nas.space import SearchSpace
-from nas.strategy import Strategy, check_positive_int
-from nas.types import Arch, Result, Trial, arch_key
+from nas.core.registry import register_strategy
+from nas.core.space import SearchSpace
+from nas.core.strategy import Strategy, check_positive_int
+from nas.core.types import Arch, Result, Trial, arch_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ class RegularizedEvolution(Strategy):
     parent). ``child_epochs``: with ``inherit``, the epochs a child trains (default: the run's).
 
     >>> from nas.search_spaces.toy import ToySpace
-    >>> from nas.types import Result, TrialState
+    >>> from nas.core.types import Result, TrialState
     >>> evo = RegularizedEvolution(ToySpace(), objectives=["val_acc", "params:min"], population=4, sample_size=2,
     ...                            seed=0)
     >>> for _ in range(12):

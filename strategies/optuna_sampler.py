@@ -38,7 +38,7 @@ is the snapshot) and reopens the study, so the restored strategy asks exactly wh
 next. Without ``storage`` the study is in memory and :meth:`state_dict` carries its trials as arrays.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.types import Result, TrialState
+>>> from nas.core.types import Result, TrialState
 >>> s = OptunaStrategy(ToySpace(), sampler="tpe", seed=0)
 >>> for _ in range(30):
 ...     t = s.ask()
@@ -80,7 +80,10 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState as OptunaState
 
 from nas.core.objectives import Objectives
-from nas.registry import register_strategy
+from nas.core.registry import register_strategy
+from nas.core.space import SearchSpace
+from nas.core.strategy import Strategy, check_positive_int, one_torch_thread
+from nas.core.types import Result, Trial
 from nas.run.optuna_state import (
     DataCmaEsSampler,
     SnapshotJournalBackend,
@@ -89,9 +92,6 @@ from nas.run.optuna_state import (
     sampler_state,
     trials_state,
 )
-from nas.space import SearchSpace
-from nas.strategy import Strategy, check_positive_int, one_torch_thread
-from nas.types import Result, Trial
 
 SAMPLERS = ("tpe", "random", "cmaes", "gp")
 MO_SAMPLERS = ("nsga2", "nsga3", "tpe", "gp", "random")  # the ones that rank several objectives

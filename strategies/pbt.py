@@ -34,7 +34,7 @@ segment has no checkpoint either, the trainer keeps none (e.g. ``ScoreTrainer``)
 for checkpoints (``self.checkpoints`` becomes False): segments then train from scratch.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.types import Result, TrialState
+>>> from nas.core.types import Result, TrialState
 >>> pbt = PopulationBasedTraining(ToySpace(), population=4, interval=2, seed=0)
 >>> first = [pbt.ask() for _ in range(4)]
 >>> pbt.ask() is None   # every member is training: nothing to propose until a segment ends
@@ -56,10 +56,10 @@ from typing import Any
 
 import numpy as np
 
-from nas.registry import register_strategy
-from nas.space import SearchSpace
-from nas.strategy import Strategy, check_fraction, check_positive_int
-from nas.types import Arch, Result, Trial
+from nas.core.registry import register_strategy
+from nas.core.space import SearchSpace
+from nas.core.strategy import Strategy, check_fraction, check_positive_int
+from nas.core.types import Arch, Result, Trial
 
 DEFAULT_HPARAMS: dict[str, Any] = {"lr": {"low": 1e-4, "high": 1e-1, "log": True}}
 MISSING_CHECKPOINT = "no checkpoint is kept"  # the executors' error for an absent checkpoint_from

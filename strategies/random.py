@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from nas.registry import register_strategy
-from nas.space import SearchSpace
-from nas.strategy import Strategy
-from nas.types import Arch, Result, Trial, arch_key
+from nas.core.registry import register_strategy
+from nas.core.space import SearchSpace
+from nas.core.strategy import Strategy
+from nas.core.types import Arch, Result, Trial, arch_key
 
 DEDUP_WINDOW = 10_000  # asks remembered for dedup: 80 KB in a snapshot, however long the run
 

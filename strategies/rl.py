@@ -22,7 +22,7 @@ never used); its state, the policy and the optimizer are in :meth:`state_dict`. 
 so an ask costs a few hundred microseconds and an update a few milliseconds.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.types import Result, TrialState
+>>> from nas.core.types import Result, TrialState
 >>> rl = RLController(ToySpace(), batch=4, seed=0)
 >>> t = rl.ask()
 >>> ToySpace().validate(t.arch)
@@ -41,10 +41,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from nas.registry import register_strategy
-from nas.space import SearchSpace
-from nas.strategy import Strategy, check_fraction, check_positive_int, one_torch_thread
-from nas.types import Result, Trial
+from nas.core.registry import register_strategy
+from nas.core.space import SearchSpace
+from nas.core.strategy import Strategy, check_fraction, check_positive_int, one_torch_thread
+from nas.core.types import Result, Trial
 
 
 class Policy(nn.Module):

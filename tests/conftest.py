@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.trainer import ScoreTrainer
+from nas.train.trainer import ScoreTrainer
 
 # Test set-up only (README, "Ray and auth"): subprocess tests join the session's private cluster by address, which
 # with token auth would need RAY_AUTH_MODE=token and the token in each, and a test run must not write a token into

@@ -13,9 +13,9 @@ import pytest
 
 import nas
 from nas.cli import main
-from nas.journal import read_journal
+from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.trainer import ScoreTrainer, TrainSettings
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 FAST = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
 TOY = functools.partial(ScoreTrainer, score_fn=toy_score)

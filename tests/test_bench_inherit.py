@@ -1,4 +1,4 @@
-"""``nas bench inherit`` (registered by nas.bench.cli): real training of children with and without their
+"""``nas bench inherit`` (registered by nas.cli.bench): real training of children with and without their
 parent's weights, printed side by side."""
 
 from __future__ import annotations

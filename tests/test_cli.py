@@ -65,7 +65,7 @@ def test_config_file_with_command_line_override(tmp_path, capsys):
     (["--space", "nope"], "unknown search space 'nope'; known: "),
     (["--budget", "0"], "config key 'budget' must be an integer >= 1, got 0"),
     (["--space", "no_such_module:Space"], "cannot import module 'no_such_module'"),
-    (["--space", "nas.space:Nothing"], "module 'nas.space' has no attribute 'Nothing'"),
+    (["--space", "nas.core.space:Nothing"], "module 'nas.core.space' has no attribute 'Nothing'"),
     (["-o", "population"], "is not KEY=VALUE"),
     (["-o", "populaton=3"], "unknown options ['populaton'] for strategy 'evolution'"),
     (["--dataset", "cifar"], "unknown dataset 'cifar'"),

@@ -16,7 +16,7 @@ import pytest
 import nas
 from nas.cli import build_parser, main
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.trainer import ScoreTrainer, TrainSettings
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,7 +109,7 @@ def test_the_report_imports_no_user_code(tmp_path, monkeypatch):
     cfg = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({**cfg, "space": "userspace_never_imported:Space"}))
     monkeypatch.syspath_prepend(str(tmp_path))
-    from nas.report import write_report
+    from nas.monitor.page import write_report
 
     page = write_report(run).read_text()
     assert "d0" in page  # architectures shown as their JSON decisions

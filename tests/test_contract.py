@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from nas.api import make_strategy
-from nas.registry import spaces, strategies
+from nas.core.registry import spaces, strategies
+from nas.core.space import SearchSpace, Task
+from nas.core.types import Result, TrialState
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.space import SearchSpace, Task
-from nas.types import Result, TrialState
 
 STRATEGIES = strategies.names()
 SPACES = spaces.names()

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from nas.core.space import Task
+from nas.core.types import FailureKind
 from nas.search_spaces.macro import MacroSpace
-from nas.space import Task
 from nas.train.costs import Constraints, Costs, Violation, count_flops, measure_costs, peak_memory
-from nas.types import FailureKind
 
 
 @pytest.fixture(autouse=True)

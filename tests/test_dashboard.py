@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nas.metrics import EXPORTED_NAMES, METRICS
+from nas.monitor.metrics import EXPORTED_NAMES, METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = json.loads((ROOT / "dashboards" / "nas.json").read_text())
@@ -29,7 +29,7 @@ def metric_names(expr: str) -> set[str]:
 def test_every_queried_metric_is_exported_by_the_platform():
     queried = set().union(*map(metric_names, EXPRS + VARIABLE_QUERIES))
     assert queried, "the dashboard queries nothing"
-    assert queried <= EXPORTED_NAMES, f"not exported by nas.metrics: {sorted(queried - EXPORTED_NAMES)}"
+    assert queried <= EXPORTED_NAMES, f"not exported by nas.monitor.metrics: {sorted(queried - EXPORTED_NAMES)}"
 
 
 def test_every_exported_metric_is_plotted():

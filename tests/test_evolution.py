@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nas.core.types import Result, TrialState
 from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.types import Result, TrialState
 
 
 def complete(trial, score):
@@ -105,8 +105,8 @@ def test_dedup_avoids_the_population_and_the_trials_in_flight_and_survives_a_sna
     """With dedup a child is never an architecture of the living population or of a trial in flight (the
     space is large enough for 10 re-mutations to find another); the state behind it is those two, so a
     snapshot stays O(population + in flight) and a restored strategy dedups the same way."""
+    from nas.core.types import arch_key
     from nas.run.snapshot import read_snapshot, write_snapshot
-    from nas.types import arch_key
 
     evo = RegularizedEvolution(ToySpace(), population=20, sample_size=5, seed=0, dedup=True)
     pending = [evo.ask() for _ in range(8)]

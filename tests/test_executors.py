@@ -7,14 +7,14 @@ import functools
 
 import pytest
 
-from nas import registry
-from nas.engine.executor import Event, EventKind, Executor, ExecutorConfig, PrefetchRule, build_executor
-from nas.loop import Callback, SearchLoop
+from nas.core import registry
+from nas.core.types import Result, Trial, TrialState
+from nas.engine.loop import Callback, SearchLoop
+from nas.engine.protocol import Event, EventKind, Executor, ExecutorConfig, PrefetchRule, build_executor
+from nas.engine.simulated import SimulatedExecutor
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.simulated import SimulatedExecutor
 from nas.strategies.random import RandomSearch
-from nas.trainer import ScoreTrainer
-from nas.types import Result, Trial, TrialState
+from nas.train.trainer import ScoreTrainer
 
 
 class ToyTable:
@@ -158,8 +158,8 @@ def test_simulated_stop_of_a_queued_trial():
 
 
 def test_status_and_the_search_actor_line_count_running_and_queued_apart():
-    from nas.metrics import status_line
-    from nas.status import loop_status
+    from nas.monitor.metrics import status_line
+    from nas.monitor.status import loop_status
 
     lines = []
 

@@ -15,12 +15,12 @@ import pytest
 import ray
 
 import nas
-from nas.engine.executor import EventKind, finished
-from nas.journal import read_journal
-from nas.ray_executor import RayExecutor
+from nas.engine.protocol import EventKind, finished
+from nas.engine.ray_pool import RayExecutor
+from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
-from nas.trainer import ScoreTrainer
+from nas.train.trainer import ScoreTrainer
 
 pytestmark = pytest.mark.ray
 
@@ -133,7 +133,7 @@ def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, tmp_pat
         hog = Hog.remote()
         ray.get(hog.ready.remote())  # the dead worker's CPU is taken: its replacement cannot start
         results = []
-        with caplog.at_level(logging.WARNING, logger="nas.ray_executor"):
+        with caplog.at_level(logging.WARNING, logger="nas.engine.ray_pool"):
             while len(results) < 2:
                 results += finished(ex.poll(timeout=10))
             assert sorted(t.trial_id for t, _ in results) == [0, 1]

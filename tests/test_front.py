@@ -11,9 +11,9 @@ import pytest
 import nas
 from nas.core.front import hypervolume_over_time, reference_point
 from nas.core.objectives import hypervolume as core_hypervolume
+from nas.core.types import FailureKind, Result, Trial, TrialState
 from nas.run.reader import results_frame
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.types import FailureKind, Result, Trial, TrialState
 
 OBJ = ["val_acc", "latency_ms:min"]
 
@@ -88,7 +88,7 @@ def test_hypervolume_over_time_never_falls_and_ends_at_the_fronts():
 
 def test_the_live_tracker_keeps_the_same_front_and_hypervolume_as_the_batch():
     from nas.core.front import FrontTracker
-    from nas.core.objectives import pareto_front as mask
+    from nas.core.objectives import nondominated as mask
 
     rng = np.random.default_rng(1)
     points = rng.normal(size=(200, 3))

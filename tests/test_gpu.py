@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import nas
-from nas.engine.executor import finished
-from nas.ray_executor import RayExecutor
+from nas.core.types import Trial
+from nas.engine.protocol import finished
+from nas.engine.ray_pool import RayExecutor
 from nas.search_spaces.nb201 import NB201Space
-from nas.trainer import TorchTrainer, TrainSettings
-from nas.types import Trial
+from nas.train.trainer import TorchTrainer, TrainSettings
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from nas.core.space import Task
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import EDGE_NAMES, NB201Space, from_op_code
-from nas.space import Task
 from nas.train.hparams import make_optimizer
 from nas.train.inherit import (
     inherit_optimizer_state,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from nas.core.types import Result, TrialState
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.pbt import MISSING_CHECKPOINT, PopulationBasedTraining
-from nas.types import Result, TrialState
 
 
 def complete(trial, score, epoch=1):

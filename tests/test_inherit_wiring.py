@@ -8,10 +8,10 @@ import json
 import pytest
 
 import nas
+from nas.monitor.status import run_status
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.toy import ToySpace
-from nas.status import run_status
-from nas.trainer import TrainSettings
+from nas.train.trainer import TrainSettings
 
 SETTINGS = TrainSettings(epochs=1, device="cpu", threads=1, measure_costs=False, seed=0)
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from nas.core.types import Result, Trial, TrialState
 from nas.run.journal import JournalWriter, bulk_load, read_records
-from nas.types import Result, Trial, TrialState
 
 
 def journal(tmp_path, *extra_lines):

@@ -11,16 +11,17 @@ import torch
 
 import nas
 from nas.api import load_results
-from nas.engine.executor import finished
-from nas.executor import InProcessExecutor
-from nas.journal import Journal, RunDir, read_journal
-from nas.loop import SearchLoop
+from nas.core.space import SearchSpace
+from nas.core.types import TrialState
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import SearchLoop
+from nas.engine.protocol import finished
+from nas.run.journal import JournalWriter
+from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.space import SearchSpace
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.trainer import ScoreTrainer, TorchTrainer, TrainSettings
-from nas.types import TrialState
+from nas.train.trainer import ScoreTrainer, TorchTrainer, TrainSettings
 
 
 class Flaky(SearchSpace):
@@ -49,13 +50,14 @@ def digits():
 
 
 def test_budget_is_met_exactly_and_every_trial_is_journaled(tmp_path, toy_trainer):
-    run = RunDir(tmp_path / "run")
+    run = tmp_path / "run"
+    run.mkdir()
     strategy = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
     executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer, slots=3)
-    with Journal(run) as journal:
+    with JournalWriter(run / "trials.jsonl") as journal:
         results = SearchLoop(strategy, executor, budget=37, journal=journal).run()
     assert len(results) == 37
-    journaled = list(read_journal(run.path))
+    journaled = list(read_journal(run))
     assert [t.trial_id for t, _ in journaled] == [t.trial_id for t, _ in results]
     assert all(r.score == toy_score(t.arch) for t, r in journaled)
 

@@ -13,7 +13,7 @@ import pytest
 import ray
 
 import nas
-from nas.metrics import (
+from nas.monitor.metrics import (
     EXPORTED_NAMES,
     METRICS,
     MetricsCallback,
@@ -22,12 +22,12 @@ from nas.metrics import (
     population_size,
     scrape,
 )
+from nas.monitor.status import StatusFile, monitoring_callbacks
 from nas.run.journal import read_records
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.status import StatusFile, monitoring_callbacks
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.trainer import TrainSettings
+from nas.train.trainer import TrainSettings
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
 

@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from nas.core.objectives import hypervolume, pareto_front
+from nas.core.objectives import hypervolume, nondominated
+from nas.core.types import FailureKind, Result, TrialState
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.types import FailureKind, Result, TrialState
 
 REFERENCE = (-60.0, -21.0)  # worse than every architecture in both objectives
 
@@ -32,7 +32,7 @@ def true_front() -> np.ndarray:
     names = list(space.decisions)
     points = np.array([two_scores(dict(zip(names, combo))) for combo in itertools.product(
         *space.decisions.values())])
-    return points[pareto_front(points)]
+    return points[nondominated(points)]
 
 
 def run(strategy, budget: int) -> np.ndarray:
@@ -120,5 +120,5 @@ def test_it_finds_more_of_the_known_front_than_random_search():
                                                     sample_size=5, seed=seed), evo),
                               (RandomSearch(ToySpace(), seed=seed), rnd)):
             points = run(strategy, 300)
-            out.append(hypervolume(points[pareto_front(points)], REFERENCE) / best)
+            out.append(hypervolume(points[nondominated(points)], REFERENCE) / best)
     assert np.mean(evo) > np.mean(rnd) and min(evo) > 0.95, (evo, rnd)

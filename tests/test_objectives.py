@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from nas.core.objectives import Objective, Objectives, crowding_distance, hypervolume, pareto_front, pareto_ranks
+from nas.core.objectives import Objective, Objectives, crowding_distance, hypervolume, nondominated, pareto_ranks
 
 
 def test_parsing():
@@ -77,7 +77,7 @@ def test_pareto_ranks_match_brute_force(k):
     for _ in range(20):
         points = rng.integers(0, 6, size=(int(rng.integers(1, 25)), k)).astype(float)  # small ints: ties
         assert pareto_ranks(points).tolist() == brute_ranks(points.tolist())
-        assert pareto_front(points).tolist() == [r == 0 for r in brute_ranks(points.tolist())]
+        assert nondominated(points).tolist() == [r == 0 for r in brute_ranks(points.tolist())]
     assert pareto_ranks(np.zeros((0, 2))).tolist() == []
 
 

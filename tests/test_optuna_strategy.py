@@ -10,13 +10,13 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState as OptunaState
 
-from nas.registry import spaces
+from nas.core.registry import spaces
+from nas.core.types import Result, TrialState
 from nas.run.optuna_state import CMA_ATTR, DataCmaEsSampler
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score, toy_search
 from nas.strategies.optuna_sampler import SAMPLERS, OptunaStrategy
 from nas.strategies.random import RandomSearch
-from nas.types import Result, TrialState
 
 
 def complete(trial, score):

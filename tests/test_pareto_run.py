@@ -14,11 +14,11 @@ import torch
 import nas
 from nas.cli import main
 from nas.core.front import hypervolume_over_time
+from nas.core.types import FailureKind, Result, Trial
 from nas.monitor.front_figures import front_scatter, hypervolume_figure
 from nas.run.reader import results_frame
 from nas.search_spaces.toy import ToySpace
-from nas.trainer import TrainSettings
-from nas.types import FailureKind, Result, Trial
+from nas.train.trainer import TrainSettings
 
 OBJ = ["val_acc:max", "params:min"]
 

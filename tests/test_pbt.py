@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import nas
-from nas.executor import InProcessExecutor
-from nas.loop import SearchLoop
+from nas.core.types import Result, TrialState
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.pbt import PopulationBasedTraining
 from nas.strategies.random import RandomSearch
-from nas.trainer import ScoreTrainer, TrainSettings
-from nas.types import Result, TrialState
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 
 def complete(trial, score, epoch=1):
@@ -120,7 +120,7 @@ def test_exploit_really_copies_weights_and_retired_architectures_leave(digits):
     ex = InProcessExecutor(space, digits, TrainSettings(epochs=1, seed=0), slots=1)
     results = {t.trial_id: (t, r) for t, r in SearchLoop(pbt, ex, budget=12).run()}
     assert all(r.ok for _, r in results.values())
-    initial_archs = {nas.types.arch_key(results[i][0].arch) for i in range(4)}
+    initial_archs = {nas.core.types.arch_key(results[i][0].arch) for i in range(4)}
     children = [t for t, _ in results.values()
                 if t.checkpoint_from is not None and results[t.checkpoint_from][0].member != t.member]
     assert children, "the population of 4 saw no exploit in 12 segments"
@@ -132,10 +132,10 @@ def test_exploit_really_copies_weights_and_retired_architectures_leave(digits):
         assert child.arch == donor_trial.arch
         assert first["train_loss"] < 0.5 * fresh.history[0]["train_loss"]  # not from scratch
         assert first["val_acc"] >= donor.score - 0.1
-    final = {nas.types.arch_key(a) for a in pbt.architectures()}
+    final = {nas.core.types.arch_key(a) for a in pbt.architectures()}
     assert len(initial_archs) == 4 and final < initial_archs  # architectures only leave
     # the first retirement's architecture was its member's alone (no copies before it): gone for good
-    assert nas.types.arch_key(pbt.exploits[0]["retired_arch"]) not in final
+    assert nas.core.types.arch_key(pbt.exploits[0]["retired_arch"]) not in final
 
 
 def test_trainers_without_checkpoints_make_pbt_stop_asking_for_them():

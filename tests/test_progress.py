@@ -23,7 +23,7 @@ CHILD = textwrap.dedent("""
     import nas
     from nas.monitor.progress import SearchProgress
     from nas.search_spaces.toy import ToySpace, toy_score
-    from nas.trainer import ScoreTrainer
+    from nas.train.trainer import ScoreTrainer
 
     ticks = threading.Semaphore(0)
 
@@ -106,7 +106,7 @@ def test_plain_lines_in_a_log(tmp_path):
     import nas
     from nas.monitor.progress import SearchProgress
     from nas.search_spaces.toy import ToySpace, toy_score
-    from nas.trainer import ScoreTrainer
+    from nas.train.trainer import ScoreTrainer
 
     log = io.StringIO()
     nas.search(ToySpace(), strategy="random", budget=20, executor="inprocess", workers=1, seed=0,
@@ -129,9 +129,9 @@ def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
     import select
 
     import nas
+    from nas.monitor.status import STATUS_FILE
     from nas.search_spaces.toy import ToySpace, toy_score
-    from nas.status import STATUS_FILE
-    from nas.trainer import ScoreTrainer
+    from nas.train.trainer import ScoreTrainer
 
     run = tmp_path / "run"
     nas.search(ToySpace(), strategy="random", budget=4, executor="inprocess", seed=0, run_dir=run,

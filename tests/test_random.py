@@ -3,11 +3,11 @@ window of recent asks (large ones), so its state and snapshot stay O(1) in the r
 
 from __future__ import annotations
 
+from nas.core.types import arch_key
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace
 from nas.strategies import random as random_strategy
 from nas.strategies.random import RandomSearch
-from nas.types import arch_key
 
 
 def test_a_small_space_is_covered_before_repeats_then_a_new_round_starts():

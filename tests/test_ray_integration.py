@@ -12,13 +12,13 @@ import pytest
 import ray
 
 import nas
-from nas.engine.executor import finished
-from nas.journal import read_journal
-from nas.ray_executor import RayExecutor
+from nas.core.space import SearchSpace
+from nas.engine.protocol import finished
+from nas.engine.ray_pool import RayExecutor
+from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.space import SearchSpace
 from nas.strategies.random import RandomSearch
-from nas.trainer import ScoreTrainer, TrainSettings
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 pytestmark = pytest.mark.ray
 
@@ -200,7 +200,7 @@ def test_many_light_actors_finish_their_trials_without_torch(ray_local):
     """16 light actors (0.03 CPU each, no torch), 500 trivial trials; the scale version is
     ``nas bench ray-poll`` (64 actors, 10,000 trials)."""
     from nas.bench.ray_poll import NoopTrainer
-    from nas.types import Trial
+    from nas.core.types import Trial
 
     ex = RayExecutor(None, None, None, workers=16, trainer=NoopTrainer, cpus_per_trial=0.03,
                      namespace="nas-test-light")

@@ -7,14 +7,15 @@ import os
 import re
 import time
 
+import pandas as pd
 import pytest
 
 import nas
 from nas.cli import main
-from nas.report import pareto_front, write_report
+from nas.monitor.page import write_report
+from nas.monitor.status import STATUS_FILE, format_status, run_status
 from nas.search_spaces.toy import ToySpace
-from nas.status import STATUS_FILE, format_status, run_status
-from nas.trainer import TrainSettings
+from nas.train.trainer import TrainSettings
 
 BUDGET = 6
 
@@ -79,7 +80,7 @@ def test_report_is_one_offline_page_with_every_section(run_dir, tmp_path, capsys
 def test_the_front_hook_only_shows_for_several_objectives():
     import pandas as pd
 
-    from nas.report import objective_front_section
+    from nas.monitor.page import objective_front_section
 
     assert objective_front_section({}, pd.DataFrame()) == ""
     assert "Pareto front" in objective_front_section({"objectives": ["val_acc:max", "latency_ms:min"]}, pd.DataFrame())
@@ -101,9 +102,10 @@ def test_report_default_path_and_bad_input(run_dir, tmp_path, capsys):
 
 
 def test_pareto_front_keeps_only_undominated_points():
-    params = [100, 50, 200, 50, 400]
-    scores = [0.8, 0.6, 0.9, 0.7, 0.85]
-    assert pareto_front(params, scores) == [3, 0, 2]
+    df = pd.DataFrame({"trial_id": range(5), "state": "COMPLETE", "params": [100, 50, 200, 50, 400],
+                       "score": [0.8, 0.6, 0.9, 0.7, 0.85]})
+    front = nas.pareto_front(df, ["params:min", "score"])
+    assert front.trial_id.tolist() == [3, 0, 2]
 
 
 def test_status_file_is_written_while_the_loop_runs(tmp_path):
@@ -116,7 +118,7 @@ def test_status_file_is_written_while_the_loop_runs(tmp_path):
                 seen.append(json.loads((tmp_path / "run" / STATUS_FILE).read_text()))
 
     from nas.search_spaces.toy import toy_score
-    from nas.trainer import ScoreTrainer
+    from nas.train.trainer import ScoreTrainer
 
     start = time.time()
     nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=tmp_path / "run", callbacks=[Peek()],

@@ -20,7 +20,7 @@ import nas
 from nas.monitor.page import write_report
 from nas.search_spaces.nb201 import NB201Space
 from nas.search_spaces.toy import ToySpace
-from nas.trainer import ScoreTrainer, TrainSettings
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (.ci/run installs Debian's chromium)")

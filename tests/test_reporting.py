@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 import nas
-from nas.executor import InProcessExecutor
-from nas.loop import SearchLoop
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import SearchLoop
 from nas.run.journal import read_records
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
-from nas.trainer import TorchTrainer, TrainSettings
+from nas.train.trainer import TorchTrainer, TrainSettings
 
 EPOCHS = 9
 

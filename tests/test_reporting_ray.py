@@ -12,13 +12,13 @@ from test_reporting import EPOCHS, curve_train
 
 import nas
 from nas.core.scheduler import make_scheduler
-from nas.loop import SearchLoop
-from nas.ray_executor import RayExecutor
+from nas.engine.loop import SearchLoop
+from nas.engine.ray_pool import RayExecutor
 from nas.run.journal import read_records
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.toy import ToySpace
 from nas.strategies.random import RandomSearch
-from nas.trainer import TrainSettings
+from nas.train.trainer import TrainSettings
 
 pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -78,7 +78,7 @@ def test_old_style_trainers_without_reports_still_run(ray_local, tmp_path):
             pass
 
         def run(self, trial, space, checkpoint):
-            from nas.types import Result, TrialState
+            from nas.core.types import Result, TrialState
 
             return Result(trial.trial_id, TrialState.COMPLETE, score=0.5, epoch=1), None
 

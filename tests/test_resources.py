@@ -12,13 +12,13 @@ import torch
 import nas
 from nas.bench.train import bench_dataset
 from nas.cli import main
-from nas.engine.executor import finished
-from nas.executor import InProcessExecutor
-from nas.journal import read_journal
-from nas.ray_executor import RayExecutor
+from nas.core.types import Trial
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.protocol import finished
+from nas.engine.ray_pool import RayExecutor
+from nas.run.reader import read_journal
 from nas.search_spaces.macro import MacroSpace
-from nas.trainer import TorchTrainer, TrainSettings
-from nas.types import Trial
+from nas.train.trainer import TorchTrainer, TrainSettings
 
 ARCH = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3, "kernel_2": 3,
         "activation": "relu", "norm": "none", "dropout": 0.0}

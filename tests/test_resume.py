@@ -21,14 +21,14 @@ import time
 import pytest
 
 import nas
-from nas.executor import InProcessExecutor
-from nas.journal import read_journal
-from nas.resume import StopSignal, stop_on_sigint
+from nas.engine.inprocess import InProcessExecutor
+from nas.run.interrupt import StopSignal, stop_on_sigint
 from nas.run.journal import read_records
+from nas.run.reader import read_journal
 from nas.run.snapshot import read_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
-from nas.trainer import ScoreTrainer, TrainSettings
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 OPTIONS = {"population": 6, "sample_size": 3}
 BUDGET = 24

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from nas.registry import spaces
+from nas.core.registry import spaces
+from nas.core.types import Result, TrialState
 from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
 from nas.strategies.random import RandomSearch
 from nas.strategies.rl import RLController
-from nas.types import Result, TrialState
 
 
 def complete(trial, score):

@@ -19,15 +19,15 @@ import torch
 
 import nas
 from nas.cli import main
-from nas.executor import InProcessExecutor
+from nas.core.types import Result, Trial, TrialState
+from nas.engine.inprocess import InProcessExecutor
 from nas.run.config import RunConfig
 from nas.run.journal import DiskFull, read_records
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.run.store import RunStore
 from nas.search_spaces.nb201 import NB201Space
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.trainer import ScoreTrainer
-from nas.types import Result, Trial, TrialState
+from nas.train.trainer import ScoreTrainer
 
 TOY = functools.partial(ScoreTrainer, score_fn=toy_score)
 OPTIONS = {"population": 6, "sample_size": 3}
@@ -40,7 +40,7 @@ def run(path, *, budget=20, resume=False, **kw):
 
 
 def rows(path):
-    return [(t.trial_id, nas.arch_key(t.arch), r.state.value, r.score) for t, r in nas.journal.read_journal(path)]
+    return [(t.trial_id, nas.arch_key(t.arch), r.state.value, r.score) for t, r in nas.run.reader.read_journal(path)]
 
 
 def tree(path: Path) -> dict[str, str]:
@@ -302,7 +302,7 @@ def test_run_json_is_the_config_and_the_cli_resumes_it(tmp_path, capsys):
     saved = json.loads((tmp_path / "r" / "run.json").read_text())
     assert RunConfig.from_run_json(saved).seed == 5 and saved["space_spec"] == {"class": "toy", "args": {}}
     assert main(["search", "--resume", str(tmp_path / "r"), "--budget", "5", "--quiet"]) == 0
-    assert sorted(t.trial_id for t, _ in nas.journal.read_journal(tmp_path / "r")) == list(range(5))
+    assert sorted(t.trial_id for t, _ in nas.run.reader.read_journal(tmp_path / "r")) == list(range(5))
 
 
 # -- reads never run code ----------------------------------------------------------------------------------

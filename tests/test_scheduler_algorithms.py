@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from nas.core.scheduler import Phase, Promotion
+from nas.core.types import Decision
 from nas.schedulers.asha import ASHA, rung_levels
 from nas.schedulers.hyperband import Hyperband, bracket_sizes
 from nas.schedulers.median import MedianStopping
-from nas.types import Decision
 
 C, S, P = Decision.CONTINUE, Decision.STOP, Decision.PAUSE
 

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
+from nas.core.registry import schedulers
 from nas.core.scheduler import Phase, make_scheduler
-from nas.registry import schedulers
-from nas.types import Decision
+from nas.core.types import Decision
 
 C, S, P = Decision.CONTINUE, Decision.STOP, Decision.PAUSE
 CONFIGS = [(name, {}) for name in schedulers.names()] + [("asha", {"variant": "promotion"}),

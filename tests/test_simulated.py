@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from nas.bench.nb201data import DATASETS, NB201Benchmark, data_path, load_table
-from nas.engine.executor import finished
-from nas.journal import Journal, RunDir
-from nas.loop import Callback, SearchLoop
+from nas.core.types import Trial, TrialState
+from nas.engine.loop import Callback, SearchLoop
+from nas.engine.protocol import finished
+from nas.engine.simulated import SimulatedExecutor, UnsupportedTrial
+from nas.run.journal import JournalWriter
 from nas.search_spaces.nb201 import NB201Space, from_op_code
-from nas.simulated import SimulatedExecutor, UnsupportedTrial
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.types import Trial, TrialState
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_clock_never_runs_backwards_and_workers_are_never_exceeded(space, bench,
 
 def test_many_workers_run_a_long_search_with_the_journal(space, bench, tmp_path):
     ex = SimulatedExecutor(space, bench, workers=32)
-    with Journal(RunDir(tmp_path)) as journal:
+    with JournalWriter(tmp_path / "trials.jsonl") as journal:
         loop = SearchLoop(RandomSearch(space, seed=0), ex, time_budget=3_000, journal=journal)
         results = loop.run()
     lines = [ln for ln in (tmp_path / "trials.jsonl").read_text().splitlines() if '"kind":"result"' in ln]

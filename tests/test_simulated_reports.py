@@ -8,15 +8,15 @@ import dataclasses
 import pytest
 
 from nas.bench.nb201data import NB201Fidelities, query_epochs
-from nas.engine.executor import EventKind, ExecutorConfig, build_executor
-from nas.loop import SearchLoop
+from nas.core.types import Decision, Trial, TrialState
+from nas.engine.loop import SearchLoop
+from nas.engine.protocol import EventKind, ExecutorConfig, build_executor
+from nas.engine.simulated import SimulatedExecutor, UnsupportedTrial
 from nas.schedulers.asha import ASHA
 from nas.schedulers.hyperband import Hyperband
 from nas.search_spaces.nb201 import NB201Space, from_op_code
-from nas.simulated import SimulatedExecutor, UnsupportedTrial
 from nas.strategies.random import RandomSearch
-from nas.trainer import TrainSettings
-from nas.types import Decision, Trial, TrialState
+from nas.train.trainer import TrainSettings
 
 CELL, OTHER = from_op_code("334131"), from_op_code("000000")
 T12, T200 = query_epochs(CELL, 12)[1], query_epochs(CELL, 200)[1]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from nas.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
-from nas.types import arch_hash, arch_key
+from nas.core.space import InvalidArchitecture, InvalidSpace, SearchSpace, Task
+from nas.core.types import arch_hash, arch_key
 
 TASK = Task(input_shape=(1, 8, 8), num_classes=10)
 

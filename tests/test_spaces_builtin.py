@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from nas.bench.nb201data import data_path
-from nas.registry import spaces
+from nas.core.registry import spaces
+from nas.core.space import InvalidArchitecture, Task
 from nas.search_spaces import macro, nb201
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import EDGE_NAMES, OPS, NB201Space, from_op_code, op_code
-from nas.space import InvalidArchitecture, Task
 
 NB201_CSV = data_path()  # the NAS-Bench-201 table that ships with the package
 DIGITS = Task(input_shape=(1, 8, 8), num_classes=10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nas.cli import main
-from nas.journal import read_journal
+from nas.run.reader import read_journal
 
 pytestmark = pytest.mark.ray
 

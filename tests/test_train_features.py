@@ -11,14 +11,14 @@ import torch
 
 from nas.api import SearchConfig
 from nas.cli import main
-from nas.data import Dataset, load_dataset
+from nas.core.types import Trial
 from nas.search_spaces.macro import MacroSpace
 from nas.train.augment import Augment, channel_stats, cutout, hflip, random_crop
+from nas.train.data import Dataset, load_dataset
 from nas.train.hparams import check_hparams
 from nas.train.schedules import Schedule
 from nas.train.synthetic import synthetic_images
-from nas.trainer import TorchTrainer, TrainSettings
-from nas.types import Trial
+from nas.train.trainer import TorchTrainer, TrainSettings
 
 ARCH = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3, "kernel_2": 3,
         "activation": "relu", "norm": "batch", "dropout": 0.0}
@@ -117,7 +117,7 @@ def test_same_seed_same_training(images):
 def test_streaming_path_takes_over_over_the_budget_and_says_so(images, caplog):
     settings = TrainSettings(epochs=1, batch_size=16, device="cpu", threads=1, crop_padding=2, flip=True,
                              data_budget_mb=0.001, loader_workers=1)
-    with caplog.at_level("WARNING", logger="nas.trainer"):
+    with caplog.at_level("WARNING", logger="nas.train.trainer"):
         trainer = TorchTrainer(images, settings)
     assert "exceeds the device data budget" in caplog.text and "streaming it from host memory" in caplog.text
     result, _ = trainer.run(Trial(0, ARCH), MacroSpace(), None)

@@ -24,7 +24,7 @@ import pytest
 import nas
 from nas.run.store import SNAPSHOT
 from nas.search_spaces.toy import toy_score
-from nas.trainer import ScoreTrainer, TrainSettings
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 READ_ONLY = [["results"], ["best"], ["status"], ["report"]]
 CALLABLES = ["os:system", "sys:exit", "builtins:eval", "code:interact"]

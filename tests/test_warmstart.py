@@ -11,13 +11,13 @@ import torch
 
 import nas
 from nas.api import make_strategy
-from nas.registry import strategies
+from nas.core.registry import strategies
+from nas.core.types import Result, TrialState
 from nas.run.reader import load_run, read_journal
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.run.warmstart import kept_checkpoint, load_warm_start, tell_warm_start, warm_checkpoint
 from nas.search_spaces.toy import ToySpace, toy_score, toy_search
-from nas.trainer import ScoreTrainer, TrainSettings
-from nas.types import Result, TrialState
+from nas.train.trainer import ScoreTrainer, TrainSettings
 
 TOY = {"class": "toy", "args": {}}
 
@@ -133,8 +133,8 @@ def test_every_strategy_takes_a_warm_start_or_refuses_it_by_name(name, runs, tmp
     if name == "rl":
         assert strategy.rewards_seen >= len(warm)
     if name == "random":
-        warm_keys = {nas.types.arch_key(w.trial.arch) for w in warm}
-        assert not warm_keys & {nas.types.arch_key(t.arch) for t in asked}  # not proposed again
+        warm_keys = {nas.core.types.arch_key(w.trial.arch) for w in warm}
+        assert not warm_keys & {nas.core.types.arch_key(t.arch) for t in asked}  # not proposed again
     if name == "evolution":  # 17 warm trials fill its initial population of 10: the first ask is a child
         assert asked[0].parent is not None and asked[0].parent < 0
 

@@ -1,8 +1,8 @@
 """``nas bench asha``: evolution with and without ASHA on the simulated NAS-Bench-201 (CIFAR-10).
 
 Every method is regularized evolution (Real et al. 2019; population 10, tournament 3, as the
-NAS-Bench-201 protocol) on :class:`nas.simulated.SimulatedExecutor` over the table's two schedules
-(:class:`nas.bench.nb201data.NB201Fidelities`), through :class:`nas.loop.SearchLoop`, side by side on the
+NAS-Bench-201 protocol) on :class:`nas.engine.simulated.SimulatedExecutor` over the table's two schedules
+(:class:`nas.bench.nb201data.NB201Fidelities`), through :class:`nas.engine.loop.SearchLoop`, side by side on the
 same seeds, workers and simulated time budget:
 
 - ``evolution 200``: evolution alone, every candidate trained the 200-epoch schedule (the baseline);
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.loop import Callback, SearchLoop
+from nas.engine.loop import Callback, SearchLoop
 
 #: method -> (epochs per candidate, ASHA variant or None)
 METHODS: dict[str, tuple[int, str | None]] = {
@@ -97,8 +97,8 @@ def run_method(method: str, seed: int, *, time_budget: float = 50_000.0, workers
     from nas.api import make_strategy
     from nas.bench.nb201data import NB201Fidelities
     from nas.core.scheduler import make_scheduler
+    from nas.engine.simulated import SimulatedExecutor
     from nas.search_spaces.nb201 import NB201Space
-    from nas.simulated import SimulatedExecutor
 
     epochs, variant = METHODS[method]
     space, bench = NB201Space(), NB201Fidelities("cifar10")

@@ -39,9 +39,9 @@ from typing import Any
 
 import torch
 
-from nas.space import SearchSpace
+from nas.core.space import SearchSpace
+from nas.core.types import Arch
 from nas.train.augment import Augment, Normalize, channel_stats
-from nas.types import Arch
 
 
 def _now() -> tuple[float, float]:

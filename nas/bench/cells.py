@@ -3,7 +3,7 @@
 A handful of cells chosen evenly across the table's range of 200-epoch CIFAR-10 accuracy (Dong & Yang,
 "NAS-Bench-201", ICLR 2020; the table ships in ``nas/bench/data/nb201.csv``) are trained for a few epochs
 with the ``nb201`` recipe (:mod:`nas.train.recipes`: the paper's Table 1, SGD + Nesterov, lr 0.1 cosine,
-weight decay 5e-4, crop + flip) by our :class:`nas.trainer.TorchTrainer`, and the command prints the
+weight decay 5e-4, crop + flip) by our :class:`nas.train.trainer.TorchTrainer`, and the command prints the
 Spearman rank correlation between our validation accuracies and the table's (12- and 200-epoch).
 
 Data: by default a generated 32x32 10-class image task (:mod:`nas.train.synthetic`; no download), so the
@@ -42,9 +42,9 @@ def run_cells(rows: list[int], data: Any, settings: Any, table_dataset: str, see
     """Train each table row's cell ``seeds`` times (trial ids, hence torch seeds, differ); our mean validation
     accuracy (and each seed's) beside the table's."""
     from nas.bench.nb201data import load_table
+    from nas.core.types import Trial
     from nas.search_spaces.nb201 import NB201Space
-    from nas.trainer import TorchTrainer
-    from nas.types import Trial
+    from nas.train.trainer import TorchTrainer
 
     table, space = load_table(), NB201Space()
     trainer = TorchTrainer(data, settings)
@@ -114,10 +114,10 @@ def handler(args: argparse.Namespace) -> int:
     import scipy.stats
     import torch
 
-    from nas.data import load_dataset
+    from nas.train.data import load_dataset
     from nas.train.recipes import recipe_settings
     from nas.train.synthetic import synthetic_images
-    from nas.trainer import TrainSettings
+    from nas.train.trainer import TrainSettings
 
     for name, value, low in (("cells", args.cells, 3), ("epochs", args.epochs, 1), ("samples", args.samples, 100),
                              ("seeds", args.seeds, 1)):
@@ -129,7 +129,7 @@ def handler(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     table_dataset = "cifar100" if args.dataset.startswith("cifar100:") else "cifar10"
     if args.dataset == "synthetic":
-        from nas.data import Dataset
+        from nas.train.data import Dataset
 
         if not args.noise >= 0:
             raise ValueError(f"--noise must be >= 0, got {args.noise}")

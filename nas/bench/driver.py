@@ -1,6 +1,6 @@
 """``nas bench driver``: the driver's own cost per trial, against the number of workers and the run's length.
 
-Simulated NAS-Bench-201 (:class:`nas.simulated.SimulatedExecutor`: no training, so what is timed is the
+Simulated NAS-Bench-201 (:class:`nas.engine.simulated.SimulatedExecutor`: no training, so what is timed is the
 driver), regularized evolution (P=100, S=10), the real run directory on disk (the journal fsynced per
 batch of results, snapshots every K results or T seconds, status.json). For each number of workers W
 (default 100, 1,000, 10,000, 20,000) a search of N = 10 x W finished trials (capped at 200,000) runs in a
@@ -47,8 +47,8 @@ def _record(strategy: str, workers: int, budget: int) -> dict[str, Any]:
 def _parts(strategy: str, workers: int) -> tuple[Any, Any]:
     from nas.api import make_strategy
     from nas.bench.nb201data import NB201Benchmark
+    from nas.engine.simulated import SimulatedExecutor
     from nas.search_spaces.nb201 import NB201Space
-    from nas.simulated import SimulatedExecutor
 
     space = NB201Space()
     executor = SimulatedExecutor(space, NB201Benchmark("cifar10"), workers=workers, seed=0)
@@ -58,7 +58,7 @@ def _parts(strategy: str, workers: int) -> tuple[Any, Any]:
 
 def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int, out: str) -> None:
     """The search, in its own process: figures to ``out`` once the N-th result is told, then wait to be killed."""
-    from nas.loop import Callback, SearchLoop
+    from nas.engine.loop import Callback, SearchLoop
     from nas.run.store import RunStore
 
     strat, executor = _parts(strategy, workers)
@@ -93,7 +93,7 @@ def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int
 
 def resume_seconds(run_dir: str, strategy: str, workers: int, n: int) -> tuple[float, float, int]:
     """Time to load a killed run for resuming: the lock, run.json, the journal, the snapshot and the replay."""
-    from nas.loop import SearchLoop
+    from nas.engine.loop import SearchLoop
     from nas.run.store import RunStore
 
     strat, executor = _parts(strategy, workers)  # (the NB201 table's loading is no part of the resume)

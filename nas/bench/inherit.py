@@ -2,7 +2,7 @@
 one epoch with and without its parent's weights, mean over many children of one parent, side by side.
 
 For each task (scikit-learn's 8x8 digits, and a generated 32x32 RGB image task, :mod:`nas.train.synthetic`):
-a parent NAS-Bench-201 cell is trained for ``--parent-epochs`` epochs by :class:`nas.trainer.TorchTrainer`;
+a parent NAS-Bench-201 cell is trained for ``--parent-epochs`` epochs by :class:`nas.train.trainer.TorchTrainer`;
 then ``--children`` one-edge mutations of it (``space.mutate``, seeded) are each trained for ONE epoch twice,
 by the same trainer, with the same seed (so every tensor not inherited starts from the same initialisation):
 
@@ -29,12 +29,12 @@ import numpy as np
 import torch
 
 from nas.bench import text_table
-from nas.data import Dataset, load_dataset
+from nas.core.types import Trial
 from nas.search_spaces.nb201 import NB201Space, from_op_code
+from nas.train.data import Dataset, load_dataset
 from nas.train.hparams import make_optimizer
 from nas.train.inherit import inherit_optimizer_state, inherit_weights, optimizer_param_names
-from nas.trainer import TorchTrainer, TrainSettings
-from nas.types import Trial
+from nas.train.trainer import TorchTrainer, TrainSettings
 
 PARENT = "334131"  # a mid-size cell: 3 convolutions, a pool and two skips (NAS-Bench-201 op code)
 

@@ -4,7 +4,7 @@ seconds, several seeds, both sides in one command (Real et al. 2017's weight inh
 2019's aging evolution).
 
 Both sides run the same :class:`~nas.strategies.evolution.RegularizedEvolution` (same seed, population and
-tournament) and the same :class:`nas.trainer.TorchTrainer` on the same NAS-Bench-201 cell space and data, one
+tournament) and the same :class:`nas.train.trainer.TorchTrainer` on the same NAS-Bench-201 cell space and data, one
 trial at a time (training time is what is compared, so no parallelism blurs it). With inheritance the initial
 population trains ``--epochs`` (it has no parent), each child starts from its parent's kept checkpoint
 (:func:`nas.train.inherit.inherit_weights`, done here as the trial runner does it) and trains
@@ -28,10 +28,10 @@ import torch
 
 from nas.bench import text_table
 from nas.bench.inherit import inherited_checkpoint
-from nas.data import Dataset, load_dataset
 from nas.search_spaces.nb201 import NB201Space
 from nas.strategies.evolution import RegularizedEvolution
-from nas.trainer import TorchTrainer, TrainSettings
+from nas.train.data import Dataset, load_dataset
+from nas.train.trainer import TorchTrainer, TrainSettings
 
 
 def evolve(trainer: TorchTrainer, space: NB201Space, *, budget: int, population: int, sample_size: int,

@@ -56,7 +56,7 @@ def make_executor(space: Any, *, seed: int, workers: int, objectives: Sequence[s
     """The simulated executor on NAS-Bench-201 (:class:`nas.bench.nb201data.NB201Fidelities`: each answer
     carries ``val_acc`` (12 epochs), ``latency_ms`` and ``params``) that scores ``objectives`` itself."""
     from nas.bench.nb201data import NB201Fidelities
-    from nas.simulated import SimulatedExecutor
+    from nas.engine.simulated import SimulatedExecutor
 
     return SimulatedExecutor(space, NB201Fidelities(search_dataset), workers=workers, seed=seed,
                              objectives=list(objectives))
@@ -95,8 +95,8 @@ def optimum(dataset: str, search_dataset: str, objectives: tuple[str, ...]) -> d
     """The table's true front (judged) and exhaustive search on the 12-epoch proxy: sizes and hypervolumes."""
     judged = cell_scores(dataset, search_dataset, objectives, True)
     ref = reference(dataset, search_dataset, objectives)
-    true_front = core.pareto_front(judged)
-    proxy_front = core.pareto_front(cell_scores(dataset, search_dataset, objectives, False))
+    true_front = core.nondominated(judged)
+    proxy_front = core.nondominated(cell_scores(dataset, search_dataset, objectives, False))
     return {"hv": core.hypervolume(judged[true_front], ref), "size": int(true_front.sum()),
             "proxy_hv": core.hypervolume(judged[proxy_front], ref), "proxy_size": int(proxy_front.sum())}
 
@@ -118,7 +118,7 @@ def run_mo(method: str, seed: int, objectives: Sequence[str], *, dataset: str = 
     """One seeded multi-objective run of ``method`` (a :data:`METHODS` label); only trials finished within
     ``time_budget`` count, as in :func:`nas.bench.strategies.run_search`."""
     from nas.api import build_strategy
-    from nas.loop import SearchLoop
+    from nas.engine.loop import SearchLoop
     from nas.search_spaces.nb201 import NB201Space
 
     if method not in METHODS:

@@ -53,7 +53,7 @@ def run_method(method: str, *, budget: int, epochs: int, seed: int, executor: st
                run_dir: Path, cost_repeats: int = 25) -> tuple[pd.DataFrame, float]:
     """One real search of ``method``: its results frame and its wall time (s)."""
     import nas
-    from nas.trainer import TrainSettings
+    from nas.train.trainer import TrainSettings
 
     name, options = METHODS[method]
     t0 = time.perf_counter()

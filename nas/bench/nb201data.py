@@ -11,7 +11,7 @@ cell returns its 12-epoch validation accuracy as the reward and costs its 12-epo
 0.06 x the 200-epoch training time; the cell a search ends with is judged by its 200-epoch
 validation accuracy, the mean over the seeds of the table (what the paper reports). :func:`simulate`
 runs one search on it: a registered strategy, the search loop and a
-:class:`nas.simulated.SimulatedExecutor`.
+:class:`nas.engine.simulated.SimulatedExecutor`.
 
 >>> bench = NB201Benchmark("cifar10")
 >>> from nas.search_spaces.nb201 import from_op_code
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.core.types import Arch
 from nas.search_spaces.nb201 import EDGE_NAMES, OPS, NB201Space
-from nas.types import Arch
 
 #: dataset name -> column prefix in the csv
 DATASETS = {"cifar10": "c10", "cifar100": "c100", "imagenet16": "in16"}
@@ -149,9 +149,9 @@ def simulate(strategy: str, seed: int, *, options: Mapping[str, Any] | None = No
     """One search on the simulated NAS-Bench-201: returns the finished loop and its executor. ``noise``:
     std of Gaussian noise on each reward, in accuracy points (the executor's scores are fractions)."""
     from nas.api import make_strategy
-    from nas.loop import SearchLoop
+    from nas.engine.loop import SearchLoop
+    from nas.engine.simulated import SimulatedExecutor
     from nas.search_spaces.nb201 import NB201Space
-    from nas.simulated import SimulatedExecutor
 
     space = NB201Space()
     executor = SimulatedExecutor(space, NB201Benchmark(search_dataset), workers=workers, seed=seed,

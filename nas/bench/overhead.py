@@ -12,7 +12,7 @@ result (Ray's own start is excluded from both). Then
 
 The sides:
 
-- ours: :class:`nas.ray_executor.RayExecutor` with :class:`nas.trainer.SleepTrainer`, driven by the
+- ours: :class:`nas.engine.ray_pool.RayExecutor` with :class:`nas.train.trainer.SleepTrainer`, driven by the
   search loop (random search) with the run's journal (a line fsynced per trial, as in a real run), and
   once without the journal;
 - Ray Tune: ``Tuner(fit)`` of a function trainable, 1 CPU per trial,
@@ -29,6 +29,7 @@ import functools
 import os
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from nas.bench import text_table
@@ -38,12 +39,12 @@ def ours(n: int, seconds: float, workers: int, *, journal: bool = True) -> dict[
     """N trials of ``seconds`` each through our RayExecutor and loop (Ray must be initialised), with the
     run's journal (a line fsynced per finished trial, as in a real run) or without. ``total``: from
     building the actor pool to the last result; ``wall``: the loop alone."""
-    from nas.journal import Journal, RunDir
-    from nas.loop import SearchLoop
-    from nas.ray_executor import RayExecutor
+    from nas.engine.loop import SearchLoop
+    from nas.engine.ray_pool import RayExecutor
+    from nas.run.journal import JournalWriter
     from nas.search_spaces.toy import ToySpace
     from nas.strategies.random import RandomSearch
-    from nas.trainer import SleepTrainer
+    from nas.train.trainer import SleepTrainer
 
     space = ToySpace()
     t0 = time.perf_counter()
@@ -51,7 +52,7 @@ def ours(n: int, seconds: float, workers: int, *, journal: bool = True) -> dict[
                            trainer=functools.partial(SleepTrainer, seconds=seconds))  # type: ignore[arg-type]
     started = time.perf_counter() - t0
     try:
-        with tempfile.TemporaryDirectory() as tmp, Journal(RunDir(tmp)) as journal_file:
+        with tempfile.TemporaryDirectory() as tmp, JournalWriter(Path(tmp) / "trials.jsonl") as journal_file:
             loop = SearchLoop(RandomSearch(space, seed=0), executor, budget=n, poll_timeout=10.0,
                               journal=journal_file if journal else None)
             t1 = time.perf_counter()

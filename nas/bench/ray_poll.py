@@ -4,7 +4,7 @@ W light trainer actors (``--cpus-per-actor`` CPUs each, default 0.03, so 64 fit 
 trainer, :class:`NoopTrainer`, answers at once and never loads torch) run N trivial trials, each worker
 holding one trial queued behind the one it runs, so 2 x W trials are in flight. Side by side on the same cluster:
 
-- ours: :class:`nas.ray_executor.RayExecutor` driven as the loop drives it (submit while a slot is free,
+- ours: :class:`nas.engine.ray_pool.RayExecutor` driven as the loop drives it (submit while a slot is free,
   then ``poll``). Its ``poll`` reads a queue that Ray's callbacks fill, so it touches only the trials
   that have news.
 - baseline: the same light actors driven by the usual pattern, ``ray.wait`` over the references of
@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from nas.bench import text_table
-from nas.types import Result, Trial, TrialState
+from nas.core.types import Result, Trial, TrialState
 
 
 class NoopTrainer:
@@ -44,7 +44,7 @@ class NoopTrainer:
 
 def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
     """N trials through our RayExecutor on W light actors (Ray must be initialised)."""
-    from nas.ray_executor import RayExecutor
+    from nas.engine.ray_pool import RayExecutor
 
     t0 = time.perf_counter()
     ex = RayExecutor(None, None, None, workers=workers, trainer=NoopTrainer, cpus_per_trial=cpus,  # type: ignore[arg-type]

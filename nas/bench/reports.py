@@ -38,7 +38,7 @@ def quiet_train(ctx: TrialContext) -> None:
 def _search(*, scheduler: str, seed: int, budget: int, epochs: int, workers: int, root: Path,
             options: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
     import nas
-    from nas.trainer import TrainSettings
+    from nas.train.trainer import TrainSettings
 
     settings = TrainSettings(epochs=epochs, seed=seed, measure_costs=False)
     cpu = time.process_time()
@@ -93,7 +93,7 @@ def cmd_report_cost(args: argparse.Namespace) -> int:
 
     connect(args.address)
     import nas
-    from nas.trainer import TrainSettings
+    from nas.train.trainer import TrainSettings
 
     def run(epochs: int, trials: int, name: str) -> dict[str, float]:
         cpu, wall = time.process_time(), time.perf_counter()

@@ -120,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
-    from nas import registry
+    from nas.core import registry
 
     registry.strategies.get(args.strategy)
     try:

@@ -25,9 +25,9 @@ from typing import Any
 
 from nas.api import make_strategy
 from nas.bench.nb201data import NB201Benchmark
+from nas.core.types import Result, TrialState
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.nb201 import NB201Space
-from nas.types import Result, TrialState
 
 
 def measure(name: str, options: dict[str, Any], marks: Sequence[int], *, in_flight: int = 100,

@@ -7,7 +7,7 @@ by its 200-epoch validation accuracy, the mean over the table's seeds, on the re
 The paper searches on CIFAR-10 and reports the same cells on CIFAR-100 and ImageNet16-120; so does
 ``--dataset`` here (``--search-dataset`` changes what is searched on).
 
-Each (strategy, seed) is one :class:`nas.loop.SearchLoop` over a :class:`nas.simulated.SimulatedExecutor`,
+Each (strategy, seed) is one :class:`nas.engine.loop.SearchLoop` over a :class:`nas.engine.simulated.SimulatedExecutor`,
 without a journal. A strategy whose trials the table cannot answer (PBT: checkpoints, hyperparameters)
 is listed as not applicable, with the reason.
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from nas import registry
+from nas.core import registry
 
 #: NAS-Bench-201, Table 5: validation accuracy (%) after 200 epochs of the cell each method found,
 #: searching on CIFAR-10, mean +- std over 500 runs; "optimum" is the best cell of the benchmark.
@@ -69,7 +69,7 @@ def run_search(strategy: str, seed: int, *, dataset: str = "cifar10", search_dat
     """One seeded run of the protocol. Only trials finished within ``time_budget`` count (as in the
     paper's code, a query that would end past the budget is not paid for and not seen)."""
     from nas.bench.nb201data import load_table, simulate
-    from nas.simulated import UnsupportedTrial
+    from nas.engine.simulated import UnsupportedTrial
 
     out = Outcome(strategy, seed)
     t0 = time.perf_counter()

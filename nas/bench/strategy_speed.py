@@ -27,11 +27,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nas import registry
 from nas.api import make_strategy, resolve_space
+from nas.core import registry
+from nas.core.space import SearchSpace
+from nas.core.types import Arch, Result, TrialState
 from nas.run.snapshot import write_snapshot
-from nas.space import SearchSpace
-from nas.types import Arch, Result, TrialState
 
 
 def bench_score(space: SearchSpace, arch: Arch) -> float:

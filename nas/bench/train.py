@@ -5,13 +5,13 @@ One command prints, side by side:
 
 1. per device (the CPU; CUDA where present) and per model: samples per second of a *bare loop* (the
    minimal loop a user writes, :func:`nas.bench.bare.bare_loop`: data moved to the device once, ``randperm``
-   + index slicing, fused Adam, a validation pass per epoch) and of :class:`nas.trainer.TorchTrainer` on the
+   + index slicing, fused Adam, a validation pass per epoch) and of :class:`nas.train.trainer.TorchTrainer` on the
    same model, data, batch size, optimizer, learning rate and epochs, like-for-like: the same seed, initial
    weights, batches, augmentation draws and normalisation (:mod:`nas.bench.bare` lists them; the largest
    difference of the final weights is printed: 0 on the CPU); interleaved ``--repeats`` times after a
    warm-up round, medians reported, and their ratio (ours / bare; > 1 is faster);
 2. on a GPU only: the aggregate samples per second of 1, 2, 4 and 8 trials packed on it through
-   :class:`nas.ray_executor.RayExecutor` with ``gpus_per_trial = 1/k`` (Ray fractional GPUs).
+   :class:`nas.engine.ray_pool.RayExecutor` with ``gpus_per_trial = 1/k`` (Ray fractional GPUs).
 
 Samples/s = training samples seen (training split x epochs) / wall time of each side's loop (the first
 training forward to the end of the last validation); start-up (building the model and optimizer; the bare
@@ -44,12 +44,12 @@ import torch
 
 from nas.bench import text_table
 from nas.bench.bare import Marks, Phases, bare_loop, max_weight_diff
-from nas.data import Dataset, load_dataset
-from nas.engine.executor import finished
-from nas.space import SearchSpace
+from nas.core.space import SearchSpace
+from nas.core.types import Arch, Trial
+from nas.engine.protocol import finished
 from nas.train.augment import Augment
-from nas.trainer import TorchTrainer, TrainSettings
-from nas.types import Arch, Trial
+from nas.train.data import Dataset, load_dataset
+from nas.train.trainer import TorchTrainer, TrainSettings
 
 #: The default models: a mid-size nb201 cell (3 convolutions, a pool and two skips) and a 2-block CNN.
 DEFAULT_ARCHS = {
@@ -151,7 +151,7 @@ def packing(space: SearchSpace, arch: Arch, dataset: Dataset, *, epochs: int, ba
     """Aggregate samples/s of k trainer actors sharing one GPU (``gpus_per_trial = 1/k``)."""
     import ray
 
-    from nas.ray_executor import RayExecutor
+    from nas.engine.ray_pool import RayExecutor
 
     settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device="cuda", amp=amp)
     cpus = ray.cluster_resources().get("CPU", 1)

@@ -34,10 +34,10 @@ def run_seed(strategy: str, seed: int, *, first: int, budget: int, options: dict
     import nas
     from nas.api import make_strategy
     from nas.bench.nb201data import NB201Benchmark
-    from nas.loop import SearchLoop
+    from nas.engine.loop import SearchLoop
+    from nas.engine.simulated import SimulatedExecutor
     from nas.run.warmstart import load_warm_start, tell_warm_start
     from nas.search_spaces.nb201 import NB201Space
-    from nas.simulated import SimulatedExecutor
 
     space = NB201Space()
 

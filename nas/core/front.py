@@ -63,7 +63,7 @@ def pareto_front(df: pd.DataFrame, objectives: Sequence[str] | Objectives = DEFA
     frame = objective_frame(df, obj)
     if frame.empty:
         return frame
-    front = frame[core.pareto_front(scores_of(frame, obj))]
+    front = frame[core.nondominated(scores_of(frame, obj))]
     first = obj.objectives[0]
     return front.sort_values(first.metric, ascending=first.mode == "min", kind="stable")
 
@@ -111,7 +111,7 @@ def hypervolume_over_time(df: pd.DataFrame, objectives: Sequence[str] | Objectiv
     rows, front = [], scores[:0]
     for i in range(len(scores)):
         front = np.vstack([front, scores[i: i + 1]])
-        front = front[core.pareto_front(front)]  # the front so far: the last front and the new point
+        front = front[core.nondominated(front)]  # the front so far: the last front and the new point
         rows.append({"trial_id": frame["trial_id"].iloc[i] if "trial_id" in frame else i,
                      "end_time": frame["end_time"].iloc[i] if "end_time" in frame else math.nan,
                      "front_size": int(len(front)), "hypervolume": core.hypervolume(front, ref)})
@@ -148,7 +148,7 @@ class FrontTracker:
         self.low = p[0] if self.low is None else np.minimum(self.low, p[0])
         self.high = p[0] if self.high is None else np.maximum(self.high, p[0])
         both = np.vstack([self.front.reshape(-1, p.shape[1]), p])
-        self.front = both[core.pareto_front(both)]
+        self.front = both[core.nondominated(both)]
 
     def reference(self) -> list[float] | None:
         if self.low is None or self.high is None:

@@ -152,7 +152,7 @@ def pareto_ranks(scores: Any) -> np.ndarray:
     return np.asarray(moocore.pareto_rank(points, maximise=True), dtype=int)
 
 
-def pareto_front(scores: Any) -> np.ndarray:
+def nondominated(scores: Any) -> np.ndarray:
     """A boolean mask of the rows no other row dominates (duplicates of a front point all kept)."""
     return pareto_ranks(scores) == 0
 
@@ -197,4 +197,4 @@ def hypervolume(scores: Any, reference: Sequence[float]) -> float:
     return float(moocore.hypervolume(points, ref=ref, maximise=True))
 
 
-__all__ = ["MODES", "Objective", "Objectives", "crowding_distance", "hypervolume", "pareto_front", "pareto_ranks"]
+__all__ = ["MODES", "Objective", "Objectives", "crowding_distance", "hypervolume", "nondominated", "pareto_ranks"]

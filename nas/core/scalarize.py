@@ -24,7 +24,7 @@ Which strategies take several objectives (:func:`multi_objective_support`, decid
 
 >>> from nas.search_spaces.toy import ToySpace
 >>> from nas.strategies.evolution import RegularizedEvolution
->>> from nas.types import Result, TrialState
+>>> from nas.core.types import Result, TrialState
 >>> s = Scalarized(RegularizedEvolution(ToySpace(), population=4, sample_size=2, seed=0),
 ...                ["val_acc", "latency_ms:min"], seed=0)
 >>> for acc, lat in [(0.5, 10.0), (0.9, 30.0), (0.7, 20.0)]:
@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 
 from nas.core.objectives import Objectives
-from nas.strategy import Strategy, check_fraction
-from nas.types import Decision, Result, Trial
+from nas.core.strategy import Strategy, check_fraction
+from nas.core.types import Decision, Result, Trial
 
 NO_FEEDBACK = ("random",)  # strategies whose asks never depend on scores: several objectives change nothing
 REFUSED = {"pbt": "its exploit ranks members on one score at segment boundaries, and it searches "
@@ -65,7 +65,7 @@ def takes_objectives(cls: Any) -> bool:
 def multi_objective_support(name: str) -> str:
     """``native``, ``scalarized`` or ``refused``: how the registered strategy ``name`` runs on several
     objectives (see the module docstring)."""
-    from nas.registry import strategies
+    from nas.core.registry import strategies
 
     cls = strategies.get(name)
     if name in REFUSED:
@@ -76,7 +76,7 @@ def multi_objective_support(name: str) -> str:
 def check_multi_objective(name: str, objectives: Sequence[str]) -> str:
     """:func:`multi_objective_support` of ``name``, or a one-line ValueError when it is refused and the
     run has several objectives."""
-    from nas.registry import strategies
+    from nas.core.registry import strategies
 
     support = multi_objective_support(name)
     if support == "refused" and len(Objectives(objectives)) > 1:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.types import Decision, finite_score
+from nas.core.types import Decision, finite_score
 
 
 class Phase(StrEnum):
@@ -55,7 +55,7 @@ ENDED = (Phase.STOPPED, Phase.DONE, Phase.FAILED)
 
 
 @dataclasses.dataclass
-class TrialRecord:
+class SchedulerRecord:
     """One trial as the scheduler sees it: its phase, the last epoch it reported and that score."""
 
     phase: Phase = Phase.RUNNING
@@ -93,7 +93,7 @@ class Scheduler:
         self.max_epochs = check_int("max_epochs", max_epochs)
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self.trials: dict[int, TrialRecord] = {}
+        self.trials: dict[int, SchedulerRecord] = {}
 
     @property
     def name(self) -> str:
@@ -108,7 +108,7 @@ class Scheduler:
         """A new trial was submitted (called implicitly by its first report if the loop did not)."""
         trial_id = int(trial_id)
         if trial_id not in self.trials:
-            self.trials[trial_id] = TrialRecord()
+            self.trials[trial_id] = SchedulerRecord()
             self._on_start(trial_id)
 
     def on_report(self, trial_id: int, epoch: int, score: float) -> Decision:
@@ -182,13 +182,13 @@ class Scheduler:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self.trials = {int(t): TrialRecord(Phase(p), int(e), s) for t, p, e, s in state["trials"]}
+        self.trials = {int(t): SchedulerRecord(Phase(p), int(e), s) for t, p, e, s in state["trials"]}
 
 
 def make_scheduler(name: str, *, max_epochs: int, seed: int | None = None,
                    options: Mapping[str, Any] | None = None) -> Scheduler:
     """A registered scheduler with its options checked by name before construction."""
-    from nas.registry import schedulers
+    from nas.core.registry import schedulers
 
     cls = schedulers.get(name)
     options = dict(options or {})
@@ -202,4 +202,4 @@ def make_scheduler(name: str, *, max_epochs: int, seed: int | None = None,
     return scheduler
 
 
-__all__ = ["Phase", "Promotion", "Scheduler", "TrialRecord", "make_scheduler"]
+__all__ = ["Phase", "Promotion", "Scheduler", "SchedulerRecord", "make_scheduler"]

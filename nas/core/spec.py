@@ -26,8 +26,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from nas import registry
-from nas.space import SearchSpace
+from nas.core import registry
+from nas.core.space import SearchSpace
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z_]\w*")

@@ -10,7 +10,7 @@ deterministic step per poll), the training thread waits there until the worker r
 (:meth:`decide`) or lets it go on (:meth:`go_on`), so a decision at a rung lands before another epoch
 is trained; elsewhere it lands at the next report, within one epoch.
 
->>> from nas.types import Decision
+>>> from nas.core.types import Decision
 >>> ch = TrialChannel(lockstep=True)
 >>> def train(report):
 ...     return [report(e, {"val_acc": 0.1 * e}, 0.1 * e) for e in (1, 2, 3)]
@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from nas.types import Decision
+from nas.core.types import Decision
 
 Item = tuple[Any, ...]  # ("report", epoch, metrics, score, time) or ("done", outcome) or ("error", exception)
 

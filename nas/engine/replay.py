@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nas.space import InvalidSpace
-from nas.types import Result, Trial
+from nas.core.space import InvalidSpace
+from nas.core.types import Result, Trial
 
 if TYPE_CHECKING:
-    from nas.loop import SearchLoop
+    from nas.engine.loop import SearchLoop
     from nas.run.store import Restored
 
 
 def replay(loop: SearchLoop, restored: Restored) -> None:
-    """Restore ``loop`` from ``restored`` (see :meth:`nas.loop.SearchLoop.restore`)."""
+    """Restore ``loop`` from ``restored`` (see :meth:`nas.engine.loop.SearchLoop.restore`)."""
     snap = restored.snapshot
     start = 0
     if snap is not None:
@@ -80,7 +80,7 @@ def _replay_promotion(loop: SearchLoop, trial_id: int, line: int) -> None:
 
 def _restore_result(loop: SearchLoop, trial: Trial, result: Result, after: bool) -> None:
     """A journaled result: a record (or a continued trial's newer result), told if after the snapshot."""
-    from nas.loop import TrialRecord
+    from nas.engine.loop import TrialRecord
 
     record = loop.records.get(trial.trial_id)
     if record is None:

@@ -1,4 +1,4 @@
-"""The Ray trainer actor: one worker of :class:`nas.ray_executor.RayExecutor`'s pool, named ``nas-trainer-<i>``
+"""The Ray trainer actor: one worker of :class:`nas.engine.ray_pool.RayExecutor`'s pool, named ``nas-trainer-<i>``
 in the dashboard, training one trial at a time as a streaming-generator task (``trial-<id>``) whose items
 are the trial's start, its per-epoch reports, its checkpoint where kept, and its result."""
 
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from nas.core.types import Decision, Trial, arch_key
 from nas.engine.channel import TrialChannel
-from nas.engine.executor import KeepRule
-from nas.types import Decision, Trial, arch_key
+from nas.engine.protocol import KeepRule
 
 if TYPE_CHECKING:
-    from nas.data import Dataset
-    from nas.space import SearchSpace
-    from nas.trainer import TrainerFactory, TrainSettings
+    from nas.core.space import SearchSpace
+    from nas.train.data import Dataset
+    from nas.train.trainer import TrainerFactory, TrainSettings
 
 
 @ray.remote(concurrency_groups={"monitor": 1})  # type: ignore[call-overload]
@@ -58,7 +58,7 @@ class TrainerActor:
         object store, owned by the driver, never fetched by it unless used), and ``{"result": Result}``.
         The training runs on a thread of its own (:class:`nas.engine.channel.TrialChannel`) so that the
         driver's decisions (:meth:`decide`, in another concurrency group) reach it while it trains."""
-        from nas.trainer import run_trainer, trainer_reports
+        from nas.train.trainer import run_trainer, trainer_reports
 
         start = time.time()
         arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)

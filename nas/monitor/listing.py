@@ -17,8 +17,8 @@ _LITERAL = re.compile(r"``([^`]+)``")
 def plain(text: str) -> str:
     """Docstring markup as plain text.
 
-    >>> plain("Each run is one :class:`nas.loop.SearchLoop` (``--trials`` of them).")
-    'Each run is one nas.loop.SearchLoop (--trials of them).'
+    >>> plain("Each run is one :class:`nas.engine.loop.SearchLoop` (``--trials`` of them).")
+    'Each run is one nas.engine.loop.SearchLoop (--trials of them).'
     """
     return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
 

@@ -108,7 +108,7 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def _usage(run_dir: str | os.PathLike[str], cfg: dict[str, Any], df: pd.DataFrame) -> Any:
     """The run's wall time and utilization as ``nas status`` gives them (its workers from status.json)."""
-    from nas.status import read_live
+    from nas.monitor.status import read_live
 
     live = read_live(run_dir) or {}
     return run_usage(df, live.get("workers") or cfg.get("workers"), started=live.get("started"))
@@ -172,7 +172,7 @@ def best_architectures(cfg: dict[str, Any], df: pd.DataFrame, done: pd.DataFrame
 
 def _parser(cfg: dict[str, Any]) -> Any:
     """The registered space's ``parse`` (no user code: a ``module:attr`` space is never imported)."""
-    from nas import registry
+    from nas.core import registry
 
     space = str(cfg.get("space"))
     if ":" in space:

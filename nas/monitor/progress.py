@@ -19,9 +19,9 @@ from typing import Any, TextIO
 from tqdm import tqdm
 from tqdm.utils import disp_len
 
-from nas.loop import Callback, SearchLoop
+from nas.core.types import Result, Trial
+from nas.engine.loop import Callback, SearchLoop
 from nas.monitor.usage import busy_and_queued, loop_counts
-from nas.types import Result, Trial
 
 BAR_FORMAT = "{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]{postfix}"
 TEXT_FORMAT = "{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]{postfix}"
@@ -55,7 +55,7 @@ def postfix(loop: SearchLoop) -> str:
 
 
 class SearchProgress(Callback):
-    """A progress display for :class:`nas.loop.SearchLoop` (``nas search`` shows it unless ``--quiet``).
+    """A progress display for :class:`nas.engine.loop.SearchLoop` (``nas search`` shows it unless ``--quiet``).
 
     >>> import io
     >>> SearchProgress(stream=io.StringIO()).tty

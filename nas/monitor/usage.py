@@ -105,7 +105,7 @@ def loop_counts(loop: Any) -> dict[str, int]:
     >>> loop_counts(Loop())["RUNNING"]
     2
     """
-    from nas.types import TrialState
+    from nas.core.types import TrialState
 
     return {s.value: int(loop.count(s)) for s in TrialState}
 

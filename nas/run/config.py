@@ -64,7 +64,7 @@ class RunConfig:
     dashboard: bool = False
     recipe: str | None = None  # a named set of training settings (nas.train.recipes); given options win
     objectives: list[str] = dataclasses.field(default_factory=lambda: ["val_acc:max"])  # metric[:max|min]
-    scheduler: str = "none"  # early stopping: none, asha, hyperband, median (nas.registry.schedulers)
+    scheduler: str = "none"  # early stopping: none, asha, hyperband, median (nas.core.registry.schedulers)
     scheduler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     max_flops: float | None = None  # constraints: a candidate over one is INFEASIBLE, and not trained
     max_latency_ms: float | None = None
@@ -84,7 +84,7 @@ class RunConfig:
             raise ValueError(f"config key 'lr' must be a number > 0, got {self.lr!r}")
         if self.weight_decay < 0 or self.momentum < 0:
             raise ValueError(f"weight_decay and momentum must be >= 0, got {self.weight_decay!r}, {self.momentum!r}")
-        from nas import registry
+        from nas.core import registry
         from nas.core.objectives import Objectives
         from nas.train.costs import Constraints
 
@@ -121,7 +121,7 @@ class RunConfig:
         return cls(**values)
 
     def settings(self) -> Any:
-        from nas.trainer import TrainSettings
+        from nas.train.trainer import TrainSettings
 
         known = {f.name for f in dataclasses.fields(TrainSettings)} - set(SETTINGS)
         if set(self.train_options) - known:
@@ -131,7 +131,7 @@ class RunConfig:
         return TrainSettings(**self.train_options, **values)
 
     def with_settings(self, settings: Any) -> RunConfig:
-        """This config with the training settings of a :class:`nas.trainer.TrainSettings` (those that are not
+        """This config with the training settings of a :class:`nas.train.trainer.TrainSettings` (those that are not
         fields of their own here, and differ from the defaults, go into ``train_options``)."""
         default = type(settings)()
         extra = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)

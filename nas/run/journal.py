@@ -14,7 +14,7 @@ file, is a ValueError naming the file and line; only a torn LAST line (a crash m
 and cut off when the journal is opened to append again.
 
 >>> import tempfile
->>> from nas.types import Result, Trial, TrialState
+>>> from nas.core.types import Result, Trial, TrialState
 >>> p = Path(tempfile.mkdtemp()) / "trials.jsonl"
 >>> w = JournalWriter(p)
 >>> t = Trial(0, {"a": 1})
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from nas.types import Result, Trial, TrialState
+from nas.core.types import Result, Trial, TrialState
 
 KINDS = ("submit", "result", "report")
 Opener = Callable[[Path], IO[bytes]]

@@ -20,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
+from nas.core.types import Arch, Result, Trial
 from nas.run.journal import bulk_load, read_results
 from nas.run.store import JOURNAL, read_config
-from nas.types import Arch, Result, Trial
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
 def registered_formatter(cfg: dict[str, Any]) -> Callable[[Arch], str] | None:
     """The one-line formatter of the run's space when it is a registered space, else None (a custom
     space is never imported by a read)."""
-    from nas import registry
+    from nas.core import registry
 
     spec = cfg.get("space_spec") or {"class": cfg.get("space"), "args": {}}
     name = spec.get("class") if isinstance(spec, dict) else None

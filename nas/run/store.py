@@ -29,15 +29,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nas.core.types import Result, Trial
 from nas.run.config import FORMAT_VERSION, run_differences
 from nas.run.files import atomic_write
 from nas.run.journal import DiskFull, JournalWriter, Opener, Record, bulk_load, latest_results, read_records
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
-from nas.types import Result, Trial
 
 if TYPE_CHECKING:
-    from nas.loop import SearchLoop
+    from nas.engine.loop import SearchLoop
 
 RUN_JSON, JOURNAL, SNAPSHOT, STATUS = "run.json", "trials.jsonl", "snapshot.json", "status.json"
 BEST_JSON, BEST_PT, CHECKPOINTS = "best.json", "best.pt", "checkpoints"
@@ -84,7 +84,7 @@ class RunStore:
     """The one writer of a run directory. Make it with :meth:`create` or :meth:`resume`; both take the lock.
 
     >>> import tempfile
-    >>> from nas.types import Result, Trial, TrialState
+    >>> from nas.core.types import Result, Trial, TrialState
     >>> d = Path(tempfile.mkdtemp()) / "run"
     >>> store = RunStore.create(d, {"space": "toy"})
     >>> t = Trial(0, {"a": 1}); store.on_submit(t); store.on_results([(t, Result(0, TrialState.COMPLETE, 1.0))])
@@ -292,7 +292,7 @@ class RunStore:
         if not force and now - self._status_at < self.status_interval:
             return
         self._status_at = now
-        from nas.status import loop_status
+        from nas.monitor.status import loop_status
 
         status = loop_status(loop, state) | {"started": self._started, "pid": os.getpid(),
                                              "host": socket.gethostname(),

@@ -8,7 +8,7 @@ objectives (``run.json``'s ``objectives``, ``["val_acc:max"]`` for runs that nam
 so that its scores mean what the new run's do; otherwise a one-line ValueError names the run and the mismatch.
 
 Ids: a warm trial gets a NEGATIVE id, -1, -2, ... in the order the runs are given and, within a run, the
-order its trials finished. A new run's own ids count up from 0 (:meth:`nas.strategy.Strategy.trial`), so the
+order its trials finished. A new run's own ids count up from 0 (:meth:`nas.core.strategy.Strategy.trial`), so the
 two never collide, and loading the same directories again (a resume) gives the same ids. References inside a
 run (``parent``, ``inherit_from``, ``checkpoint_from``) are mapped to the new ids, or None when they point at a
 trial that is not carried over; ``member`` (PBT's) is dropped. Each result's metrics name where it came
@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from nas.core.objectives import Objective
+from nas.core.types import Result, Trial
 from nas.run.reader import read_journal
 from nas.run.store import BEST_PT, CHECKPOINTS, best_weights, check_checkpoint, read_config
-from nas.types import Result, Trial
 
 DEFAULT_OBJECTIVES = ("val_acc:max",)
 

@@ -38,9 +38,9 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from nas.core.registry import register_scheduler
 from nas.core.scheduler import ENDED, Phase, Promotion, Scheduler, check_int
-from nas.registry import register_scheduler
-from nas.types import Decision
+from nas.core.types import Decision
 
 VARIANTS = ("stopping", "promotion")
 

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from nas.registry import register_scheduler
+from nas.core.registry import register_scheduler
 from nas.schedulers.asha import ASHA, Bracket
 
 

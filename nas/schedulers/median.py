@@ -24,9 +24,9 @@ import bisect
 from collections.abc import Mapping
 from typing import Any
 
+from nas.core.registry import register_scheduler
 from nas.core.scheduler import Phase, Scheduler, check_int
-from nas.registry import register_scheduler
-from nas.types import Decision
+from nas.core.types import Decision
 
 
 @register_scheduler("median")

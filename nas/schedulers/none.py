@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
+from nas.core.registry import register_scheduler
 from nas.core.scheduler import Scheduler
-from nas.registry import register_scheduler
-from nas.types import Decision
+from nas.core.types import Decision
 
 
 @register_scheduler("none")

@@ -11,7 +11,7 @@ style of Ray Tune's and Optuna's:
 ...     for epoch in range(1, ctx.epochs + 1):
 ...         if ctx.report(epoch=epoch, val_acc=0.2 * epoch, loss=1.0 / epoch):
 ...             break
->>> from nas.types import Trial
+>>> from nas.core.types import Trial
 >>> ctx = TrialContext(Trial(0, {"x": 1}, epochs=3), model=None, data=None, hparams={}, device="cpu")
 >>> train(ctx)
 >>> result, checkpoint = ctx.outcome()
@@ -36,13 +36,13 @@ from typing import Any
 import torch
 
 from nas.core.objectives import Objectives
-from nas.types import Decision, FailureKind, Result, Trial, TrialState
+from nas.core.types import Decision, FailureKind, Result, Trial, TrialState
 
 Report = Callable[[int, Mapping[str, Any], float | None], Decision]  # (epoch, metrics, score) -> decision
 
 
 class TrialFailure(Exception):
-    """A trial ends FAILED with ``kind`` (a :class:`nas.types.FailureKind`) and this message."""
+    """A trial ends FAILED with ``kind`` (a :class:`nas.core.types.FailureKind`) and this message."""
 
     def __init__(self, kind: FailureKind, message: str, metrics: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from nas.types import FailureKind
+from nas.core.types import FailureKind
 
 
 @dataclasses.dataclass(frozen=True)

@@ -199,9 +199,9 @@ def load_image_folder(root: Path, *, size: int = 32, val: float | int = 0.1, see
 
 
 def load_image_dataset(spec: str, *, seed: int = 0, val: float | int | None = None, size: int | None = None) -> Any:
-    """A :class:`nas.data.Dataset` from ``cifar10:DIR``, ``cifar100:DIR`` or ``imagefolder:DIR``
+    """A :class:`nas.train.data.Dataset` from ``cifar10:DIR``, ``cifar100:DIR`` or ``imagefolder:DIR``
     (keyword arguments override the spec's ``?val=``/``?size=`` options)."""
-    from nas.data import Dataset
+    from nas.train.data import Dataset
 
     kind, root, options = parse_spec(spec)
     v = val if val is not None else _number(options.get("val", 0.1), "val")

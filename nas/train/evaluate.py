@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from nas.data import Dataset, load_dataset
+from nas.train.data import Dataset, load_dataset
 
 
 def evaluate_checkpoint(data: Dataset, space: Any, checkpoint: bytes, settings: Any) -> dict[str, Any]:
     """Loss and accuracy on ``data``'s test split of the model saved in ``checkpoint`` (a TorchTrainer one)."""
-    from nas.trainer import TorchTrainer
+    from nas.train.trainer import TorchTrainer
 
     if data.x_test is None or data.y_test is None:
         raise ValueError(f"dataset {data.name!r} has no test split (cifar10:DIR and cifar100:DIR have one; so "
@@ -39,10 +39,10 @@ def evaluate_checkpoint(data: Dataset, space: Any, checkpoint: bytes, settings: 
 def evaluate_test(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """:func:`evaluate_checkpoint` for the best trial of the run in ``run_dir``."""
     from nas.api import resolve_space
-    from nas.journal import RunDir
-    from nas.trainer import TrainSettings
+    from nas.run.store import read_config
+    from nas.train.trainer import TrainSettings
 
-    cfg = RunDir(run_dir).config()
+    cfg = read_config(Path(run_dir))
     weights = Path(run_dir) / "best.pt"
     if not weights.is_file():
         raise ValueError(f"run {str(run_dir)!r} saved no weights (best.pt is missing): nothing to evaluate")

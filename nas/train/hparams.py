@@ -1,5 +1,5 @@
 """The per-trial training hyperparameters: their names, checks, and what they make (optimizer, loss,
-schedule, augmentation). :class:`nas.trainer.TrainSettings` holds the run's defaults; a trial's ``hparams``
+schedule, augmentation). :class:`nas.train.trainer.TrainSettings` holds the run's defaults; a trial's ``hparams``
 override any of :data:`TRIAL_HPARAMS` by name.
 
 >>> hp = check_hparams({"lr": 0.1, "optimizer": "sgd", "nesterov": True, "schedule": "cosine",

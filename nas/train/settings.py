@@ -16,12 +16,12 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from nas.core.objectives import Objectives
+from nas.core.types import Trial
 from nas.train.costs import Constraints
 from nas.train.hparams import TRIAL_HPARAMS, check_augmentation, check_hparams
-from nas.types import Trial
 
 if TYPE_CHECKING:
-    from nas.data import Dataset
+    from nas.train.data import Dataset
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,10 +25,11 @@ import numpy as np
 import torch
 
 from nas.core.objectives import Objectives
-from nas.data import Dataset
-from nas.space import SearchSpace
+from nas.core.space import SearchSpace
+from nas.core.types import Arch, FailureKind, Result, Trial, TrialState, finite_score
 from nas.train.context import CheckpointIO, Report, TrialContext, TrialFailure
 from nas.train.costs import Constraints, measure_costs
+from nas.train.data import Dataset
 from nas.train.feed import DeviceFeed, StreamFeed, data_bytes, device_budget
 from nas.train.fit import fit
 from nas.train.hparams import OPTIMIZERS as OPTIMIZERS  # re-exported: where callers look for it
@@ -37,7 +38,6 @@ from nas.train.hparams import (
     make_optimizer,
 )
 from nas.train.settings import TrainSettings as TrainSettings  # re-exported: where callers look for it
-from nas.types import Arch, FailureKind, Result, Trial, TrialState, finite_score
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class TorchTrainer:
     supports it (``amp``), TF32 matmuls, cuDNN autotuning and channels-last convolutions. On CPU:
     ``threads`` torch threads while a trial runs. Process-wide torch flags are set for a trial and restored.
 
-    >>> from nas.data import load_dataset
+    >>> from nas.train.data import load_dataset
     >>> from nas.search_spaces.macro import MacroSpace
     >>> arch = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3,
     ...         "kernel_2": 3, "activation": "relu", "norm": "batch", "dropout": 0.0}

@@ -1,10 +1,10 @@
 """The in-process executor, and what the built-in executors share (the Protocol they implement, its
-events and the registry are in :mod:`nas.engine.executor`).
+events and the registry are in :mod:`nas.engine.protocol`).
 
 - :class:`InProcessExecutor`: trials run one after another in this process, in submission order
   (deterministic; for tests and debugging).
-- :class:`nas.ray_executor.RayExecutor`: a fixed pool of Ray trainer actors.
-- ``nas.simulated.SimulatedExecutor``: answers from a tabular benchmark on a simulated clock.
+- :class:`nas.engine.ray_pool.RayExecutor`: a fixed pool of Ray trainer actors.
+- ``nas.engine.simulated.SimulatedExecutor``: answers from a tabular benchmark on a simulated clock.
 
 Checkpoints (PBT's exploit, best-weight export) are kept by the executor under the trial id that
 made them; a trial with ``checkpoint_from`` starts from that state.
@@ -17,21 +17,21 @@ import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, cast
 
+from nas.core.registry import register_executor
+from nas.core.types import Decision, Result, Trial
 from nas.engine.channel import TrialChannel
-from nas.engine.executor import Event, Executor, ExecutorConfig, KeepRule
-from nas.registry import register_executor
-from nas.types import Decision, Result, Trial
+from nas.engine.protocol import Event, Executor, ExecutorConfig, KeepRule
 
 if TYPE_CHECKING:
-    from nas.data import Dataset
-    from nas.space import SearchSpace
-    from nas.trainer import TrainerFactory, TrainSettings
+    from nas.core.space import SearchSpace
+    from nas.train.data import Dataset
+    from nas.train.trainer import TrainerFactory, TrainSettings
 
 __all__ = ["BaseExecutor", "CheckpointStore", "Event", "Executor", "InProcessExecutor"]
 
 
 class BaseExecutor:
-    """Defaults shared by the built-in executors (they implement :class:`nas.engine.executor.Executor`)."""
+    """Defaults shared by the built-in executors (they implement :class:`nas.engine.protocol.Executor`)."""
 
     #: how many finished trials' checkpoints are kept for later ``checkpoint_from`` (oldest dropped)
     checkpoint_keep: int = 256
@@ -115,7 +115,7 @@ class InProcessExecutor(BaseExecutor):
         trainer: TrainerFactory | None = None,
         slots: int = 1,
     ) -> None:
-        from nas.trainer import TorchTrainer, TrainSettings, trainer_reports
+        from nas.train.trainer import TorchTrainer, TrainSettings, trainer_reports
 
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ValueError(f"slots must be an integer >= 1, got {slots!r}")
@@ -159,7 +159,7 @@ class InProcessExecutor(BaseExecutor):
 
     def poll(self, timeout: float | None = None) -> list[Event]:
         """The next step of the trial in progress, or the start of the next queued one."""
-        from nas.trainer import run_trainer
+        from nas.train.trainer import run_trainer
 
         events: list[Event] = []
         if self._current is None:

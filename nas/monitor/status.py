@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nas.engine.executor import Event
-from nas.loop import Callback, SearchLoop
+from nas.core.types import Result, Trial
+from nas.engine.loop import Callback, SearchLoop
+from nas.engine.protocol import Event
 from nas.monitor.usage import run_usage
-from nas.types import Result, Trial
 
 STATUS_FILE = "status.json"
 
@@ -90,13 +90,13 @@ class StatusFile(Callback):
 def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,
                          given: Sequence[Callback] = ()) -> list[Callback]:
     """What ``nas.search`` adds to the ``given`` callbacks of every run: a :class:`StatusFile`, and on
-    Ray (``ray_namespace`` given) a :class:`nas.metrics.MetricsCallback` whose ``nas-search`` actor lives
+    Ray (``ray_namespace`` given) a :class:`nas.monitor.metrics.MetricsCallback` whose ``nas-search`` actor lives
     in that namespace; none of a kind already given."""
     callbacks: list[Callback] = []
     if not any(isinstance(cb, StatusFile) for cb in given):
         callbacks.append(StatusFile(run_dir))
     if ray_namespace is not None:
-        from nas.metrics import MetricsCallback
+        from nas.monitor.metrics import MetricsCallback
 
         if not any(isinstance(cb, MetricsCallback) for cb in given):
             callbacks.append(MetricsCallback(Path(run_dir).name, namespace=ray_namespace))

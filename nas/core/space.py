@@ -21,7 +21,7 @@ True
 >>> space.validate({"width": 48, "act": "relu"})
 Traceback (most recent call last):
 ...
-nas.space.InvalidArchitecture: decision 'width' has value 48; allowed: [16, 32, 64]
+nas.core.space.InvalidArchitecture: decision 'width' has value 48; allowed: [16, 32, 64]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.types import Arch
+from nas.core.types import Arch
 
 
 class InvalidArchitecture(ValueError):
@@ -93,7 +93,7 @@ class SearchSpace:
         except (TypeError, ValueError):
             raise ValueError(f"space {cls.__name__}'s constructor arguments {values!r} are not JSON data, "
                              "so run.json cannot record them") from None
-        from nas import registry
+        from nas.core import registry
 
         name = self.registered_name
         known = name and name in registry.spaces.names() and registry.spaces.get(name) is cls

@@ -1,11 +1,11 @@
 """The executor contract: one Protocol, the events executors report, the configuration every registered
 executor is built from, and the measured rule that decides whether to prefetch.
 
-An executor runs trials on workers; the loop (:class:`nas.loop.SearchLoop`) submits trials while
+An executor runs trials on workers; the loop (:class:`nas.engine.loop.SearchLoop`) submits trials while
 ``free_slots() > 0`` and turns what ``poll`` returns into trial states. ``poll`` returns
 :class:`Event` objects in the order they happened: for each trial a ``started`` (it began running on a
 worker), then ``report`` events (intermediate results, one per epoch, as they happen), then one
-``finished`` with the final :class:`nas.types.Result`. A trial that never got to a worker (stopped while
+``finished`` with the final :class:`nas.core.types.Result`. A trial that never got to a worker (stopped while
 queued, a checkpoint it needed was gone) may finish without having started.
 
 Reports and decisions: a ``report`` event carries the epoch, the metrics and ``score`` (the run's first
@@ -17,11 +17,11 @@ epoch; at the epochs given to ``decision_epochs`` (a scheduler's rungs) the work
 answer before it trains on, so a stop or pause there lands at once. A promoted trial is submitted again
 under its own id with ``checkpoint_from`` = its id (a continuation from its kept checkpoint).
 
-Executors register by name in :data:`nas.registry.executors` and are built from one
+Executors register by name in :data:`nas.core.registry.executors` and are built from one
 :class:`ExecutorConfig` by their ``from_config`` classmethod, so the CLI and the API pick them by name:
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.trainer import ScoreTrainer
+>>> from nas.train.trainer import ScoreTrainer
 >>> import functools
 >>> ex = build_executor("inprocess", ExecutorConfig(
 ...     ToySpace(), trainer=functools.partial(ScoreTrainer, score_fn=toy_score)))
@@ -39,13 +39,13 @@ from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from nas import registry
-from nas.types import Decision, Result, Trial, TrialState  # noqa: F401 (the doctests use TrialState)
+from nas.core import registry
+from nas.core.types import Decision, Result, Trial, TrialState  # noqa: F401 (the doctests use TrialState)
 
 if TYPE_CHECKING:
-    from nas.data import Dataset
-    from nas.space import SearchSpace
-    from nas.trainer import TrainerFactory, TrainSettings
+    from nas.core.space import SearchSpace
+    from nas.train.data import Dataset
+    from nas.train.trainer import TrainerFactory, TrainSettings
 
 
 class EventKind(StrEnum):
@@ -91,7 +91,7 @@ class Event:
 
 @runtime_checkable
 class Executor(Protocol):
-    """What the loop needs of an executor (ray, inprocess, simulated; see :data:`nas.registry.executors`).
+    """What the loop needs of an executor (ray, inprocess, simulated; see :data:`nas.core.registry.executors`).
 
     ``slots``: workers; ``free_slots()``: trials it takes now (more than ``slots`` minus those in flight
     when it prefetches); ``submit`` never blocks; ``poll(timeout)`` waits at most ``timeout`` seconds

@@ -21,9 +21,9 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, *, package: str | None = None) -> None:
+    def __init__(self, kind: str, *, modules: tuple[str, ...] = ()) -> None:
         self.kind = kind
-        self._package = package  # imported on first lookup, so built-ins register themselves
+        self._modules = modules  # imported on first lookup, so built-ins register themselves
         self._entries: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -37,9 +37,9 @@ class Registry(Generic[T]):
         return add
 
     def _load(self) -> None:
-        if self._package is not None:
-            package, self._package = self._package, None
-            importlib.import_module(package)
+        modules, self._modules = self._modules, ()
+        for module in modules:
+            importlib.import_module(module)
 
     def names(self) -> list[str]:
         self._load()
@@ -57,13 +57,14 @@ class Registry(Generic[T]):
         return sorted(self._entries.items())
 
 
-strategies: Registry[Any] = Registry("strategy", package="nas.strategies")
-spaces: Registry[Any] = Registry("search space", package="nas.search_spaces")
-schedulers: Registry[Any] = Registry("scheduler", package="nas.schedulers")
+strategies: Registry[Any] = Registry("strategy", modules=("nas.strategies",))
+spaces: Registry[Any] = Registry("search space", modules=("nas.search_spaces",))
+schedulers: Registry[Any] = Registry("scheduler", modules=("nas.schedulers",))
 
 register_strategy = strategies.register
 register_space = spaces.register
 register_scheduler = schedulers.register
 #: executors by name (``ray``, ``inprocess``, ``simulated``): classes with ``from_config(ExecutorConfig)``
-executors: Registry[Any] = Registry("executor", package="nas.engine.executors")
+executors: Registry[Any] = Registry("executor", modules=(
+    "nas.engine.inprocess", "nas.engine.ray_pool", "nas.engine.simulated"))
 register_executor = executors.register

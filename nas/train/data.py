@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nas.space import Task
+from nas.core.space import Task
 
 BUILTIN = ("digits", "synthetic", "cifar10:DIR", "cifar100:DIR", "imagefolder:DIR")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from nas.space import SearchSpace
-from nas.types import Arch, Decision, Result, Trial
+from nas.core.space import SearchSpace
+from nas.core.types import Arch, Decision, Result, Trial
 
 
 class Strategy:

@@ -8,7 +8,7 @@ With a ``store`` (the run directory's owner, :class:`nas.run.store.RunStore`) th
 writes no file itself: each submission is journaled, each batch of results is journaled with one fsync
 before the strategy is told, and the store snapshots the strategy every K results or T seconds, so a
 run can be resumed after any crash (:meth:`SearchLoop.restore`). With ``stop`` (a
-:class:`nas.resume.StopSignal`) it stops gracefully when asked: no new trials, the running ones
+:class:`nas.run.interrupt.StopSignal`) it stops gracefully when asked: no new trials, the running ones
 cancelled or awaited.
 """
 
@@ -22,15 +22,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nas.engine.executor import Event, EventKind, Executor
+from nas.core.space import InvalidSpace
+from nas.core.strategy import Strategy
+from nas.core.types import Decision, FailureKind, Result, Trial, TrialState
+from nas.engine.protocol import Event, EventKind, Executor
 from nas.run.journal import JournalWriter
-from nas.space import InvalidSpace
-from nas.strategy import Strategy
-from nas.types import Decision, FailureKind, Result, Trial, TrialState
 
 if TYPE_CHECKING:
     from nas.core.scheduler import Scheduler
-    from nas.resume import StopSignal
+    from nas.run.interrupt import StopSignal
     from nas.run.store import Restored, RunStore
 
 
@@ -64,7 +64,7 @@ class SearchLoop:
 
     A space whose ``build`` fails for some architectures makes FAILED trials (data, like a NaN loss);
     one whose build failed for each of the first ``broken_space_trials`` finished trials (and none got
-    past it) is broken, and the search stops with :class:`nas.space.InvalidSpace` and the first error."""
+    past it) is broken, and the search stops with :class:`nas.core.space.InvalidSpace` and the first error."""
 
     def __init__(
         self,
@@ -192,7 +192,7 @@ class SearchLoop:
             ended = True
         finally:
             if self.store is not None and ended:
-                from nas.status import end_state
+                from nas.monitor.status import end_state
 
                 self.store.on_end(self, end_state(self))
             elif self.store is not None:  # an error: no snapshot (the strategy may be mid-batch), say so

@@ -33,11 +33,11 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from nas.core.front import FrontTracker
-from nas.engine.executor import Event, EventKind
-from nas.loop import Callback, SearchLoop
+from nas.core.types import Result, Trial
+from nas.engine.loop import Callback, SearchLoop
+from nas.engine.protocol import Event, EventKind
+from nas.monitor.status import end_state, loop_status, population_size
 from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
-from nas.status import end_state, loop_status, population_size
-from nas.types import Result, Trial
 
 __all__ = ["METRICS", "MetricsCallback", "MetricSpec", "SearchStatus", "loop_status", "metrics_export_url",
            "parse_prometheus", "population_size", "scrape"]

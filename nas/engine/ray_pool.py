@@ -39,16 +39,16 @@ from typing import TYPE_CHECKING, Any
 import ray
 import ray.exceptions
 
-from nas.engine.executor import Event, EventKind, ExecutorConfig, PrefetchRule
+from nas.core.registry import register_executor
+from nas.core.types import Decision, Result, Trial
+from nas.engine.inprocess import BaseExecutor, CheckpointStore
+from nas.engine.protocol import Event, EventKind, ExecutorConfig, PrefetchRule
 from nas.engine.trainer_actor import TrainerActor
-from nas.executor import BaseExecutor, CheckpointStore
-from nas.registry import register_executor
-from nas.types import Decision, Result, Trial
 
 if TYPE_CHECKING:
-    from nas.data import Dataset
-    from nas.space import SearchSpace
-    from nas.trainer import TrainerFactory, TrainSettings
+    from nas.core.space import SearchSpace
+    from nas.train.data import Dataset
+    from nas.train.trainer import TrainerFactory, TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class RayExecutor(BaseExecutor):
     placed and start before its slot is retired), ``prefetch``.
 
     Prefetch (a second trial queued at a worker behind the one it runs, QUEUED until it begins) follows
-    :class:`nas.engine.executor.PrefetchRule` with ``prefetch="auto"`` (the default): it is on while the
+    :class:`nas.engine.protocol.PrefetchRule` with ``prefetch="auto"`` (the default): it is on while the
     median trial duration measured on the workers is below 20 x the measured round trip (a ping to an
     actor plus the driver's own time from handing out a result to submitting the next trial: journal,
     tell, ask), so short trials never leave a worker waiting for the driver, and off for trials that take
@@ -125,12 +125,12 @@ class RayExecutor(BaseExecutor):
                 f"the Ray cluster has {cluster.get('CPU', 0):g}"
             )
         if trainer is None:
-            from nas.trainer import TorchTrainer
+            from nas.train.trainer import TorchTrainer
 
             trainer = TorchTrainer
         torch_trainer = getattr(trainer, "__name__", "") == "TorchTrainer"
         if torch_trainer and settings is None:
-            from nas.trainer import TrainSettings
+            from nas.train.trainer import TrainSettings
 
             settings = TrainSettings()
         self._factory_kwargs = {"worker": None} if torch_trainer else {}

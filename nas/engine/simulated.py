@@ -7,7 +7,7 @@ its training costs; :meth:`SimulatedExecutor.poll` advances the clock to the ear
 
 The driver's round trip is modelled too (``round_trip`` simulated seconds): a trial sent to an idle worker
 starts ``round_trip`` after it was submitted, and the executor prefetches by the same measured rule as the
-Ray executor (:class:`nas.engine.executor.PrefetchRule`).
+Ray executor (:class:`nas.engine.protocol.PrefetchRule`).
 
 A benchmark is any object with ``query(arch) -> (reward, seconds, metrics)`` and an ``epochs`` attribute;
 the reward is reported as the metric ``val_acc`` (plus Gaussian ``noise``), and ``objectives``
@@ -28,7 +28,7 @@ table cannot answer (other hyperparameters, another epoch count, another trial's
 >>> from nas.bench.nb201data import NB201Benchmark
 >>> from nas.search_spaces.nb201 import NB201Space
 >>> from nas.strategies.random import RandomSearch
->>> from nas.loop import SearchLoop
+>>> from nas.engine.loop import SearchLoop
 >>> space = NB201Space()
 >>> ex = SimulatedExecutor(space, NB201Benchmark("cifar10"), workers=8)
 >>> loop = SearchLoop(RandomSearch(space, seed=0), ex, time_budget=12_000)
@@ -48,11 +48,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from nas.core.objectives import Objectives
-from nas.engine.executor import Event, EventKind, ExecutorConfig, PrefetchRule
-from nas.executor import BaseExecutor
-from nas.registry import register_executor
-from nas.space import SearchSpace
-from nas.types import Arch, Decision, Result, Trial, TrialState
+from nas.core.registry import register_executor
+from nas.core.space import SearchSpace
+from nas.core.types import Arch, Decision, Result, Trial, TrialState
+from nas.engine.inprocess import BaseExecutor
+from nas.engine.protocol import Event, EventKind, ExecutorConfig, PrefetchRule
 
 
 class TabularBenchmark(Protocol):

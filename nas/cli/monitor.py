@@ -23,7 +23,7 @@ def redraw(stream: TextIO, block: str, drawn: int) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from nas.status import format_status, run_status
+    from nas.monitor.status import format_status, run_status
 
     if args.watch is not None and not args.watch > 0:
         raise ValueError(f"--watch must be a number of seconds > 0, got {args.watch!r}")
@@ -43,7 +43,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from nas.report import write_report
+    from nas.monitor.page import write_report
 
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nas import registry
+from nas.core import registry
 
 #: Modules that add subcommands: each has ``register(subparsers)``; their handlers are ``args.handler``.
-COMMAND_MODULES: list[str] = ["nas.bench.cli", "nas.monitor_cli", "nas.train.cli"]
+COMMAND_MODULES: list[str] = ["nas.cli.bench", "nas.cli.monitor", "nas.cli.train"]
 
 
 class UsageError(ValueError):
@@ -87,7 +87,7 @@ SEARCH_FLAGS: list[tuple[str, type | Callable[[str], Any], str]] = [
     ("recipe", str, "training recipe (see `nas recipes`), e.g. nb201; options given explicitly win over it"),
     ("seed", int, "seed of the strategy, the data split and the training"),
     ("run_dir", str, "where the journal, config and best weights go (default runs/<time>-<space>-<strategy>)"),
-    ("executor", str, "ray (default), inprocess or simulated (registered executors: nas.registry.executors)"),
+    ("executor", str, "ray (default), inprocess or simulated (registered executors: nas.core.registry.executors)"),
     ("address", str, "Ray cluster to join (default: $RAY_ADDRESS, else start a local one)"),
     ("cpus_per_trial", float, "CPUs per trainer actor; torch uses this many threads"),
     ("gpus_per_trial", float, "GPUs per trainer actor, fractional packs several trials on one GPU"),
@@ -150,9 +150,9 @@ def search_config(args: argparse.Namespace) -> Any:
 def resume_config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The RunConfig, TrainSettings and space of the run in ``args.resume``, its budget raised by --budget."""
     from nas.api import SearchConfig, space_from_spec
-    from nas.resume import resume_settings
+    from nas.run.interrupt import resume_settings
     from nas.run.store import read_config
-    from nas.trainer import TrainSettings
+    from nas.train.trainer import TrainSettings
 
     given = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(SearchConfig)
              if getattr(args, f.name, None) is not None and f.name not in ("budget", "address")]
@@ -176,8 +176,8 @@ def resume_config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 def cmd_search(args: argparse.Namespace) -> int:
     from nas.api import connect, default_run_dir, search
     from nas.core.spec import resolve_space_spec
-    from nas.progress import ProgressBar
-    from nas.resume import StopSignal, stop_on_sigint
+    from nas.monitor.progress import SearchProgress
+    from nas.run.interrupt import StopSignal, stop_on_sigint
 
     if args.resume:
         cfg, settings, space = resume_config(args)
@@ -206,7 +206,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                         executor=cfg.executor, settings=settings, strategy_options=cfg.strategy_options,
                         seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
                         gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
-                        callbacks=[] if args.quiet else [ProgressBar()], resume=bool(args.resume), stop=stop,
+                        callbacks=[] if args.quiet else [SearchProgress()], resume=bool(args.resume), stop=stop,
                         scheduler=cfg.scheduler, scheduler_options=cfg.scheduler_options, objectives=cfg.objectives,
                         warm_start=cfg.warm_start)
     except KeyboardInterrupt:
@@ -216,7 +216,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume {df.attrs['run_dir']}",
               file=sys.stderr)
         return 130
-    from nas.status import format_summary, run_status
+    from nas.monitor.status import format_summary, run_status
 
     run_dir = df.attrs["run_dir"]
     print(format_summary(run_status(run_dir)))  # the same wall time and utilization as `nas status`
@@ -286,7 +286,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def cmd_best(args: argparse.Namespace) -> int:
     from nas.api import load_run
-    from nas.journal import read_journal
+    from nas.run.reader import read_journal
 
     if args.pareto or args.export:
         if not args.pareto:
@@ -418,5 +418,3 @@ def _defaults() -> Any:
 
 _DEFAULTS = _defaults()
 
-if __name__ == "__main__":
-    sys.exit(main())

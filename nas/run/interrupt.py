@@ -1,7 +1,7 @@
 """Crash-safe runs: resuming a run directory, and a graceful Ctrl-C.
 
 A run directory can be continued after any crash of the driver (SIGKILL included) because of one
-ordering, kept by :class:`nas.loop.SearchLoop` and its store (:class:`nas.run.store.RunStore`):
+ordering, kept by :class:`nas.engine.loop.SearchLoop` and its store (:class:`nas.run.store.RunStore`):
 
 1. a submission is journaled before the trial runs; a result is journaled (and fsynced) before the
    strategy is told of it;
@@ -44,7 +44,7 @@ def resume_settings(run_dir: str) -> dict[str, Any]:
 
 
 class StopSignal:
-    """Asks a running :class:`nas.loop.SearchLoop` to stop submitting trials. ``mode`` says what
+    """Asks a running :class:`nas.engine.loop.SearchLoop` to stop submitting trials. ``mode`` says what
     becomes of those in flight: ``"cancel"`` stops them (they are re-run on resume), ``"wait"`` lets
     them finish and journals them."""
 
