@@ -216,10 +216,11 @@ def search(
     store.format_arch = space_obj.format
     own_executor = isinstance(executor, str)
     try:
-        if not isinstance(strategy, Strategy) and _takes_storage(strategy, strategy_options):
-            # Optuna keeps its study in its own append-only storage in the run directory (data, not a pickle).
-            # A resume with no snapshot yet starts the strategy afresh: the storage's trials go with it.
-            storage = run_path / OPTUNA_STORAGE
+        state_file = None if isinstance(strategy, Strategy) else registry.strategies.get(strategy).state_file
+        if state_file is not None and "storage" not in (strategy_options or {}):
+            # A strategy that keeps its state in a file of its own (Optuna's journal storage: data, not a pickle)
+            # gets it in the run directory. A resume with no snapshot yet starts the strategy afresh: so does its file.
+            storage = run_path / state_file
             if store.restored is not None and store.restored.snapshot is None:
                 storage.unlink(missing_ok=True)
             strat = build_strategy(strategy, space_obj, seed, {**dict(strategy_options or {}), "storage": str(storage)},
@@ -266,25 +267,21 @@ def search(
     return df
 
 
-OPTUNA_STORAGE = "optuna.journal"
-
 def build_strategy(strategy: str | Strategy, space: SearchSpace, seed: int, options: Mapping[str, Any] | None,
                    objectives: Sequence[str]) -> Strategy:
-    """The run's strategy for its objectives: built with them where it ranks several itself (evolution, optuna),
-    wrapped in a random scalarization (ParEGO) where it does not, refused where that makes no sense (pbt)."""
-    from nas.core.scalarize import Scalarized, check_multi_objective, for_objectives, takes_objectives
+    """The run's strategy for its objectives (:attr:`nas.core.strategy.Strategy.multi_objective`): built with them
+    where it ranks several itself, wrapped in ParEGO's random scalarization where it does not, refused (one
+    line) where it cannot."""
+    from nas.core.scalarize import check_objectives, for_objectives
 
-    several = len(objectives) > 1
     if isinstance(strategy, Strategy):
-        if several and not takes_objectives(type(strategy)):
-            return Scalarized(strategy, objectives, seed=seed)
-        return strategy
-    if several:
-        check_multi_objective(strategy, objectives)
+        return for_objectives(strategy, objectives, seed=seed)
+    cls = registry.strategies.get(strategy)
+    check_objectives(cls, objectives)
     opts = dict(options or {})
-    if several and takes_objectives(registry.strategies.get(strategy)):
+    if len(objectives) > 1 and cls.multi_objective == "native":
         opts["objectives"] = list(objectives)
-    return for_objectives(strategy, make_strategy(strategy, space, seed=seed, options=opts), objectives, seed=seed)
+    return for_objectives(make_strategy(strategy, space, seed=seed, options=opts), objectives, seed=seed)
 
 
 def keep_warm_weights(executor: Executor, warm: Sequence[WarmTrial]) -> None:
@@ -296,26 +293,15 @@ def keep_warm_weights(executor: Executor, warm: Sequence[WarmTrial]) -> None:
             executor.restore_checkpoint(w.trial.trial_id, data)
 
 
-#: strategies that decide themselves when a trial stops, so that no scheduler may stop it too
-OWN_STOPPING = {"pbt": "PBT trains its members in segments and decides at each one itself (exploit/explore)"}
-
-
 def build_scheduler(config: RunConfig, strategy: Strategy, seed: int) -> Scheduler | None:
     """The run's scheduler (None for ``none``), its options checked, over ``config.epochs`` epochs; a
     strategy that stops its own trials refuses every other scheduler with one line saying why."""
     if config.scheduler == "none":
         return None
-    why = OWN_STOPPING.get(strategy.name)
-    if why:
-        raise ValueError(f"scheduler {config.scheduler!r} does not compose with strategy {strategy.name!r}: {why}; "
-                         f"use --scheduler none")
+    if strategy.stops_own_trials:
+        raise ValueError(f"scheduler {config.scheduler!r} does not compose with strategy {strategy.name!r}: "
+                         f"{strategy.refusal}; use --scheduler none")
     return make_scheduler(config.scheduler, max_epochs=config.epochs, seed=seed, options=config.scheduler_options)
-
-
-def _takes_storage(name: str, options: Mapping[str, Any] | None) -> bool:
-    """Whether registered strategy ``name`` keeps its state in a storage of its own that was not given."""
-    params = inspect.signature(registry.strategies.get(name).__init__).parameters
-    return "storage" in params and "storage" not in (options or {})
 
 
 def open_run(run_dir: str | os.PathLike[str], record: dict[str, Any], space: SearchSpace, *, resume: bool,

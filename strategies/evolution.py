@@ -77,6 +77,8 @@ class RegularizedEvolution(Strategy):
     (4, 2)
     """
 
+    multi_objective = "native"
+
     def __init__(
         self,
         space: SearchSpace,
@@ -91,9 +93,9 @@ class RegularizedEvolution(Strategy):
     ) -> None:
         super().__init__(space, seed=seed)
         self.objectives = Objectives(objectives) if objectives is not None else None
-        self.population_size = check_positive_int("population", population)
+        self.capacity = check_positive_int("population", population)
         self.sample_size = check_positive_int("sample_size", sample_size)
-        if self.sample_size > self.population_size:
+        if self.sample_size > self.capacity:
             raise ValueError(
                 f"sample_size must be <= population, got sample_size={sample_size}, population={population}"
             )
@@ -111,7 +113,7 @@ class RegularizedEvolution(Strategy):
         self._taken: collections.Counter[str] = collections.Counter()  # with dedup: keys in population + flight
 
     def ask(self) -> Trial:
-        if self._random_asked < self.population_size or not self.population:
+        if self._random_asked < self.capacity or not self.population:
             self._random_asked += 1
             arch, parent = self.space.sample(self.rng), None
         else:
@@ -183,7 +185,7 @@ class RegularizedEvolution(Strategy):
         self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score), self._scores(result)))
         if self.dedup:
             self._taken[arch_key(trial.arch)] += 1
-        if len(self.population) > self.population_size:
+        if len(self.population) > self.capacity:
             dead = self.population.popleft()  # the oldest dies, however good it was
             if self.dedup:
                 self._release(arch_key(dead.arch))
@@ -193,7 +195,10 @@ class RegularizedEvolution(Strategy):
         of the initial population does, in place of one of its random asks."""
         self.tell(trial, result)
         if result.ok and result.score is not None:
-            self._random_asked = min(self._random_asked + 1, self.population_size)
+            self._random_asked = min(self._random_asked + 1, self.capacity)
+
+    def population_size(self) -> int:
+        return len(self.population)
 
     def _release(self, key: str) -> None:
         self._taken[key] -= 1

@@ -168,6 +168,9 @@ class OptunaStrategy(Strategy):
     10), ``storage`` (a journal file for the study; default None: in memory), ``population`` (NSGA-II's
     and NSGA-III's generation size; default 50)."""
 
+    multi_objective = "native"
+    state_file = "optuna.journal"  # its study, in Optuna's own journal storage: data, never a pickle
+
     def __init__(self, space: SearchSpace, *, seed: int | None = None, sampler: str = "tpe",
                  startup: int = 10, storage: str | os.PathLike[str] | None = None,
                  objectives: Sequence[str] | None = None, population: int = 50) -> None:

@@ -109,6 +109,11 @@ class PopulationBasedTraining(Strategy):
     (default 0.25), ``arch_mutation`` (probability that explore also mutates the architecture, whose
     segment then inherits the donor's weights; default 0.0)."""
 
+    multi_objective = "refuse"
+    stops_own_trials = True
+    refusal = ("it trains its members in segments and decides at each one itself (exploit/explore), ranking "
+               "members on one score")
+
     def __init__(
         self,
         space: SearchSpace,
@@ -122,7 +127,7 @@ class PopulationBasedTraining(Strategy):
         arch_mutation: float = 0.0,
     ) -> None:
         super().__init__(space, seed=seed)
-        self.population_size = check_positive_int("population", population)
+        self.capacity = check_positive_int("population", population)
         self.quantile = check_fraction("quantile", quantile, high=0.5)
         self.interval = None if interval is None else check_positive_int("interval", interval)
         self.hparam_space = parse_hparams(DEFAULT_HPARAMS if hparams is None else hparams)
@@ -163,7 +168,7 @@ class PopulationBasedTraining(Strategy):
 
     # -- ask / tell ----------------------------------------------------------------------------
     def ask(self) -> Trial | None:
-        if len(self.members) < self.population_size:
+        if len(self.members) < self.capacity:
             m = Member(len(self.members), self.space.sample(self.rng),
                        {n: self._sample(n) for n in self.hparam_space})
             self.members.append(m)
@@ -212,6 +217,9 @@ class PopulationBasedTraining(Strategy):
         run is none of them (warm-start evolution instead, which can inherit its weights)."""
         raise ValueError("strategy 'pbt' cannot be warm-started: its members train on from their own segments, "
                          "and a finished trial of another run is none of them; warm-start evolution instead")
+
+    def population_size(self) -> int:
+        return len(self.members)
 
     def _cut(self) -> int:
         """How many members the bottom (and top) quantile holds among those with a score."""

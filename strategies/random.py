@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,8 +37,11 @@ class RandomSearch(Strategy):
     snapshot O(1) in the run's length; in a larger space a repeat beyond the window is as likely as in
     uniform sampling without any dedup."""
 
-    def __init__(self, space: SearchSpace, *, seed: int | None = None, dedup: bool = True) -> None:
-        super().__init__(space, seed=seed)
+    multi_objective = "native"  # its asks never depend on scores: several objectives change nothing
+
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, dedup: bool = True,
+                 objectives: Sequence[str] | None = None) -> None:
+        super().__init__(space, seed=seed)  # (objectives: accepted as every native strategy's; never used)
         self.dedup = bool(dedup)
         self._window = min(space.size, DEDUP_WINDOW)
         self._recent: collections.deque[int] = collections.deque()  # fingerprints, oldest on the left

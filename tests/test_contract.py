@@ -164,6 +164,38 @@ def test_unknown_options_are_named(name):
         make_strategy(name, ToySpace(), options={"no_such_option": 1})
 
 
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_capabilities_are_declared_and_hold(name):
+    """What the loop and the API read of a strategy is declared on its class and does what it says: a native
+    multi-objective strategy takes ``objectives`` and ranks two; a warm start is taken or refused in one line
+    naming the strategy; ``population_size`` counts; a refusal says why."""
+    from nas.api import build_strategy
+
+    cls = strategies.get(name)
+    assert cls.multi_objective in ("native", "scalarize", "refuse")
+    if cls.multi_objective == "refuse" or cls.stops_own_trials:
+        assert cls.refusal and "\n" not in cls.refusal
+    if cls.multi_objective != "refuse":
+        two = build_strategy(name, ToySpace(), 0, {}, ["val_acc", "params:min"])
+        for i in range(12):
+            t = two.ask()
+            assert t is not None and t.trial_id == i
+            a, b = toy_score(t.arch), -float(sum(t.arch.values()))
+            two.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=a, scores=[a, b], epoch=1))
+    strategy = make_strategy(name, ToySpace(), seed=0)
+    trial = strategy.trial({"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3})
+    warm = Result(-1, TrialState.COMPLETE, score=0.0, scores=[0.0], epoch=1)
+    try:
+        fresh = make_strategy(name, ToySpace(), seed=0)
+        fresh.warm_start(trial.__class__(-1, trial.arch), warm)
+        assert fresh.asked == 0  # a warm start asks nothing
+    except ValueError as e:
+        assert f"strategy {name!r} cannot be warm-started" in str(e) and "\n" not in str(e)
+    drive(strategy, 10)
+    assert isinstance(strategy.population_size(), int) and strategy.population_size() >= 0
+    strategy.update(trial, Result(trial.trial_id, TrialState.COMPLETE, score=1.0, epoch=5))  # never raises
+
+
 @pytest.mark.parametrize("space_name", SPACES)
 def test_every_space_builds_trainable_models(space_name):
     space: SearchSpace = spaces.get(space_name)()

@@ -19,7 +19,6 @@ from nas.monitor.metrics import (
     MetricsCallback,
     metrics_export_url,
     parse_prometheus,
-    population_size,
     scrape,
 )
 from nas.monitor.status import StatusFile, monitoring_callbacks
@@ -50,12 +49,12 @@ def reporting_train(ctx):
             return
 
 
-def test_population_size_is_duck_typed():
-    assert population_size(RegularizedEvolution(ToySpace(), population=4, sample_size=2, seed=0)) == 0
+def test_population_size_is_part_of_the_strategy_contract():
     evo = RegularizedEvolution(ToySpace(), population=4, sample_size=2, seed=0)
+    assert evo.population_size() == 0
     evo.population.extend([object()] * 3)
-    assert population_size(evo) == 3
-    assert population_size(RandomSearch(ToySpace(), seed=0)) == 0
+    assert evo.population_size() == 3
+    assert RandomSearch(ToySpace(), seed=0).population_size() == 0
 
 
 def test_parse_prometheus_reads_labels_and_values():

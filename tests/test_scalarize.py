@@ -10,7 +10,7 @@ from test_mo_evolution import REFERENCE, result, run, true_front, two_scores
 from nas.api import make_strategy
 from nas.core.objectives import hypervolume, nondominated
 from nas.core.registry import strategies
-from nas.core.scalarize import Scalarized, check_multi_objective, for_objectives, multi_objective_support
+from nas.core.scalarize import Scalarized, check_objectives, for_objectives
 from nas.core.types import FailureKind, Result, TrialState
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace
@@ -76,26 +76,25 @@ def test_state_round_trips_through_a_snapshot_and_asks_resume_the_same(tmp_path)
 
 
 def test_who_takes_several_objectives():
-    support = {name: multi_objective_support(name) for name in strategies.names()}
-    assert support["evolution"] == support["random"] == "native"
-    assert support["rl"] == "scalarized" and support["pbt"] == "refused"
+    support = {name: cls.multi_objective for name, cls in strategies.items()}
+    assert support["evolution"] == support["random"] == support["optuna"] == "native"
+    assert support["rl"] == "scalarize" and support["pbt"] == "refuse"
     with pytest.raises(ValueError) as err:
-        check_multi_objective("pbt", OBJ)
+        check_objectives(strategies.get("pbt"), OBJ)
     assert str(err.value).startswith("strategy 'pbt' cannot search several objectives (val_acc, latency_ms:min): "
-                                     "its exploit ranks members on one score")
-    assert "use one of " in str(err.value) and "\n" not in str(err.value)
-    assert check_multi_objective("pbt", ["val_acc"]) == "refused"  # one objective: pbt runs as ever
-    with pytest.raises(ValueError, match="unknown strategy 'nope'"):
-        multi_objective_support("nope")
+                                     "it trains its members in segments")
+    assert "use one of " in str(err.value) and "pbt" not in str(err.value).split("use one of")[1]
+    assert "\n" not in str(err.value)
+    check_objectives(strategies.get("pbt"), ["val_acc"])  # one objective: pbt runs as ever
 
 
 def test_for_objectives_wraps_only_what_needs_it():
     space = ToySpace()
     rl = make_strategy("rl", space, seed=0)
-    wrapped = for_objectives("rl", rl, OBJ, seed=0)
+    wrapped = for_objectives(rl, OBJ, seed=0)
     assert isinstance(wrapped, Scalarized) and wrapped.inner is rl and wrapped.name == "parego(rl)"
     evo = make_strategy("evolution", space, seed=0)
-    assert for_objectives("evolution", evo, OBJ) is evo and for_objectives("rl", rl, ["val_acc"]) is rl
+    assert for_objectives(evo, OBJ) is evo and for_objectives(rl, ["val_acc"]) is rl
     pts = run(wrapped, 30)  # the RL controller learns from the scalarized scores
     assert pts.shape == (30, 2)
 

@@ -13,14 +13,9 @@ ranges; an asynchronous search knows only what has come back, so earlier trials 
 were told under the bounds of their time). FAILED trials (INFEASIBLE ones included) pass through as
 failures and never move the bounds.
 
-Which strategies take several objectives (:func:`multi_objective_support`, decided here, once):
-
-- ``native``: a constructor with an ``objectives`` keyword (evolution, optuna) ranks the objectives
-  itself; ``random`` needs no scores at all;
-- ``scalarized``: every other strategy (rl, and any user-registered one) runs inside :class:`Scalarized`;
-- ``refused``: ``pbt``: its exploit copies the weights of members it ranks on one score at segment
-  boundaries, and a new weight vector per segment would rank members on different scales; it searches
-  hyperparameters of one architecture per member, not a front of architectures.
+Which strategies take several objectives is the class attribute :attr:`nas.core.strategy.Strategy.multi_objective`:
+``native`` ones (evolution, optuna, random) rank the objectives themselves; ``scalarize`` ones (rl, and a user's
+strategy by default) run inside :class:`Scalarized`; ``refuse`` ones (pbt) cannot, and say why in ``refusal``.
 
 >>> from nas.search_spaces.toy import ToySpace
 >>> from nas.strategies.evolution import RegularizedEvolution
@@ -32,14 +27,11 @@ Which strategies take several objectives (:func:`multi_objective_support`, decid
 ...     s.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=acc, scores=[acc, -lat]))
 >>> [round(m.score, 3) for m in s.inner.population]  # each told under its own random weights
 [0.0, -0.476, -0.452]
->>> multi_objective_support("rl"), multi_objective_support("evolution")
-('scalarized', 'native')
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,50 +39,25 @@ import numpy as np
 
 from nas.core.objectives import Objectives
 from nas.core.strategy import Strategy, check_fraction
-from nas.core.types import Decision, Result, Trial
-
-NO_FEEDBACK = ("random",)  # strategies whose asks never depend on scores: several objectives change nothing
-REFUSED = {"pbt": "its exploit ranks members on one score at segment boundaries, and it searches "
-                  "hyperparameters per member, not a front of architectures"}
+from nas.core.types import Result, Trial
 
 
-def takes_objectives(cls: Any) -> bool:
-    """Whether a strategy class's constructor has an ``objectives`` keyword (it ranks objectives itself)."""
-    try:
-        return "objectives" in inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def multi_objective_support(name: str) -> str:
-    """``native``, ``scalarized`` or ``refused``: how the registered strategy ``name`` runs on several
-    objectives (see the module docstring)."""
+def check_objectives(cls: type[Strategy], objectives: Sequence[str]) -> None:
+    """A one-line ValueError when strategy class ``cls`` refuses the several ``objectives`` of a run."""
     from nas.core.registry import strategies
 
-    cls = strategies.get(name)
-    if name in REFUSED:
-        return "refused"
-    return "native" if name in NO_FEEDBACK or takes_objectives(cls) else "scalarized"
+    if cls.multi_objective == "refuse" and len(Objectives(objectives)) > 1:
+        able = [n for n, c in strategies.items() if c.multi_objective != "refuse"]
+        raise ValueError(f"strategy {cls.registered_name or cls.__name__!r} cannot search several objectives "
+                         f"({', '.join(objectives)}): {cls.refusal}; use one of {', '.join(able)}, or one objective")
 
 
-def check_multi_objective(name: str, objectives: Sequence[str]) -> str:
-    """:func:`multi_objective_support` of ``name``, or a one-line ValueError when it is refused and the
-    run has several objectives."""
-    from nas.core.registry import strategies
-
-    support = multi_objective_support(name)
-    if support == "refused" and len(Objectives(objectives)) > 1:
-        able = [n for n in strategies.names() if n not in REFUSED]
-        raise ValueError(f"strategy {name!r} cannot search several objectives ({', '.join(objectives)}): "
-                         f"{REFUSED[name]}; use one of {', '.join(able)}, or one objective")
-    return support
-
-
-def for_objectives(name: str, strategy: Strategy, objectives: Sequence[str], *, seed: int | None = None,
+def for_objectives(strategy: Strategy, objectives: Sequence[str], *, seed: int | None = None,
                    rho: float = 0.05) -> Strategy:
-    """``strategy`` as it should run on ``objectives``: itself for one objective or a native strategy,
-    wrapped in :class:`Scalarized` otherwise; a refused one is a ValueError."""
-    if len(Objectives(objectives)) < 2 or check_multi_objective(name, objectives) == "native":
+    """``strategy`` as it runs on ``objectives``: itself for one objective or a native strategy, wrapped in
+    :class:`Scalarized` where it scalarizes; a refusing one is a ValueError."""
+    check_objectives(type(strategy), objectives)
+    if len(Objectives(objectives)) < 2 or strategy.multi_objective == "native":
         return strategy
     return Scalarized(strategy, objectives, seed=seed, rho=rho)
 
@@ -99,6 +66,8 @@ class Scalarized(Strategy):
     """A single-objective ``inner`` strategy told ParEGO's random augmented Chebyshev scalarization of
     each result's ``scores`` (see the module docstring); ``rho`` (default 0.05, as in ParEGO) weighs the
     augmentation term that keeps weakly dominated points from tying."""
+
+    multi_objective = "native"
 
     def __init__(self, inner: Strategy, objectives: Sequence[str], *, seed: int | None = None,
                  rho: float = 0.05) -> None:
@@ -115,10 +84,8 @@ class Scalarized(Strategy):
     def name(self) -> str:
         return f"parego({self.inner.name})"
 
-    @property
-    def population(self) -> Any:
-        """The inner strategy's population, for the monitoring that counts it."""
-        return getattr(self.inner, "population", None)
+    def population_size(self) -> int:
+        return self.inner.population_size()
 
     def ask(self) -> Trial | None:
         trial = self.inner.ask()
@@ -153,20 +120,12 @@ class Scalarized(Strategy):
     def update(self, trial: Trial, result: Result) -> None:
         """A later result of a trial already told (an ASHA promotion), scalarized with equal weights (its
         own were spent at its first result)."""
-        hook = getattr(self.inner, "update", None)
-        if hook is not None:
-            hook(trial, self.scalarize(result, [1.0 / len(self.objectives)] * len(self.objectives)))
+        self.inner.update(trial, self.scalarize(result, [1.0 / len(self.objectives)] * len(self.objectives)))
 
     def warm_start(self, trial: Trial, result: Result) -> None:
         """An earlier run's trial (:mod:`nas.run.warmstart`), scalarized with equal weights, to the inner
         strategy's own ``warm_start``."""
-        hook = getattr(self.inner, "warm_start", None)
-        if hook is None:
-            raise ValueError(f"strategy {self.inner.name!r} cannot be warm-started")
-        hook(trial, self.scalarize(result, [1.0 / len(self.objectives)] * len(self.objectives)))
-
-    def report(self, trial: Trial, result: Result) -> Decision:
-        return self.inner.report(trial, result)
+        self.inner.warm_start(trial, self.scalarize(result, [1.0 / len(self.objectives)] * len(self.objectives)))
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "inner": self.inner.state_dict(), "low": self.low, "high": self.high,
@@ -180,5 +139,4 @@ class Scalarized(Strategy):
         self._weights = {int(k): [float(x) for x in v] for k, v in state["weights"].items()}
 
 
-__all__ = ["NO_FEEDBACK", "REFUSED", "Scalarized", "check_multi_objective", "for_objectives",
-           "multi_objective_support", "takes_objectives"]
+__all__ = ["Scalarized", "check_objectives", "for_objectives"]

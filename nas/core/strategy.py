@@ -4,23 +4,49 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from nas.core.space import SearchSpace
-from nas.core.types import Arch, Decision, Result, Trial
+from nas.core.types import Arch, Result, Trial
+
+MultiObjective = Literal["native", "scalarize", "refuse"]
 
 
 class Strategy:
-    """Base class. Subclasses implement :meth:`ask` and :meth:`tell`.
+    """Base class of every search strategy: a pure, seeded ask/tell object. This docstring lists everything the
+    loop and the platform use of a strategy; a new one is one file in ``strategies/`` with a
+    ``@register_strategy("name")`` class that implements :meth:`ask` and :meth:`tell`, makes its trials with
+    :meth:`trial`, draws every random number from ``self.rng``, and adds its state to :meth:`state_dict`.
 
-    All randomness comes from ``self.rng`` (one seeded ``numpy.random.Generator``), whose state is part
-    of :meth:`state_dict`, so the same seed gives the same asks, and a restored strategy asks what the
+    Called by the loop: :meth:`ask` (while a worker is free and the budget allows), :meth:`tell` (once per
+    trial, when it first ends: COMPLETE, stopped or paused by a scheduler, or FAILED), :meth:`update` (a
+    later, longer result of a trial a scheduler promoted), :meth:`state_dict` / :meth:`load_state_dict`
+    (snapshots and resume). Called before the first ask: :meth:`warm_start` (earlier runs' trials). Read
+    by the monitors: :meth:`population_size`, :attr:`name`.
+
+    Capabilities, declared as class attributes (never sniffed from signatures or looked up by name):
+
+    - :attr:`multi_objective`: ``"native"`` (it ranks several objectives itself; its constructor takes an
+      ``objectives`` keyword), ``"scalarize"`` (the default: on several objectives it runs inside ParEGO's
+      random scalarization, :class:`nas.core.scalarize.Scalarized`), or ``"refuse"`` (it cannot; why in
+      :attr:`refusal`);
+    - :attr:`stops_own_trials`: it decides itself when a trial ends (PBT's segments), so no scheduler
+      may stop or pause its trials (why in :attr:`refusal`);
+    - :attr:`state_file`: the name of a file in the run directory where it keeps state of its own (Optuna's
+      journal storage); it is then constructed with ``storage=`` that file's path.
+
+    All randomness comes from ``self.rng`` (one seeded ``numpy.random.Generator``), whose state is part of
+    :meth:`state_dict`, so the same seed gives the same asks, and a restored strategy asks what the
     original would have asked next.
     """
 
     registered_name: str = ""
+    multi_objective: ClassVar[MultiObjective] = "scalarize"
+    stops_own_trials: ClassVar[bool] = False
+    state_file: ClassVar[str | None] = None
+    refusal: ClassVar[str] = ""  # why it refuses several objectives or a scheduler (one clause, for the error line)
 
     def __init__(self, space: SearchSpace, *, seed: int | None = None) -> None:
         if not isinstance(space, SearchSpace):
@@ -34,6 +60,11 @@ class Strategy:
     def name(self) -> str:
         return self.registered_name or type(self).__name__
 
+    @property
+    def asked(self) -> int:
+        """Trials made so far (the next trial's id)."""
+        return self._next_id
+
     def trial(self, arch: Arch, **fields: Any) -> Trial:
         """A new :class:`Trial` with the next id (the one place ids are made)."""
         trial = Trial(trial_id=self._next_id, arch=dict(arch), strategy=self.name, **fields)
@@ -45,17 +76,24 @@ class Strategy:
         raise NotImplementedError
 
     def tell(self, trial: Trial, result: Result) -> None:
-        """The final result of ``trial`` (COMPLETE with a score, or FAILED)."""
+        """The result of ``trial`` when it first ends: COMPLETE (trained all its epochs, or stopped or paused
+        by a scheduler: ``result.outcome`` says which and ``result.epoch`` how far it got) or FAILED."""
         raise NotImplementedError
 
     def update(self, trial: Trial, result: Result) -> None:
-        """A newer result of a trial already told: a paused trial that a scheduler promoted trained further
-        (its result at a higher rung). The default ignores it; a strategy that ranks what it was told may
-        take it in."""
+        """A later result of a trial already told: a paused trial that a scheduler promoted trained further
+        (``result.epoch`` is its new, higher fidelity). The default ignores it, so that a strategy never
+        compares scores of different fidelities unknowingly; one that ranks by fidelity may take it in."""
 
-    def report(self, trial: Trial, result: Result) -> Decision:
-        """An intermediate result of a running trial. The default lets every trial run on."""
-        return Decision.CONTINUE
+    def warm_start(self, trial: Trial, result: Result) -> None:
+        """A finished trial of an earlier run (:mod:`nas.run.warmstart`), told before the first ask, with a
+        negative id. The default refuses: a strategy learns from earlier runs only where it says how."""
+        raise ValueError(f"strategy {self.name!r} cannot be warm-started; drop --warm-start or choose one "
+                         f"that can: {', '.join(_warm_startable())}")
+
+    def population_size(self) -> int:
+        """Members it holds now (evolution's population, PBT's members); 0 for a strategy without one."""
+        return 0
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: the base keeps the rng and id counter; subclasses add theirs."""
@@ -64,6 +102,12 @@ class Strategy:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
         self._next_id = int(state["next_id"])
+
+
+def _warm_startable() -> list[str]:
+    from nas.core.registry import strategies
+
+    return [n for n, cls in strategies.items() if cls.warm_start is not Strategy.warm_start]
 
 
 def check_positive_int(name: str, value: Any, *, minimum: int = 1) -> int:

@@ -295,9 +295,6 @@ class SearchLoop:
         decision = Decision.CONTINUE
         if self.scheduler is not None and event.score is not None:
             decision = self.scheduler.on_report(trial.trial_id, epoch, event.score)
-        if decision is Decision.CONTINUE:
-            decision = self.strategy.report(trial, Result(trial.trial_id, TrialState.RUNNING, score=event.score,
-                                                          metrics=dict(event.metrics), epoch=epoch))
         if decision is not Decision.CONTINUE:
             self.decisions[decision.value] += 1
             record.decided = (decision.value, epoch)

@@ -36,11 +36,11 @@ from nas.core.front import FrontTracker
 from nas.core.types import Result, Trial
 from nas.engine.loop import Callback, SearchLoop
 from nas.engine.protocol import Event, EventKind
-from nas.monitor.status import end_state, loop_status, population_size
+from nas.monitor.status import end_state, loop_status
 from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
 
 __all__ = ["METRICS", "MetricsCallback", "MetricSpec", "SearchStatus", "loop_status", "metrics_export_url",
-           "parse_prometheus", "population_size", "scrape"]
+           "parse_prometheus", "scrape"]
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class MetricsCallback(Callback):
         if utilization is not None:
             _metric("nas_worker_utilization").set(utilization, tags=tags)
         _metric("nas_workers").set(loop.executor.slots, tags=tags)
-        _metric("nas_population_size").set(population_size(loop.strategy), tags=tags)
+        _metric("nas_population_size").set(loop.strategy.population_size(), tags=tags)
         if loop.budget < 2**62:
             _metric("nas_budget").set(loop.budget, tags=tags)
         if loop.best_score is not None:

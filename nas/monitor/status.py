@@ -24,21 +24,6 @@ from nas.monitor.usage import run_usage
 STATUS_FILE = "status.json"
 
 
-def population_size(strategy: object) -> int:
-    """Members in a strategy's population, duck-typed: ``len(strategy.population)`` where that is a
-    sized collection, else ``len(strategy.members)``, else 0 (random search keeps no population).
-
-    >>> class S: population = [1, 2, 3]
-    >>> population_size(S()), population_size(object())
-    (3, 0)
-    """
-    for attr in ("population", "members"):
-        value = getattr(strategy, attr, None)
-        if value is not None and not isinstance(value, (int, str)) and hasattr(value, "__len__"):
-            return len(value)
-    return 0
-
-
 def loop_status(loop: SearchLoop, state: str) -> dict[str, Any]:
     """The loop's state as plain values (what ``status.json`` and the ``nas-search`` actor hold)."""
     from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
@@ -52,7 +37,7 @@ def loop_status(loop: SearchLoop, state: str) -> dict[str, Any]:
         "utilization": loop_usage(loop).utilization,
         "budget": loop.budget if loop.budget < 2**62 else None, "time_budget": loop.time_budget,
         "workers": loop.executor.slots, "elapsed": loop.elapsed, "best_score": loop.best_score,
-        "best_trial": best[0].trial_id if best else None, "population": population_size(loop.strategy),
+        "best_trial": best[0].trial_id if best else None, "population": loop.strategy.population_size(),
         "strategy_seconds": loop.strategy_seconds,
     }
 

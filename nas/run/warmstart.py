@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from nas.core.objectives import Objective
+from nas.core.strategy import Strategy
 from nas.core.types import Result, Trial
 from nas.run.reader import read_journal
 from nas.run.store import BEST_PT, CHECKPOINTS, best_weights, check_checkpoint, read_config
@@ -112,20 +113,16 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
     return out
 
 
-def tell_warm_start(strategy: Any, warm: Sequence[WarmTrial | tuple[Trial, Result]]) -> int:
-    """Tell ``strategy`` (before its first ask) every warm trial through its ``warm_start(trial, result)``;
-    the number told. A strategy that cannot use them is refused with a ValueError naming it."""
+def tell_warm_start(strategy: Strategy, warm: Sequence[WarmTrial | tuple[Trial, Result]]) -> int:
+    """Tell ``strategy`` (before its first ask) every warm trial through :meth:`Strategy.warm_start`; the number
+    told. A strategy that cannot use them refuses with a ValueError naming it."""
     if not warm:
         return 0
-    name = getattr(strategy, "name", type(strategy).__name__)
-    hook = getattr(strategy, "warm_start", None)
-    if not callable(hook):
-        raise ValueError(f"strategy {name!r} cannot be warm-started (it has no warm_start(trial, result) "
-                         "method); drop --warm-start or choose evolution, random, rl or optuna")
-    if getattr(strategy, "_next_id", 0) != 0:
-        raise ValueError(f"strategy {name!r} has already asked for trials: a warm start comes before its first ask")
+    if strategy.asked != 0:
+        raise ValueError(f"strategy {strategy.name!r} has already asked for trials: a warm start comes before its "
+                         "first ask")
     for item in warm:
-        hook(item[0], item[1])
+        strategy.warm_start(item[0], item[1])
     return len(warm)
 
 
