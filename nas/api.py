@@ -1,11 +1,10 @@
 """The Python API: one call runs a whole search and returns its results as a pandas DataFrame.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.train.trainer import ScoreTrainer
->>> import functools, tempfile
+>>> from nas.train.simple import scored
+>>> import tempfile
 >>> df = search(ToySpace(), strategy="evolution", budget=30, executor="inprocess", seed=0,
-...             strategy_options={"population": 10, "sample_size": 3},
-...             trainer=functools.partial(ScoreTrainer, score_fn=toy_score),
+...             strategy_options={"population": 10, "sample_size": 3}, data=None, train=scored(toy_score),
 ...             run_dir=tempfile.mkdtemp())
 >>> len(df), df["state"].unique().tolist()
 (30, ['COMPLETE'])
@@ -15,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import inspect
 import logging
 import os
@@ -32,17 +30,19 @@ from nas.core.spec import resolve_space_spec
 from nas.core.strategy import Strategy
 from nas.core.types import Trial
 from nas.engine.inprocess import InProcessExecutor
-from nas.engine.loop import Callback, SearchLoop
+from nas.engine.interfaces import Callback
+from nas.engine.loop import SearchLoop
 from nas.engine.protocol import Executor, ExecutorConfig, build_executor
+from nas.engine.stop import StopSignal
 from nas.monitor.status import monitoring_callbacks
 from nas.run.config import RunConfig
-from nas.run.interrupt import StopSignal
+from nas.run.journal import bulk_load
 from nas.run.reader import load_run, results_frame
 from nas.run.store import RunStore
 from nas.run.warmstart import WarmTrial, kept_checkpoint, load_warm_start, tell_warm_start
 from nas.train.context import TrialContext
 from nas.train.data import Dataset, dataset_fingerprint, load_dataset
-from nas.train.trainer import TorchTrainer, TrainerFactory, TrainSettings
+from nas.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -130,10 +130,9 @@ def search(
     *,
     budget: int = 24,
     workers: int = 2,
-    data: str | Dataset = "digits",
+    data: str | Dataset | None = "digits",
     executor: str | Executor = "ray",
     executor_options: Mapping[str, Any] | None = None,
-    trainer: TrainerFactory = TorchTrainer,
     settings: TrainSettings | None = None,
     strategy_options: Mapping[str, Any] | None = None,
     seed: int = 0,
@@ -164,16 +163,17 @@ def search(
     ``resume=True`` continues the run in ``run_dir`` after a crash or an interrupt: pass the same
     space, strategy, options, seed, data and training settings (a difference is a ValueError naming
     it); ``budget`` may be raised. Finished trials come from the journal, the strategy from its saved
-    state, and trials that were in flight run again under their own ids (see :mod:`nas.run.interrupt`).
+    state, and trials that were in flight run again under their own ids (see :mod:`nas.engine.replay`).
     ``scheduler`` (``nas.core.registry.schedulers``: none, asha, hyperband, median) stops (or pauses and promotes)
     trials on their per-epoch reports, with ``scheduler_options`` (e.g. ``{"eta": 3, "variant": "promotion"}``);
     ``objectives`` are the metrics searched for, each ``metric[:max|min]`` (default ``["val_acc"]``); ``train``
-    is a training function of your own, ``train(ctx)`` (see :mod:`nas.train.context`), run by the default
-    trainer in place of its built-in one. ``warm_start``: earlier run directories of the same space and
+    is a training function of your own, ``train(ctx)`` (see :mod:`nas.train.context`), run in place of the
+    built-in one; ``data=None`` runs it without a dataset, model or device (a scoring function on a toy space).
+    ``warm_start``: earlier run directories of the same space and
     objectives whose finished trials the strategy is told before it asks anything (not re-run; in the
     returned frame with negative ids, their source in ``metrics``); with weight inheritance their kept weights
     can be inherited.
-    ``stop`` (a :class:`nas.run.interrupt.StopSignal`) ends the search gracefully when requested;
+    ``stop`` (a :class:`nas.engine.stop.StopSignal`) ends the search gracefully when requested;
     ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
     (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
     """
@@ -183,14 +183,12 @@ def search(
     settings = settings or TrainSettings(seed=seed)
     if objectives is not None:
         settings = dataclasses.replace(settings, objectives=tuple(objectives))
-    if train is not None:
-        if not callable(train):
-            raise ValueError(f"train must be a function train(ctx), got {train!r}")
-        trainer = functools.partial(TorchTrainer, train_fn=train)
+    if train is not None and not callable(train):
+        raise ValueError(f"train must be a function train(ctx), got {train!r}")
     config = RunConfig(
         space=space_spec(space_obj), strategy=strategy.name if isinstance(strategy, Strategy) else strategy,
         strategy_options=dict(strategy_options or {}), budget=budget, workers=workers,
-        dataset=data if isinstance(data, str) else data.name, seed=seed,
+        dataset=data if isinstance(data, str) else "none" if data is None else data.name, seed=seed,
         run_dir=None if run_dir is None else str(run_dir), executor=executor if isinstance(executor, str) else "ray",
         address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
         scheduler=scheduler, scheduler_options=dict(scheduler_options or {}),
@@ -199,13 +197,15 @@ def search(
     strat = build_strategy(strategy, space_obj, seed, strategy_options, config.objectives)
     sched = build_scheduler(config, strat, seed)
     warm = load_warm_start(config.warm_start, space_spec=space_obj.spec(), objectives=config.objectives)
-    dataset = data if isinstance(data, Dataset) else load_dataset(data, seed=seed)
-    settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
+    dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
+    if dataset is not None:
+        settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
     run_path = Path(run_dir or default_run_dir(space_spec(space_obj), config.strategy))
     record = {
         **config.to_json(), "run_dir": str(run_path), "strategy": strategy if isinstance(strategy, str) else strat.name,
         "space_spec": space_obj.spec(),
-        "dataset_fingerprint": dataset_fingerprint(dataset), "data": data if isinstance(data, str) else None,
+        "dataset_fingerprint": None if dataset is None else dataset_fingerprint(dataset),
+        "data": data if isinstance(data, str) else None,
         "settings": dataclasses.asdict(settings), "created": datetime.datetime.now().isoformat(),
         "executor": executor if isinstance(executor, str) else (
             "inprocess" if isinstance(executor, InProcessExecutor) else "ray"),
@@ -226,10 +226,10 @@ def search(
             strat = build_strategy(strategy, space_obj, seed, {**dict(strategy_options or {}), "storage": str(storage)},
                                    config.objectives)
         if isinstance(executor, str):
-            if getattr(registry.executors.get(executor), "needs_ray", False):
+            if registry.executors.get(executor).needs_ray:
                 connect(address, num_cpus=None, run_name=run_path.name)
             ex = build_executor(executor, ExecutorConfig(
-                space_obj, dataset, settings, workers=workers, trainer=trainer, cpus_per_trial=cpus_per_trial,
+                space_obj, dataset, settings, workers=workers, train=train, cpus_per_trial=cpus_per_trial,
                 gpus_per_trial=gpus_per_trial, max_retries=max_retries, namespace=f"nas-{run_path.name}", seed=seed,
                 options=dict(executor_options or {})))
         else:
@@ -247,7 +247,8 @@ def search(
         if warm and dict(strategy_options or {}).get("inherit"):
             keep_warm_weights(ex, warm)
         if store.restored is not None:
-            loop.restore(store.restored)
+            with bulk_load(freeze=True):  # (no collector passes over the replayed records)
+                loop.restore(store.restored)
             store.fix_best(loop.best)
         loop.run()
     finally:
@@ -290,7 +291,7 @@ def keep_warm_weights(executor: Executor, warm: Sequence[WarmTrial]) -> None:
     for w in warm:
         data = kept_checkpoint(w.run, w.source_id)
         if data is not None:
-            executor.restore_checkpoint(w.trial.trial_id, data)
+            executor.checkpoints.put(w.trial.trial_id, data)
 
 
 def build_scheduler(config: RunConfig, strategy: Strategy, seed: int) -> Scheduler | None:

@@ -19,32 +19,26 @@ import torch
 from nas.core.registry import register_space
 from nas.core.space import SearchSpace, Task
 from nas.core.strategy import Strategy
-from nas.core.types import Arch, Result, Trial, TrialState
+from nas.core.types import Arch
 
 TOY_OPTIMUM = {"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3}
 
 
 def toy_search(strategy: Strategy, budget: int, *, in_flight: int = 1) -> float:
-    """The best :func:`toy_score` that ``strategy`` finds in ``budget`` trials, asking ahead so that
-    ``in_flight`` trials are outstanding (as an asynchronous loop does). No executor: a strategy study.
+    """The best :func:`toy_score` that ``strategy`` finds in ``budget`` trials with ``in_flight`` trials
+    outstanding (the real loop on the in-process executor, ``in_flight`` slots: a strategy study).
 
     >>> from nas.strategies.random import RandomSearch
     >>> toy_search(RandomSearch(ToySpace(), seed=0), 3125, in_flight=4)  # every cell, once
     0.0
     """
-    best = -math.inf
-    pending: list[Trial] = []
-    for _ in range(budget):
-        while len(pending) < in_flight:
-            trial = strategy.ask()
-            if trial is None:
-                raise RuntimeError(f"strategy {strategy.name!r} proposed nothing with {len(pending)} in flight")
-            pending.append(trial)
-        trial = pending.pop(0)
-        score = toy_score(trial.arch)
-        strategy.tell(trial, Result(trial.trial_id, TrialState.COMPLETE, score=score))
-        best = max(best, score)
-    return best
+    from nas.engine.inprocess import InProcessExecutor
+    from nas.engine.loop import SearchLoop
+    from nas.train.simple import scored
+
+    executor = InProcessExecutor(strategy.space, None, train=scored(toy_score), slots=in_flight)
+    results = SearchLoop(strategy, executor, budget=budget).run()
+    return max((r.score for _, r in results if r.ok and r.score is not None), default=-math.inf)
 
 
 def toy_score(arch: Arch) -> float:

@@ -20,7 +20,7 @@ Several ``objectives`` (the run's "metric:mode" specs): a multi-objective study 
 "maximize": scores are higher-is-better), told each result's ``scores``, with the samplers that can
 rank several objectives: NSGA-II (Deb et al. 2002), NSGA-III (Deb & Jain 2014), TPE (Ozaki et al. 2020,
 "Multiobjective Tree-Structured Parzen Estimator"), GP (log expected hypervolume improvement) and
-random. Infeasible candidates (``Result.reason == "INFEASIBLE"``: a constraint broke, nothing trained)
+random. Infeasible candidates (``Result.failure`` INFEASIBLE: a constraint broke, nothing trained)
 reach Optuna as constraint violations, through ``Trial.set_constraint`` (Optuna 5's successor of the
 samplers' ``constraints_func``; a system attribute, kept in the journal): every told trial gets the
 constraint ``nas_violation``, 0.0 if feasible, 1.0 if not, so NSGA-II's constrained domination and
@@ -83,7 +83,7 @@ from nas.core.objectives import Objectives
 from nas.core.registry import register_strategy
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy, check_positive_int, one_torch_thread
-from nas.core.types import Result, Trial
+from nas.core.types import FailureKind, Result, Trial
 from nas.run.optuna_state import (
     DataCmaEsSampler,
     SnapshotJournalBackend,
@@ -240,7 +240,7 @@ class OptunaStrategy(Strategy):
             return
         done = self.study.get_trials(deepcopy=False, states=(OptunaState.COMPLETE,))
         feasible = [t.values for t in done if all(c <= 0 for c in t.constraints.values())]
-        if result.reason != "INFEASIBLE" or not feasible:
+        if result.failure is not FailureKind.INFEASIBLE or not feasible:
             self.study.tell(number, state=OptunaState.FAIL, skip_if_finished=True)
             return
         self._constraint(number, 1.0)

@@ -30,8 +30,8 @@ exploit a value (``Trial(checkpoint_from=...)``) instead of a side effect on a r
 Failures: a FAILED segment retires its member as if it ranked last (it copies a top member, or starts
 afresh from a random architecture while nobody has a score). A segment whose checkpoint is missing
 (``no checkpoint is kept``) makes its member start its segment again from scratch; if the member's fresh
-segment has no checkpoint either, the trainer keeps none (e.g. ``ScoreTrainer``) and PBT stops asking
-for checkpoints (``self.checkpoints`` becomes False): segments then train from scratch.
+segment has no checkpoint either, the training function keeps none (e.g. :func:`nas.train.simple.scored`) and
+PBT stops asking for checkpoints (``self.checkpoints`` becomes False): segments then train from scratch.
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
 >>> from nas.core.types import Result, TrialState

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import select
 import time
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.train.trainer import ScoreTrainer
+from nas.train.simple import scored
 
 # Test set-up only (README, "Ray and auth"): subprocess tests join the session's private cluster by address, which
 # with token auth would need RAY_AUTH_MODE=token and the token in each, and a test run must not write a token into
@@ -42,8 +41,8 @@ def ray_local(_ray_session):
 
 
 @pytest.fixture
-def toy_trainer():
-    return functools.partial(ScoreTrainer, score_fn=toy_score)
+def toy_train():
+    return scored(toy_score)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ malformed TOML file and a too-large model in the trainer are in test_cli.py and 
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -15,10 +14,11 @@ import nas
 from nas.cli import main
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 FAST = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
-TOY = functools.partial(ScoreTrainer, score_fn=toy_score)
+TOY = scored(toy_score)
 
 
 def cli(capsys, *argv):
@@ -125,7 +125,7 @@ def test_run_directories_that_cannot_be_written(tmp_path, capsys):
 # -- resuming what cannot be resumed ---------------------------------------------------------------------
 @pytest.fixture
 def finished_run(tmp_path):
-    nas.search(ToySpace(), "evolution", budget=4, executor="inprocess", trainer=TOY, run_dir=tmp_path / "run",
+    nas.search(ToySpace(), "evolution", budget=4, executor="inprocess", data=None, train=TOY, run_dir=tmp_path / "run",
                strategy_options={"population": 2, "sample_size": 2})
     return tmp_path / "run"
 
@@ -176,7 +176,7 @@ def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
     with pytest.raises(ValueError, match="is not a run directory"):
         resume(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="resume=True needs the run_dir"):
-        nas.search(ToySpace(), executor="inprocess", trainer=TOY, resume=True)
+        nas.search(ToySpace(), executor="inprocess", data=None, train=TOY, resume=True)
 
 
 def test_cli_resume_takes_only_the_budget(finished_run, capsys, tmp_path):

@@ -4,7 +4,6 @@ with options and defaults, clean help texts, `nas --version`, and the Grafana da
 from __future__ import annotations
 
 import argparse
-import functools
 import io
 import json
 import re
@@ -16,7 +15,8 @@ import pytest
 import nas
 from nas.cli import build_parser, main
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +105,7 @@ def test_the_report_imports_no_user_code(tmp_path, monkeypatch):
     (tmp_path / "userspace_never_imported.py").write_text("raise SystemExit('user code ran')\n")
     run = tmp_path / "run"
     nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=run,
-               trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+               data=None, train=scored(toy_score))
     cfg = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({**cfg, "space": "userspace_never_imported:Space"}))
     monkeypatch.syspath_prepend(str(tmp_path))

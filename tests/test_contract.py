@@ -15,7 +15,7 @@ import torch
 from nas.api import make_strategy
 from nas.core.registry import spaces, strategies
 from nas.core.space import SearchSpace, Task
-from nas.core.types import Result, TrialState
+from nas.core.types import Outcome, Result
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score
 
@@ -32,7 +32,7 @@ def outcome(trial, i):
         score = toy_score(trial.arch)
     except KeyError:
         score = float(sum(map(ord, repr(sorted(trial.arch.items())))) % 97)
-    return Result(trial.trial_id, TrialState.COMPLETE, score=score, epoch=1)
+    return Result(trial.trial_id, Outcome.COMPLETE, score=score, epoch=1)
 
 
 def drive(strategy, n, *, in_flight=3):
@@ -181,10 +181,10 @@ def test_capabilities_are_declared_and_hold(name):
             t = two.ask()
             assert t is not None and t.trial_id == i
             a, b = toy_score(t.arch), -float(sum(t.arch.values()))
-            two.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=a, scores=[a, b], epoch=1))
+            two.tell(t, Result(t.trial_id, Outcome.COMPLETE, score=a, scores=[a, b], epoch=1))
     strategy = make_strategy(name, ToySpace(), seed=0)
     trial = strategy.trial({"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3})
-    warm = Result(-1, TrialState.COMPLETE, score=0.0, scores=[0.0], epoch=1)
+    warm = Result(-1, Outcome.COMPLETE, score=0.0, scores=[0.0], epoch=1)
     try:
         fresh = make_strategy(name, ToySpace(), seed=0)
         fresh.warm_start(trial.__class__(-1, trial.arch), warm)
@@ -193,7 +193,7 @@ def test_capabilities_are_declared_and_hold(name):
         assert f"strategy {name!r} cannot be warm-started" in str(e) and "\n" not in str(e)
     drive(strategy, 10)
     assert isinstance(strategy.population_size(), int) and strategy.population_size() >= 0
-    strategy.update(trial, Result(trial.trial_id, TrialState.COMPLETE, score=1.0, epoch=5))  # never raises
+    strategy.update(trial, Result(trial.trial_id, Outcome.COMPLETE, score=1.0, epoch=5))  # never raises
 
 
 @pytest.mark.parametrize("space_name", SPACES)

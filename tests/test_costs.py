@@ -12,7 +12,8 @@ import torch
 from nas.core.space import Task
 from nas.core.types import FailureKind
 from nas.search_spaces.macro import MacroSpace
-from nas.train.costs import Constraints, Costs, Violation, count_flops, measure_costs, peak_memory
+from nas.train.constraints import Constraints, Violation
+from nas.train.costs import Costs, count_flops, measure_costs, peak_memory
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +78,7 @@ def test_peak_memory_is_none_where_the_device_does_not_report_it():
 
 
 COSTS = Costs(params=1_000, flops=50_000, latency_ms=2.5, latency_batch_ms=9.0, batch_size=64,
-              peak_memory_mb=None, device="cpu")
+              peak_memory_mb=None, device="cpu").to_dict()
 
 
 def test_constraints_report_the_first_broken_bound_with_value_and_limit():
@@ -88,7 +89,7 @@ def test_constraints_report_the_first_broken_bound_with_value_and_limit():
     assert str(v) == "params 1000 > max_params 999"
     v = Constraints(max_flops=1e4, max_latency_ms=1).check(COSTS)
     assert (v.metric, v.value, v.limit) == ("flops", 50_000.0, 10_000.0)
-    v = Constraints(max_latency_ms=1).check(COSTS.to_dict())  # a result's metrics do as well
+    v = Constraints(max_latency_ms=1).check(COSTS)  # a result's metrics do as well
     assert str(v) == "latency_ms 2.5 > max_latency_ms 1"
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nas.core.types import Result, TrialState
+from nas.core.types import Outcome, Result
 from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
 
 
 def complete(trial, score):
-    return Result(trial.trial_id, TrialState.COMPLETE, score=score)
+    return Result(trial.trial_id, Outcome.COMPLETE, score=score)
 
 
 def test_initial_population_is_random_then_children_are_one_mutation_of_a_member():

@@ -3,18 +3,17 @@ prefetch rule that the Ray and simulated executors share."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from nas.core import registry
-from nas.core.types import Result, Trial, TrialState
-from nas.engine.loop import Callback, SearchLoop
+from nas.core.types import Outcome, Report, Result, Trial, TrialState
+from nas.engine.interfaces import Callback
+from nas.engine.loop import SearchLoop
 from nas.engine.protocol import Event, EventKind, Executor, ExecutorConfig, PrefetchRule, build_executor
 from nas.engine.simulated import SimulatedExecutor
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import ScoreTrainer
+from nas.train.simple import scored
 
 
 class ToyTable:
@@ -34,29 +33,31 @@ def make(name, request, **options):
         request.getfixturevalue("ray_local")
     if name == "simulated":
         options = {"benchmark": ToyTable(), "round_trip": 0.5, **options}
-    cfg = ExecutorConfig(ToySpace(), trainer=functools.partial(ScoreTrainer, score_fn=toy_score), workers=2,
+    cfg = ExecutorConfig(ToySpace(), train=scored(toy_score), workers=2,
                          cpus_per_trial=0.5, seed=0, namespace=f"nas-contract-{name}", options=options)
     return build_executor(name, cfg)
 
 
 class Recorder(Callback):
-    """Checks the loop's states as the events come: QUEUED at submit, RUNNING on ``started``."""
+    """Checks the loop's states as the events come: QUEUED at submit, RUNNING on ``started`` (in the loop's book,
+    which the test hands it, and in the status each callback gets)."""
 
     def __init__(self):
-        self.log, self.most_running, self.queued_seen = [], 0, 0
+        self.log, self.most_running, self.queued_seen, self.book = [], 0, 0, None
 
-    def on_submit(self, loop, trial):
-        assert loop.records[trial.trial_id].state is TrialState.QUEUED
+    def on_submit(self, status, trial):
+        assert self.book.get(trial.trial_id).state is TrialState.QUEUED
         self.log.append(("submitted", trial.trial_id))
-        self.queued_seen = max(self.queued_seen, loop.queued)
+        self.queued_seen = max(self.queued_seen, status.queued)
 
-    def on_event(self, loop, event):
-        assert event.kind is EventKind.STARTED
-        assert loop.records[event.trial.trial_id].state is TrialState.RUNNING
-        self.log.append(("started", event.trial.trial_id))
-        self.most_running = max(self.most_running, loop.running)
+    def on_event(self, status, event):
+        assert self.book.get(event.trial.trial_id).state is TrialState.RUNNING
+        assert status.running == self.book.count(TrialState.RUNNING) >= 1
+        if event.kind is EventKind.STARTED:
+            self.log.append(("started", event.trial.trial_id))
+        self.most_running = max(self.most_running, status.running)
 
-    def on_result(self, loop, trial, result):
+    def on_result(self, status, trial, result):
         self.log.append(("finished", trial.trial_id))
 
 
@@ -76,6 +77,7 @@ def test_every_executor_runs_a_toy_search_to_its_budget(name, request):
     try:
         assert isinstance(ex, Executor)
         loop = SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=12, callbacks=[rec])
+        rec.book = loop.book
         results = loop.run()
     finally:
         ex.shutdown()
@@ -86,7 +88,7 @@ def test_every_executor_runs_a_toy_search_to_its_budget(name, request):
         assert mine == ["submitted", "started", "finished"], (trial_id, mine)
     assert rec.queued_seen >= 1  # submitted trials are QUEUED until their worker begins them
     assert 1 <= rec.most_running <= 2  # never more RUNNING than workers
-    assert loop.running == loop.queued == 0
+    assert loop.status().running == loop.status().queued == 0
 
 
 @pytest.mark.parametrize("name", EXECUTORS)
@@ -97,10 +99,11 @@ def test_unknown_options_are_refused_by_name(name, request):
 
 def test_events_are_values():
     trial = Trial(1, {"d0": 0})
-    done = Event.finished(trial, Result(1, TrialState.COMPLETE, score=1.0, end_time=5.0, worker="w"))
+    done = Event.finished(trial, Result(1, Outcome.COMPLETE, score=1.0, end_time=5.0, worker="w"))
     assert (done.kind, done.time, done.worker) == (EventKind.FINISHED, 5.0, "w")
-    report = Event.report(trial, 2, {"val_acc": 0.5})
-    assert report.kind is EventKind.REPORT and report.epoch == 2 and report.metrics == {"val_acc": 0.5}
+    report = Event.reported(trial, Report(1, 2, {"val_acc": 0.5}, time=3.0, worker="w"))
+    assert report.kind is EventKind.REPORT and report.report.epoch == 2 and report.report.metrics == {"val_acc": 0.5}
+    assert (report.time, report.worker) == (3.0, "w")
 
 
 # -- the prefetch rule -----------------------------------------------------------------------------------
@@ -151,24 +154,23 @@ def test_simulated_stop_of_a_queued_trial():
     assert ex.free_slots() == 1  # prefetch: one more may queue behind it
     queued = Trial(1, {"d0": 1, "d1": 0, "d2": 0, "d3": 0, "d4": 0})
     ex.submit(queued)
-    ex.stop(queued.trial_id)
+    ex.stop(queued.trial_id, Outcome.CANCELLED)
     [stopped] = ex.poll()
-    assert stopped.trial.trial_id == queued.trial_id and stopped.result.error == "stopped"
+    assert stopped.trial.trial_id == queued.trial_id and stopped.result.outcome is Outcome.CANCELLED
     assert [e.kind for e in ex.poll()] == [EventKind.STARTED, EventKind.FINISHED] and ex.in_flight() == 0
 
 
 def test_status_and_the_search_actor_line_count_running_and_queued_apart():
     from nas.monitor.metrics import status_line
-    from nas.monitor.status import loop_status
 
     lines = []
 
     class Watch(Callback):
-        def on_event(self, loop, event):
-            lines.append(status_line(loop_status(loop, "running")))
+        def on_event(self, status, event):
+            lines.append(status_line(status.to_dict()))
 
     ex = build_executor("inprocess", ExecutorConfig(
-        ToySpace(), trainer=functools.partial(ScoreTrainer, score_fn=toy_score), workers=2))
+        ToySpace(), train=scored(toy_score), workers=2))
     SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=4, callbacks=[Watch()]).run()
     # two submitted at once; the in-process executor runs one at a time: 1 running, 1 queued
     stamp, line = lines[0].split(" ", 1)  # a timestamp, then the counts

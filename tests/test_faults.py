@@ -3,7 +3,6 @@ leaves a multi-node cluster. Each search must finish its budget with every trial
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import signal
@@ -15,12 +14,12 @@ import pytest
 import ray
 
 import nas
-from nas.engine.protocol import EventKind, finished
+from nas.engine.protocol import EventKind, KeepRule, finished
 from nas.engine.ray_pool import RayExecutor
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import ScoreTrainer
+from nas.train.simple import scored
 
 pytestmark = pytest.mark.ray
 
@@ -33,28 +32,28 @@ def slow_toy_score(arch, seconds=0.4):
 
 
 class BlocksUntilKilled:
-    """The toy trainer, except that the first attempt of each trial in ``block`` says that it runs (its
+    """The toy scoring function, except that the first attempt of each trial in ``block`` says that it runs (its
     worker's pid, through the test's Signal ``started-<id>`` in ``directory``) and then blocks until its
     worker is killed; the retry (its marker present) and every other trial answer at once."""
 
-    def __init__(self, data, settings, *, directory, block):
+    def __init__(self, directory, block):
         self.directory, self.block = directory, frozenset(block)
-        self.inner = ScoreTrainer(data, settings, score_fn=toy_score)
 
-    def run(self, trial, space, checkpoint):
+    def __call__(self, ctx):
+        trial = ctx.trial
         marker = os.path.join(self.directory, f"attempted-{trial.trial_id}")
         if trial.trial_id in self.block and not os.path.exists(marker):
             open(marker, "w").close()
             with open(os.path.join(self.directory, f"started-{trial.trial_id}"), "w") as f:
                 f.write(f"{os.getpid()}\n")
             threading.Event().wait()  # forever: only the kill ends this attempt
-        return self.inner.run(trial, space, checkpoint)
+        ctx.report(epoch=1, val_acc=toy_score(trial.arch))
 
 
 def blocking(tmp_path, signals, block):
-    """The trainer for ``block``, and the Signal of each of its trials (made before the search starts)."""
+    """The training function for ``block``, and the Signal of each of its trials (made before the search)."""
     waits = {t: signals(f"started-{t}") for t in block}
-    return functools.partial(BlocksUntilKilled, directory=str(tmp_path), block=block), waits
+    return BlocksUntilKilled(str(tmp_path), block), waits
 
 
 def accounted_for(df, run_dir, budget):
@@ -67,10 +66,10 @@ class Killer(nas.Callback):
     """Kills the workers of planned trials while those trials run (blocked in BlocksUntilKilled): each group
     (trial id -> "sigkill" to the actor's process, or "ray.kill") once every trial of it has started."""
 
-    def __init__(self, groups, waits):
-        self.groups, self.waits, self.blocked, self.killed, self.restarts = groups, waits, {}, [], None
+    def __init__(self, executor, groups, waits):
+        self.executor, self.groups, self.waits, self.blocked, self.killed = executor, groups, waits, {}, []
 
-    def on_event(self, loop, event):
+    def on_event(self, status, event):
         tid = event.trial.trial_id
         if event.kind is not EventKind.STARTED or tid not in self.waits or tid in self.killed or tid in self.blocked:
             return
@@ -82,11 +81,8 @@ class Killer(nas.Callback):
                 if how == "sigkill":
                     os.kill(pid, signal.SIGKILL)
                 else:
-                    ray.kill(loop.executor.actor(slot))
+                    ray.kill(self.executor.actor(slot))
                 self.killed.append(t)
-
-    def on_end(self, loop):
-        self.restarts = loop.executor.restarts
 
 
 @pytest.mark.parametrize(("max_retries", "groups"), [
@@ -95,13 +91,17 @@ class Killer(nas.Callback):
 ])
 def test_actors_killed_during_a_search(ray_local, tmp_path, signals, max_retries, groups):
     budget = 20
-    trainer, waits = blocking(tmp_path, signals, [t for g in groups for t in g])
-    killer = Killer(groups, waits)
-    df = nas.search(ToySpace(), "random", budget=budget, workers=2, trainer=trainer, seed=0, max_retries=max_retries,
-                    run_dir=tmp_path / "run", callbacks=[killer],
-                    executor_options={"prefetch": False})  # (a blocked trial's worker holds nothing queued)
+    train, waits = blocking(tmp_path, signals, [t for g in groups for t in g])
+    ex = RayExecutor(ToySpace(), None, workers=2, train=train, max_retries=max_retries,
+                     prefetch=False)  # (a blocked trial's worker holds nothing queued)
+    killer = Killer(ex, groups, waits)
+    try:
+        df = nas.search(ToySpace(), "random", budget=budget, executor=ex, seed=0, data=None,
+                        run_dir=tmp_path / "run", callbacks=[killer])
+    finally:
+        ex.shutdown()
     accounted_for(df, tmp_path / "run", budget)
-    assert sorted(killer.killed) == sorted(waits) and killer.restarts == len(waits)  # every kill landed mid-trial
+    assert sorted(killer.killed) == sorted(waits) and ex.restarts == len(waits)  # every kill landed mid-trial
     failed = df[df.state == "FAILED"]
     if max_retries:
         assert failed.empty  # every killed trial was retried on a replacement and completed
@@ -112,15 +112,15 @@ def test_actors_killed_during_a_search(ray_local, tmp_path, signals, max_retries
 
 
 def test_a_replacement_that_cannot_be_placed_shrinks_the_pool(ray_local, tmp_path, signals, caplog):
-    trainer, waits = blocking(tmp_path, signals, [1])
-    ex = RayExecutor(ToySpace(), None, workers=2, trainer=trainer, prefetch=False)
+    train, waits = blocking(tmp_path, signals, [1])
+    ex = RayExecutor(ToySpace(), None, workers=2, train=train, prefetch=False)
     ex.start_timeout = 3  # for replacements (the pool itself may take longer to start on a busy machine)
     hog = None
     try:
         strategy = RandomSearch(ToySpace(), seed=0)
         trials = [strategy.ask() for _ in range(2)]
         for t in trials:
-            ex.submit(t)
+            ex.submit(t, keep=KeepRule())
         pid = int(waits[1].wait())  # trial 1 runs, blocked: kill its worker
         [slot] = [i for i in range(2) if ray.get(ex.actor(i).info.remote())["pid"] == pid]
         ray.kill(ex.actor(slot))
@@ -174,17 +174,17 @@ class NodeRemover(nas.Callback):
     def __init__(self, cluster, nodes):
         self.cluster, self.nodes, self.removed, self.seen = cluster, nodes, [], []
 
-    def on_result(self, loop, trial, result):
+    def on_result(self, status, trial, result):
         if result.node not in self.seen:
             self.seen.append(result.node)
-        if not self.removed and len(self.seen) == 2 and loop.finished >= 4:
-            self._remove(next(n for n in self.nodes if n.node_id[:12] in self.seen), loop)
+        if not self.removed and len(self.seen) == 2 and status.finished >= 4:
+            self._remove(next(n for n in self.nodes if n.node_id[:12] in self.seen), status)
         elif len(self.removed) == 1 and len(self.seen) == 3:  # the replacement ran a trial on the third node
-            self._remove(next(n for n in self.nodes if n is not self.removed[0][0]), loop)
+            self._remove(next(n for n in self.nodes if n is not self.removed[0][0]), status)
 
-    def _remove(self, node, loop):
+    def _remove(self, node, status):
         self.cluster.remove_node(node)
-        self.removed.append((node, loop.finished, time.time()))
+        self.removed.append((node, status.finished, time.time()))
 
 
 def test_nodes_leave_mid_search_and_it_finishes_on_the_head(cluster, tmp_path):
@@ -192,8 +192,8 @@ def test_nodes_leave_mid_search_and_it_finishes_on_the_head(cluster, tmp_path):
     head = ray.get_runtime_context().get_node_id()[:12]
     budget = 40
     remover = NodeRemover(c, nodes)
-    trainer = functools.partial(ScoreTrainer, score_fn=slow_toy_score)
-    df = nas.search(ToySpace(), "random", budget=budget, workers=2, trainer=trainer, seed=0, max_retries=3,
+    df = nas.search(ToySpace(), "random", budget=budget, workers=2, data=None, train=scored(slow_toy_score), seed=0,
+                    max_retries=3,
                     run_dir=tmp_path / "run", callbacks=[remover])
     accounted_for(df, tmp_path / "run", budget)
     assert (df.state == "COMPLETE").all()  # trials on the lost nodes ran again elsewhere

@@ -11,7 +11,7 @@ import pytest
 import nas
 from nas.core.front import hypervolume_over_time, reference_point
 from nas.core.objectives import hypervolume as core_hypervolume
-from nas.core.types import FailureKind, Result, Trial, TrialState
+from nas.core.types import FailureKind, Outcome, Result, Trial
 from nas.run.reader import results_frame
 from nas.search_spaces.toy import ToySpace, toy_score
 
@@ -24,10 +24,10 @@ def frame(points, failed=()):
     for i, (acc, lat) in enumerate(points):
         trial = Trial(i, {"d0": i})
         if i in failed:
-            result = Result.failed(i, "latency over budget", reason=FailureKind.INFEASIBLE,
+            result = Result.failed(i, "latency over budget", failure=FailureKind.INFEASIBLE,
                                    metrics={"latency_ms": lat}, start_time=float(i), end_time=i + 1.0)
         else:
-            result = Result(i, TrialState.COMPLETE, score=acc, scores=[acc, -lat], start_time=float(i),
+            result = Result(i, Outcome.COMPLETE, score=acc, scores=[acc, -lat], start_time=float(i),
                             end_time=i + 1.0, metrics={"val_acc": acc, "latency_ms": lat, "loss": 0.1})
         records.append((trial, result))
     return results_frame(records)

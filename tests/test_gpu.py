@@ -11,7 +11,8 @@ from nas.core.types import Trial
 from nas.engine.protocol import finished
 from nas.engine.ray_pool import RayExecutor
 from nas.search_spaces.nb201 import NB201Space
-from nas.train.trainer import TorchTrainer, TrainSettings
+from nas.train.runner import TrialRunner
+from nas.train.settings import TrainSettings
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -21,12 +22,13 @@ CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_con
 
 def test_trainer_keeps_data_on_the_gpu_with_bf16_and_channels_last():
     benchmark = torch.backends.cudnn.benchmark
-    trainer = TorchTrainer(nas.load_dataset("digits"), TrainSettings(epochs=2, device="cuda"))
-    assert trainer.x_train.is_cuda and trainer.x_val.is_cuda
-    assert trainer.x_train.is_contiguous(memory_format=torch.channels_last)
-    assert trainer.autocast == torch.cuda.is_bf16_supported()
+    runner = TrialRunner(nas.load_dataset("digits"), TrainSettings(epochs=2, device="cuda"))
+    feed = runner.side.feed
+    assert feed.x_train.is_cuda and feed.x_val.is_cuda
+    assert feed.x_train.is_contiguous(memory_format=torch.channels_last)
+    assert runner.side.autocast_on == torch.cuda.is_bf16_supported()
     space = NB201Space()
-    result, ckpt = trainer.run(Trial(0, space.parse(CELL)), space, None)
+    result, ckpt = runner.run(Trial(0, space.parse(CELL)), space, None)
     assert result.ok, result.error
     assert result.metrics["device"] == "cuda" and result.score > 0.5 and ckpt
     assert torch.backends.cudnn.benchmark == benchmark  # process flags are set per trial and restored

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from nas.core.types import Result, TrialState
+from nas.core.types import Outcome, Result
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.pbt import MISSING_CHECKPOINT, PopulationBasedTraining
 
 
 def complete(trial, score, epoch=1):
-    return Result(trial.trial_id, TrialState.COMPLETE, score=score, epoch=epoch)
+    return Result(trial.trial_id, Outcome.COMPLETE, score=score, epoch=epoch)
 
 
 def test_evolution_children_inherit_from_their_parent_and_every_trial_keeps_its_checkpoint():

@@ -11,7 +11,7 @@ import nas
 from nas.monitor.status import run_status
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.toy import ToySpace
-from nas.train.trainer import TrainSettings
+from nas.train.settings import TrainSettings
 
 SETTINGS = TrainSettings(epochs=1, device="cpu", threads=1, measure_costs=False, seed=0)
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from nas.core.types import Result, Trial, TrialState
+from nas.core.types import Outcome, Result, Trial, TrialState
 from nas.run.journal import JournalWriter, bulk_load, read_records
 
 
@@ -16,7 +16,7 @@ def journal(tmp_path, *extra_lines):
     with JournalWriter(path) as w:
         t = Trial(0, {"a": 1})
         w.write_submit(t)
-        w.write_results([(t, Result(0, TrialState.COMPLETE, score=0.5))])
+        w.write_results([(t, Result(0, Outcome.COMPLETE, score=0.5))])
     with open(path, "a") as f:
         f.writelines(line + "\n" for line in extra_lines)
     return path
@@ -31,7 +31,9 @@ def test_records_of_a_newer_version_keep_their_known_fields(tmp_path):
 
 
 @pytest.mark.parametrize(("line", "why"), [
-    ('{"kind":"result","trial":{"trial_id":1,"arch":{}},"result":{"trial_id":1,"state":"DONE"}}', "KeyError"),
+    ('{"kind":"result","trial":{"trial_id":1,"arch":{}},"result":{"trial_id":1,"state":"DONE"}}',
+     "state 'DONE' is neither COMPLETE nor FAILED"),  # a format-2 record
+    ('{"kind":"result","trial":{"trial_id":1,"arch":{}},"result":{"trial_id":1,"outcome":"DONE"}}', "KeyError"),
     ('{"kind":"result","trial":{"trial_id":1,"arch":{}},"result":{"trial_id":2,"state":"FAILED"}}', "filed under"),
     ('{"kind":"submit","trial":{"trial_id":true,"arch":{}}}', "not an integer"),
     ('{"kind":"submit","trial":{"arch":{}}}', "TypeError"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 
 import numpy as np
@@ -15,13 +14,15 @@ from nas.core.space import SearchSpace
 from nas.core.types import TrialState
 from nas.engine.inprocess import InProcessExecutor
 from nas.engine.loop import SearchLoop
-from nas.engine.protocol import finished
-from nas.run.journal import JournalWriter
+from nas.engine.protocol import KeepRule, finished
 from nas.run.reader import read_journal
+from nas.run.store import RunStore
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import ScoreTrainer, TorchTrainer, TrainSettings
+from nas.train.runner import TrialRunner
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 
 class Flaky(SearchSpace):
@@ -49,13 +50,15 @@ def digits():
     return nas.load_dataset("digits")
 
 
-def test_budget_is_met_exactly_and_every_trial_is_journaled(tmp_path, toy_trainer):
+def test_budget_is_met_exactly_and_every_trial_is_journaled(tmp_path, toy_train):
     run = tmp_path / "run"
-    run.mkdir()
     strategy = RegularizedEvolution(ToySpace(), population=8, sample_size=3, seed=0)
-    executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer, slots=3)
-    with JournalWriter(run / "trials.jsonl") as journal:
-        results = SearchLoop(strategy, executor, budget=37, journal=journal).run()
+    executor = InProcessExecutor(ToySpace(), None, train=toy_train, slots=3)
+    store = RunStore.create(run, {"space": "toy", "strategy": "evolution"})
+    try:
+        results = SearchLoop(strategy, executor, budget=37, store=store).run()
+    finally:
+        store.close()
     assert len(results) == 37
     journaled = list(read_journal(run))
     assert [t.trial_id for t, _ in journaled] == [t.trial_id for t, _ in results]
@@ -94,7 +97,7 @@ def test_api_returns_a_dataframe_and_writes_the_best(tmp_path, digits):
 
 
 def test_real_training_learns_digits(digits):
-    trainer = TorchTrainer(digits, TrainSettings(epochs=4, seed=0))
+    trainer = TrialRunner(digits, TrainSettings(epochs=4, seed=0))
     trial = RandomSearch(ToySpace(), seed=0).trial({"d0": 4, "d1": 0, "d2": 0, "d3": 0, "d4": 0})
     result, ckpt = trainer.run(trial, ToySpace(), None)
     assert result.state is TrialState.COMPLETE, result.error
@@ -105,7 +108,7 @@ def test_real_training_learns_digits(digits):
 
 
 def test_training_resumes_from_a_checkpoint(digits):
-    trainer = TorchTrainer(digits, TrainSettings(epochs=2, seed=0))
+    trainer = TrialRunner(digits, TrainSettings(epochs=2, seed=0))
     space, strategy = ToySpace(), RandomSearch(ToySpace(), seed=0)
     first = strategy.ask()
     r1, ckpt = trainer.run(first, space, None)
@@ -116,32 +119,32 @@ def test_training_resumes_from_a_checkpoint(digits):
 
 
 def test_unknown_hparams_fail_the_trial_with_their_names(digits):
-    trainer = TorchTrainer(digits, TrainSettings(epochs=1))
+    trainer = TrialRunner(digits, TrainSettings(epochs=1))
     trial = RandomSearch(ToySpace(), seed=0).trial({f"d{i}": 0 for i in range(5)}, hparams={"lrr": 0.1})
     result, _ = trainer.run(trial, ToySpace(), None)
     assert result.state is TrialState.FAILED and "unknown hyperparameters ['lrr']" in result.error
 
 
 def test_too_large_models_fail_cleanly(digits):
-    trainer = TorchTrainer(digits, TrainSettings(epochs=1, max_params=100))
+    trainer = TrialRunner(digits, TrainSettings(epochs=1, max_params=100))
     result, _ = trainer.run(RandomSearch(ToySpace(), seed=0).ask(), ToySpace(), None)
-    assert result.state is TrialState.FAILED and result.reason == "INFEASIBLE"
+    assert result.state is TrialState.FAILED and result.failure == "INFEASIBLE"
     assert result.error == "INFEASIBLE: params 3,010 > max_params 100" and result.metrics == {"params": 3010}
 
 
-def test_strategy_that_stalls_is_an_error(toy_trainer):
+def test_strategy_that_stalls_is_an_error(toy_train):
     class Stalls(RandomSearch):
         def ask(self):
             return None
 
-    executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer)
+    executor = InProcessExecutor(ToySpace(), None, train=toy_train)
     with pytest.raises(RuntimeError, match="proposed nothing with no trial running"):
         SearchLoop(Stalls(ToySpace()), executor, budget=3).run()
 
 
 @pytest.mark.parametrize("budget", [0, -1, 1.5, True])
-def test_bad_budget(budget, toy_trainer):
-    executor = InProcessExecutor(ToySpace(), None, trainer=toy_trainer)
+def test_bad_budget(budget, toy_train):
+    executor = InProcessExecutor(ToySpace(), None, train=toy_train)
     with pytest.raises(ValueError, match="budget must be an integer >= 1"):
         SearchLoop(RandomSearch(ToySpace()), executor, budget=budget)
 
@@ -153,10 +156,10 @@ def test_dataset_shape_errors_are_clear():
         nas.load_dataset("cifar")
 
 
-def test_score_trainer_turns_non_finite_scores_into_failures():
-    trainer = ScoreTrainer(None, None, score_fn=lambda arch: float("nan"))
-    result, _ = trainer.run(RandomSearch(ToySpace(), seed=0).ask(), ToySpace(), None)
-    assert result.state is TrialState.FAILED and "not finite" in result.error
+def test_a_scoring_function_turns_non_finite_scores_into_failures():
+    runner = TrialRunner(None, train=scored(lambda arch: float("nan")))
+    result, _ = runner.run(RandomSearch(ToySpace(), seed=0).ask(), ToySpace(), None)
+    assert result.state is TrialState.FAILED and result.failure == "NAN" and "val_acc became nan" in result.error
 
 
 def run_next(executor):
@@ -173,30 +176,31 @@ def test_inprocess_checkpoint_passing(digits):
     executor = InProcessExecutor(ToySpace(), digits, TrainSettings(epochs=1))
     s = RandomSearch(ToySpace(), seed=0)
     parent = s.ask()
-    executor.submit(parent)
+    executor.submit(parent, keep=KeepRule(save=True))
     kinds, r1 = run_next(executor)
     assert kinds == ["started", "report", "finished"]
     child = s.trial(parent.arch, checkpoint_from=parent.trial_id, epochs=1)
-    executor.submit(child)
+    executor.submit(child, keep=KeepRule())
     _, r2 = run_next(executor)
     assert r1.epoch == 1 and r2.epoch == 2
     missing = s.trial(parent.arch, checkpoint_from=12345)
-    executor.submit(missing)
+    executor.submit(missing, keep=KeepRule())
     _, r3 = run_next(executor)
     assert r3.state is TrialState.FAILED and "no checkpoint is kept for trial 12345" in r3.error
+    assert r3.failure == "CHECKPOINT_MISSING"
 
 
-def test_functools_partial_trainers_work_with_the_api(tmp_path):
+def test_training_function_objects_work_with_the_api(tmp_path):
     df = nas.search(ToySpace(), "random", budget=5, executor="inprocess", seed=0,
-                    trainer=functools.partial(ScoreTrainer, score_fn=toy_score), run_dir=tmp_path / "r")
+                    data=None, train=scored(toy_score), run_dir=tmp_path / "r")
     assert len(df) == 5
 
 
-def test_run_files_are_readable_like_any_new_file(tmp_path, toy_trainer):
+def test_run_files_are_readable_like_any_new_file(tmp_path, toy_train):
     import os
     import stat
 
-    nas.search(ToySpace(), "random", budget=2, executor="inprocess", trainer=toy_trainer, run_dir=tmp_path / "r")
+    nas.search(ToySpace(), "random", budget=2, executor="inprocess", train=toy_train, run_dir=tmp_path / "r")
     umask = os.umask(0)
     os.umask(umask)
     for name in ("run.json", "snapshot.json", "best.json", "status.json"):

@@ -21,12 +21,12 @@ from nas.monitor.metrics import (
     parse_prometheus,
     scrape,
 )
-from nas.monitor.status import StatusFile, monitoring_callbacks
+from nas.monitor.status import monitoring_callbacks
 from nas.run.journal import read_records
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import TrainSettings
+from nas.train.settings import TrainSettings
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
 
@@ -89,7 +89,7 @@ def test_a_ray_search_exports_its_metrics_and_status(ray_local, tmp_path):
                     train=reporting_train, scheduler="asha",
                     settings=TrainSettings(epochs=3, measure_costs=False, device="cpu"))
     failed = int((df.state == "FAILED").sum())
-    stopped = int((df.reason == "STOPPED").sum())
+    stopped = int((df.outcome == "STOPPED").sum())
     reports = sum(r.kind == "report" for r in read_records(tmp_path / run / "trials.jsonl"))
     assert stopped > 0
     assert len(df) == 12 and 0 < failed < 12
@@ -142,7 +142,7 @@ def test_a_ray_search_exports_its_metrics_and_status(ray_local, tmp_path):
 @pytest.mark.ray
 def test_nas_search_attaches_monitoring_by_default_on_ray_only(ray_local, tmp_path):
     kinds = [type(cb) for cb in monitoring_callbacks(tmp_path, ray_namespace="nas-x")]
-    assert kinds == [StatusFile, MetricsCallback]
-    assert [type(cb) for cb in monitoring_callbacks(tmp_path)] == [StatusFile]  # not on Ray
+    assert kinds == [MetricsCallback]  # (status.json is the run directory owner's, on every executor)
+    assert monitoring_callbacks(tmp_path) == []  # not on Ray
     given = [MetricsCallback("x", status_actor=False)]
-    assert [type(cb) for cb in monitoring_callbacks(tmp_path, ray_namespace="nas-x", given=given)] == [StatusFile]
+    assert monitoring_callbacks(tmp_path, ray_namespace="nas-x", given=given) == []

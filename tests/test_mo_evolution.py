@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nas.core.objectives import hypervolume, nondominated
-from nas.core.types import FailureKind, Result, TrialState
+from nas.core.types import FailureKind, Outcome, Result
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
@@ -24,7 +24,7 @@ def two_scores(arch) -> list[float]:
 
 
 def result(trial, scores):
-    return Result(trial.trial_id, TrialState.COMPLETE, score=scores[0], scores=list(scores))
+    return Result(trial.trial_id, Outcome.COMPLETE, score=scores[0], scores=list(scores))
 
 
 def true_front() -> np.ndarray:
@@ -71,7 +71,7 @@ def test_every_result_joins_and_the_oldest_dies_however_good():
 def test_failed_and_infeasible_trials_never_join():
     evo = RegularizedEvolution(ToySpace(), objectives=["a", "b:min"], population=4, sample_size=2, seed=0)
     a, b, c = evo.ask(), evo.ask(), evo.ask()
-    evo.tell(a, Result.failed(a.trial_id, "params 9e6 > 1e6", reason=FailureKind.INFEASIBLE))
+    evo.tell(a, Result.failed(a.trial_id, "params 9e6 > 1e6", failure=FailureKind.INFEASIBLE))
     evo.tell(b, Result.failed(b.trial_id, "boom"))
     evo.tell(c, result(c, [1.0, -2.0]))
     assert [m.trial_id for m in evo.population] == [c.trial_id]

@@ -24,7 +24,7 @@ def mo(sampler, seed=1, **kw):
 
 
 def infeasible(trial):
-    return Result.failed(trial.trial_id, "params 2e6 > 1e6", reason=FailureKind.INFEASIBLE)
+    return Result.failed(trial.trial_id, "params 2e6 > 1e6", failure=FailureKind.INFEASIBLE)
 
 
 def steps(s, pending, n):

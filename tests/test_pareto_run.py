@@ -18,7 +18,7 @@ from nas.core.types import FailureKind, Result, Trial
 from nas.monitor.front_figures import front_scatter, hypervolume_figure
 from nas.run.reader import results_frame
 from nas.search_spaces.toy import ToySpace
-from nas.train.trainer import TrainSettings
+from nas.train.settings import TrainSettings
 
 OBJ = ["val_acc:max", "params:min"]
 
@@ -99,7 +99,7 @@ def test_report_shows_every_trial_the_front_highlighted_and_hypervolume_against_
 
 def test_infeasible_trials_are_drawn_nowhere_on_the_front(run_dir):
     df = nas.load_results(run_dir)
-    extra = results_frame([(Trial(99, {"d0": 0}), Result.failed(99, "params 9e9 > 1e6", reason=FailureKind.INFEASIBLE,
+    extra = results_frame([(Trial(99, {"d0": 0}), Result.failed(99, "params 9e9 > 1e6", failure=FailureKind.INFEASIBLE,
                                                                   metrics={"params": 1.0, "val_acc": 1.0}))])
     both = pd.concat([df, extra], ignore_index=True)
     fig = front_scatter(both, OBJ)

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import pytest
 
 import nas
-from nas.core.types import Result, TrialState
+from nas.core.types import Outcome, Result
 from nas.engine.inprocess import InProcessExecutor
 from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.pbt import PopulationBasedTraining
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 
 def complete(trial, score, epoch=1):
-    return Result(trial.trial_id, TrialState.COMPLETE, score=score, epoch=epoch)
+    return Result(trial.trial_id, Outcome.COMPLETE, score=score, epoch=epoch)
 
 
 def test_segments_continue_from_the_members_own_checkpoint():
@@ -143,7 +143,7 @@ def test_trainers_without_checkpoints_make_pbt_stop_asking_for_them():
     slots failed segments), PBT stops asking for checkpoints and segments train from scratch."""
     space = ToySpace()
     pbt = PopulationBasedTraining(space, population=4, seed=0)
-    ex = InProcessExecutor(space, None, trainer=functools.partial(ScoreTrainer, score_fn=toy_score), slots=2)
+    ex = InProcessExecutor(space, None, train=scored(toy_score), slots=2)
     results = SearchLoop(pbt, ex, budget=30).run()
     failed = [r for _, r in results if not r.ok]
     assert not pbt.checkpoints and len(results) == 30

@@ -23,7 +23,7 @@ CHILD = textwrap.dedent("""
     import nas
     from nas.monitor.progress import SearchProgress
     from nas.search_spaces.toy import ToySpace, toy_score
-    from nas.train.trainer import ScoreTrainer
+    from nas.train.simple import scored
 
     ticks = threading.Semaphore(0)
 
@@ -49,7 +49,7 @@ CHILD = textwrap.dedent("""
 
     nas.search(ToySpace(), strategy="evolution", budget=40, executor="inprocess", workers=1, seed=0,
                strategy_options={"population": 8, "sample_size": 3}, run_dir=tempfile.mkdtemp(),
-               trainer=functools.partial(ScoreTrainer, score_fn=slow_first),
+               data=None, train=scored(slow_first),
                callbacks=[Counted(refresh=0.05)])
 """)
 
@@ -101,17 +101,16 @@ def test_a_line_never_exceeds_the_width(columns):
 
 
 def test_plain_lines_in_a_log(tmp_path):
-    import functools
 
     import nas
     from nas.monitor.progress import SearchProgress
     from nas.search_spaces.toy import ToySpace, toy_score
-    from nas.train.trainer import ScoreTrainer
+    from nas.train.simple import scored
 
     log = io.StringIO()
     nas.search(ToySpace(), strategy="random", budget=20, executor="inprocess", workers=1, seed=0,
                run_dir=tmp_path / "r",
-               trainer=functools.partial(ScoreTrainer, score_fn=toy_score),
+               data=None, train=scored(toy_score),
                callbacks=[SearchProgress(stream=log, log_interval=3600)])
     text = log.getvalue()
     assert "\r" not in text and "#" not in text
@@ -124,18 +123,17 @@ def test_plain_lines_in_a_log(tmp_path):
 def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
     """``nas status --watch`` on an 80-column pty: the block is redrawn over itself (cursor up, clear), and
     the watch ends when the run does (the test finishes the run after the third draw it sees)."""
-    import functools
     import json
     import select
 
     import nas
-    from nas.monitor.status import STATUS_FILE
+    from nas.run.store import STATUS as STATUS_FILE
     from nas.search_spaces.toy import ToySpace, toy_score
-    from nas.train.trainer import ScoreTrainer
+    from nas.train.simple import scored
 
     run = tmp_path / "run"
     nas.search(ToySpace(), strategy="random", budget=4, executor="inprocess", seed=0, run_dir=run,
-               trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+               data=None, train=scored(toy_score))
     live = json.loads((run / STATUS_FILE).read_text())
     (run / STATUS_FILE).write_text(json.dumps({**live, "state": "running", "budget": 8, "pid": os.getpid(),
                                                "updated": live["updated"]}))

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 import ray
 
 import nas
 from nas.core.space import SearchSpace
-from nas.engine.protocol import finished
+from nas.engine.protocol import KeepRule, finished
 from nas.engine.ray_pool import RayExecutor
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.data import Dataset
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 pytestmark = pytest.mark.ray
 
@@ -74,28 +76,26 @@ def test_actors_are_named_and_use_their_cpu_share(ray_local):
 
 class BlocksOnFirstAttempt:
     """Its first trial signals that it runs, then blocks until the worker is killed; the retry (marker present)
-    answers at once."""
+    reports the toy score at once."""
 
-    def __init__(self, data, settings, *, marker, started):
+    def __init__(self, marker, started):
         self.marker, self.started = marker, started
-        self.inner = ScoreTrainer(data, settings, score_fn=toy_score)
 
-    def run(self, trial, space, checkpoint):
+    def __call__(self, ctx):
         if not os.path.exists(self.marker):
             open(self.marker, "w").close()
             with open(self.started, "w") as f:  # the test's Signal: it kills this worker now
                 f.write(f"{os.getpid()}\n")
             threading.Event().wait()  # forever: only the kill ends this attempt
-        return self.inner.run(trial, space, checkpoint)
+        ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch))
 
 
 def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tmp_path, signals):
     marker, started = str(tmp_path / "attempted"), signals("started")
-    ex = RayExecutor(ToySpace(), None, workers=1, max_retries=1,
-                     trainer=functools.partial(BlocksOnFirstAttempt, marker=marker, started=started.path))
+    ex = RayExecutor(ToySpace(), None, workers=1, max_retries=1, train=BlocksOnFirstAttempt(marker, started.path))
     try:
         trial = RandomSearch(ToySpace(), seed=0).ask()
-        ex.submit(trial)
+        ex.submit(trial, keep=KeepRule())
         events = ex.poll(timeout=0)
         assert finished(events) == []
         pid = int(started.wait())  # the trial is running, blocked, in the worker's process
@@ -106,8 +106,8 @@ def test_worker_killed_mid_trial_is_replaced_and_the_trial_retried(ray_local, tm
         [(t, r)] = finished(events)
         assert t.trial_id == trial.trial_id and r.ok and r.score == toy_score(trial.arch)
         assert ex.restarts == 1
-        # it ran, went back to waiting when its worker died, ran again on the replacement, finished
-        assert [e.kind.value for e in events] == ["started", "requeued", "started", "finished"]
+        # it ran, went back to waiting when its worker died, ran again on the replacement, reported, finished
+        assert [e.kind.value for e in events] == ["started", "requeued", "started", "report", "finished"]
     finally:
         ex.shutdown()
 
@@ -117,14 +117,11 @@ def test_cuda_without_a_gpu_request_is_refused(ray_local):
         RayExecutor(ToySpace(), nas.load_dataset("digits"), TrainSettings(device="cuda"), workers=1)
 
 
-class CannotStart:
-    def __init__(self, data, settings):
-        raise RuntimeError("trainer refuses to start")
-
-
 def test_actors_that_cannot_start_fail_the_search_with_their_error(ray_local):
-    with pytest.raises(RuntimeError, match="trainer refuses to start"):
-        RayExecutor(ToySpace(), None, workers=1, trainer=CannotStart)
+    tabular = Dataset("tabular", np.zeros((8, 4), np.float32), np.zeros(8, np.int64), np.zeros((4, 4), np.float32),
+                      np.zeros(4, np.int64))  # flips on inputs that are no images: each worker refuses to start
+    with pytest.raises(RuntimeError, match="trainer actors failed to start: .*needs image inputs"):
+        RayExecutor(ToySpace(), tabular, TrainSettings(flip=True), workers=1)
 
 
 def test_too_many_workers_for_the_cluster(ray_local):
@@ -134,7 +131,7 @@ def test_too_many_workers_for_the_cluster(ray_local):
 
 def test_gpus_requested_without_gpus_fall_back_to_cpu(ray_local, caplog):
     ex = RayExecutor(ToySpace(), None, workers=1, gpus_per_trial=0.25,
-                     trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+                     train=scored(toy_score))
     try:
         assert ex.fallback_to_cpu and ex.gpus_per_trial == 0.0
         assert "no GPU in the Ray cluster" in caplog.text
@@ -156,28 +153,27 @@ def test_cli_search_subprocess(tmp_path):
 
 
 class WaitsForGo:
-    """Trial 0 waits until the ``go`` file exists; the others answer at once."""
+    """Trial 0 waits until the ``go`` file exists; the others report at once."""
 
-    def __init__(self, data, settings, *, go):
+    def __init__(self, go):
         self.go = go
-        self.inner = ScoreTrainer(data, settings, score_fn=toy_score)
 
-    def run(self, trial, space, checkpoint):
-        while trial.trial_id == 0 and not os.path.exists(self.go):
+    def __call__(self, ctx):
+        while ctx.trial.trial_id == 0 and not os.path.exists(self.go):
             threading.Event().wait(0.01)
-        return self.inner.run(trial, space, checkpoint)
+        ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch))
 
 
 def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ray_local, tmp_path):
     go = tmp_path / "go"
     ex = RayExecutor(ToySpace(), None, workers=1, prefetch=True, namespace="nas-test-started",
-                     trainer=functools.partial(WaitsForGo, go=str(go)))
+                     train=WaitsForGo(str(go)))
     try:
         strategy = RandomSearch(ToySpace(), seed=0)
         first, second = strategy.ask(), strategy.ask()
-        ex.submit(first)
+        ex.submit(first, keep=KeepRule())
         assert ex.free_slots() == 1  # prefetch: one more may queue behind the running one
-        ex.submit(second)
+        ex.submit(second, keep=KeepRule())
         events = []
         while not events:
             events = ex.poll(timeout=30)
@@ -187,10 +183,10 @@ def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ra
         assert current["trial_id"] == 0 and current["arch"] == ToySpace().format(first.arch)
         assert ex.poll(timeout=0.5) == []  # trial 1 is queued behind trial 0: it has not started
         go.touch()
-        while len(events) < 4:
+        while len(events) < 6:
             events += ex.poll(timeout=30)
         assert [(e.kind.value, e.trial.trial_id) for e in events] == [
-            ("started", 0), ("finished", 0), ("started", 1), ("finished", 1)]
+            ("started", 0), ("report", 0), ("finished", 0), ("started", 1), ("report", 1), ("finished", 1)]
         assert ray.get(ex.actor(0).info.remote())["current"] is None
     finally:
         ex.shutdown()
@@ -199,10 +195,10 @@ def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ra
 def test_many_light_actors_finish_their_trials_without_torch(ray_local):
     """16 light actors (0.03 CPU each, no torch), 500 trivial trials; the scale version is
     ``nas bench ray-poll`` (64 actors, 10,000 trials)."""
-    from nas.bench.ray_poll import NoopTrainer
     from nas.core.types import Trial
+    from nas.train.simple import noop
 
-    ex = RayExecutor(None, None, None, workers=16, trainer=NoopTrainer, cpus_per_trial=0.03,
+    ex = RayExecutor(None, None, None, workers=16, train=noop, cpus_per_trial=0.03,
                      namespace="nas-test-light")
     try:
         infos = ray.get([ex.actor(i).info.remote() for i in range(16)])
@@ -210,7 +206,7 @@ def test_many_light_actors_finish_their_trials_without_torch(ray_local):
         submitted, log, most = 0, [], 0
         while sum(kind == "finished" for kind, _ in log) < 500:
             while submitted < 500 and ex.free_slots():
-                ex.submit(Trial(submitted, {"x": submitted}))
+                ex.submit(Trial(submitted, {"x": submitted}), keep=KeepRule())
                 submitted += 1
             most = max(most, ex.in_flight())
             log += [(e.kind.value, e.trial.trial_id) for e in ex.poll(timeout=30) if e.result is None or e.result.ok]

@@ -13,9 +13,10 @@ import pytest
 import nas
 from nas.cli import main
 from nas.monitor.page import write_report
-from nas.monitor.status import STATUS_FILE, format_status, run_status
+from nas.monitor.status import format_status, run_status
+from nas.run.store import STATUS as STATUS_FILE
 from nas.search_spaces.toy import ToySpace
-from nas.train.trainer import TrainSettings
+from nas.train.settings import TrainSettings
 
 BUDGET = 6
 
@@ -113,15 +114,15 @@ def test_status_file_is_written_while_the_loop_runs(tmp_path):
     seen = []
 
     class Peek(nas.Callback):
-        def on_result(self, loop, trial, result):
+        def on_result(self, status, trial, result):
             if not seen:
                 seen.append(json.loads((tmp_path / "run" / STATUS_FILE).read_text()))
 
     from nas.search_spaces.toy import toy_score
-    from nas.train.trainer import ScoreTrainer
+    from nas.train.simple import scored
 
     start = time.time()
     nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=tmp_path / "run", callbacks=[Peek()],
-               trainer=lambda data, settings: ScoreTrainer(data, settings, score_fn=toy_score))
+               data=None, train=scored(toy_score))
     assert seen[0]["state"] == "running" and seen[0]["budget"] == 3 and seen[0]["started"] >= start - 1
     assert json.loads((tmp_path / "run" / STATUS_FILE).read_text())["state"] == "finished"

@@ -8,7 +8,6 @@ Debian's ``chromium`` package).
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import subprocess
@@ -20,7 +19,8 @@ import nas
 from nas.monitor.page import write_report
 from nas.search_spaces.nb201 import NB201Space
 from nas.search_spaces.toy import ToySpace
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (.ci/run installs Debian's chromium)")
@@ -42,7 +42,7 @@ def report(tmp_path_factory):
                settings=TrainSettings(epochs=2, batch_size=128, seed=0))
     nas.search(NB201Space(), "evolution", budget=40, executor="inprocess", seed=1, run_dir=root / "nb201",
                strategy_options={"population": 8, "sample_size": 3},
-               trainer=functools.partial(ScoreTrainer, score_fn=nb201_score))
+               data=None, train=scored(nb201_score))
     failed = nas.load_results(root / "nb201").state.eq("FAILED").sum()
     assert failed > 0  # (seed 1 proposes such cells)
     return write_report([root / "toy", root / "nb201"], root / "report.html", top=4)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 
 import nas
@@ -15,7 +14,7 @@ from nas.engine.loop import SearchLoop
 from nas.run.journal import read_records
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import TorchTrainer, TrainSettings
+from nas.train.settings import TrainSettings
 
 EPOCHS = 9
 
@@ -64,7 +63,7 @@ def search(tmp_path, digits, *, train=curve_train, scheduler="none", options=Non
     settings = settings or TrainSettings(epochs=EPOCHS, device="cpu", threads=1, measure_costs=False,
                                          objectives=tuple(objectives))
     ex = InProcessExecutor(ToySpace(), digits, settings, slots=2,
-                           trainer=lambda data, s: TorchTrainer(data, s, train_fn=train))
+                           train=train)
     return nas.search(ToySpace(), strategy, budget=budget, executor=ex, seed=0, settings=settings,
                       strategy_options={"population": 6, "sample_size": 3} if strategy == "evolution" else {},
                       run_dir=tmp_path / "run", resume=resume, scheduler=scheduler,
@@ -73,10 +72,10 @@ def search(tmp_path, digits, *, train=curve_train, scheduler="none", options=Non
 
 def test_every_epoch_is_reported_journaled_and_ends_in_the_result(tmp_path, digits):
     df = search(tmp_path, digits, budget=4)
-    assert (df.epochs == EPOCHS).all() and df.reason.isna().all()
+    assert (df.epochs == EPOCHS).all() and (df.outcome == "COMPLETE").all()
     reports = [r for r in read_records(tmp_path / "run" / "trials.jsonl") if r.kind == "report"]
     assert len(reports) == 4 * EPOCHS
-    first = [r.result for r in reports if r.trial.trial_id == 0]
+    first = [r.report for r in reports if r.trial.trial_id == 0]
     assert [r.epoch for r in first] == list(range(1, EPOCHS + 1))
     assert first[-1].score == pytest.approx(df.set_index("trial_id").score[0])
     assert [h["epoch"] for h in df.set_index("trial_id").history[0]] == list(range(1, EPOCHS + 1))
@@ -84,34 +83,34 @@ def test_every_epoch_is_reported_journaled_and_ends_in_the_result(tmp_path, digi
 
 def test_asha_stopping_stops_poor_trials_at_a_rung_and_trains_fewer_epochs(tmp_path, digits):
     df = search(tmp_path, digits, scheduler="asha", options={"eta": 3})
-    stopped = df[df.reason == "STOPPED"]
+    stopped = df[df.outcome == "STOPPED"]
     assert len(stopped) > 0 and set(stopped.epochs) <= {1, 3}  # stopped at a rung, not an epoch later
-    assert (df[df.reason.isna()].epochs == EPOCHS).all()
+    assert (df[df.outcome == "COMPLETE"].epochs == EPOCHS).all()
     assert df.epochs.sum() < 0.6 * len(df) * EPOCHS
     best = df.loc[df.score.idxmax()]
-    assert best.epochs == EPOCHS and pd.isna(best.reason)  # the winner trained in full
+    assert best.epochs == EPOCHS and best.outcome == "COMPLETE"  # the winner trained in full
     summary = df.attrs["summary"]
     assert summary["decisions"]["STOP"] == len(stopped) and summary["reports"] == df.epochs.sum()
 
 
 def test_median_rule_stops_within_an_epoch_of_its_decision(tmp_path, digits):
     df = search(tmp_path, digits, scheduler="median", options={"grace_period": 2}, budget=12)
-    stopped = df[df.reason == "STOPPED"]
+    stopped = df[df.outcome == "STOPPED"]
     assert len(stopped) > 0 and (stopped.epochs < EPOCHS).all()
 
 
 def test_asha_promotion_pauses_with_checkpoints_and_continues_them(tmp_path, digits):
     df = search(tmp_path, digits, scheduler="asha", options={"eta": 3, "variant": "promotion"}, budget=12)
     assert len(df) == 12 and df.trial_id.is_unique
-    paused = df[df.reason == "PAUSED"]
+    paused = df[df.outcome == "PAUSED"]
     assert len(paused) > 0 and set(paused.epochs) <= {1, 3}
     full = df[df.epochs == EPOCHS]
-    assert len(full) >= 1 and full.reason.isna().all()  # promoted 1 -> 3 -> 9 from their checkpoints
+    assert len(full) >= 1 and (full.outcome == "COMPLETE").all()  # promoted 1 -> 3 -> 9 from their checkpoints
     records = list(read_records(tmp_path / "run" / "trials.jsonl"))
     tid = int(full.trial_id.iloc[0])
     continued = [r.trial for r in records if r.kind == "submit" and r.trial.trial_id == tid][1:]
     assert [t.checkpoint_from for t in continued] == [tid, tid] and [t.epochs for t in continued] == [2, 6]
-    reports = [r.result.epoch for r in records if r.kind == "report" and r.trial.trial_id == tid]
+    reports = [r.report.epoch for r in records if r.kind == "report" and r.trial.trial_id == tid]
     assert reports == list(range(1, EPOCHS + 1))  # each continuation went on from its checkpoint's epoch
     assert (tmp_path / "run" / "checkpoints").is_dir()
 
@@ -123,7 +122,7 @@ def test_a_crash_mid_training_resumes_to_the_uninterrupted_run(tmp_path, digits,
     with pytest.raises(Crash):
         search(tmp_path, digits, train=crashing_train(at), scheduler="asha", options=options, budget=10)
     df = search(tmp_path, digits, scheduler="asha", options=options, budget=10, resume=True)
-    cols = ["trial_id", "arch", "score", "epochs", "reason"]
+    cols = ["trial_id", "arch", "score", "epochs", "outcome"]
     assert df[cols].sort_values("trial_id").reset_index(drop=True).equals(
         reference[cols].sort_values("trial_id").reset_index(drop=True))
 
@@ -131,7 +130,7 @@ def test_a_crash_mid_training_resumes_to_the_uninterrupted_run(tmp_path, digits,
 def test_constraints_are_checked_before_training_and_the_search_goes_on(tmp_path, digits):
     settings = TrainSettings(epochs=2, device="cpu", threads=1, max_flops=1_000, cost_repeats=1)
     df = search(tmp_path, digits, settings=settings, budget=4)
-    assert (df.state == "FAILED").all() and (df.reason == "INFEASIBLE").all()
+    assert (df.state == "FAILED").all() and (df.failure == "INFEASIBLE").all()
     assert df.error.str.match(r"INFEASIBLE: flops \d+ > max_flops 1000$").all()
     assert all(m["flops"] > 1_000 and "latency_ms" in m for m in df.metrics)
     assert all(not h for h in df.history)  # nothing was trained
@@ -166,10 +165,10 @@ def nan(ctx):
 ])
 def test_training_functions_that_fail_are_failed_trials_and_the_search_goes_on(digits, fn, kind, error):
     ex = InProcessExecutor(ToySpace(), digits, TrainSettings(epochs=2, measure_costs=False),
-                           trainer=lambda data, s: TorchTrainer(data, s, train_fn=fn))
+                           train=fn)
     loop = SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=3, broken_space_trials=None)
     results = loop.run()
-    assert len(results) == 3 and all(r.reason == kind and r.error.startswith(error) for _, r in results)
+    assert len(results) == 3 and all(r.failure == kind and r.error.startswith(error) for _, r in results)
 
 
 @pytest.mark.parametrize(("kw", "message"), [

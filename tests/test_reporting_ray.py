@@ -3,7 +3,6 @@ driver's STOP / PAUSE reaching the worker (at once at a rung, where it waits; wi
 
 from __future__ import annotations
 
-import functools
 import sys
 
 import pytest
@@ -18,7 +17,7 @@ from nas.run.journal import read_records
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.toy import ToySpace
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import TrainSettings
+from nas.train.settings import TrainSettings
 
 pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -35,11 +34,11 @@ def digits():
 def test_asha_stops_at_the_rung_on_ray_and_every_report_is_journaled(ray_local, tmp_path, digits):
     df = nas.search(ToySpace(), "random", budget=10, workers=2, seed=0, data=digits, settings=SETTINGS,
                     train=curve_train, scheduler="asha", run_dir=tmp_path / "run")
-    stopped = df[df.reason == "STOPPED"]
+    stopped = df[df.outcome == "STOPPED"]
     assert len(stopped) > 0 and set(stopped.epochs) <= {1, 3}  # the worker waited for the answer at the rung
     assert set(df.epochs) <= {1, 3, EPOCHS}
     reports = [r for r in read_records(tmp_path / "run" / "trials.jsonl") if r.kind == "report"]
-    assert len(reports) == df.epochs.sum() and {r.result.worker for r in reports} <= {"nas-trainer-0", "nas-trainer-1"}
+    assert len(reports) == df.epochs.sum() and {r.report.worker for r in reports} <= {"nas-trainer-0", "nas-trainer-1"}
     assert df.attrs["summary"]["reports"] == len(reports)
 
 
@@ -53,10 +52,10 @@ def test_a_stop_between_rungs_lands_within_one_epoch(ray_local, digits):
         loop.run()
     finally:
         ex.shutdown()
-    stopped = [r for r in loop.records.values() if r.result is not None and r.result.reason == "STOPPED"]
+    stopped = [r for r in loop.book.records.values() if r.result is not None and r.result.outcome == "STOPPED"]
     assert stopped, "the median rule stopped nothing"
     for record in stopped:
-        _, at = record.decided
+        at = record.decided_at
         assert at <= record.result.epoch <= at + 1 and len(record.result.history) == record.result.epoch
 
 
@@ -65,23 +64,8 @@ def test_asha_promotion_continues_from_checkpoints_in_the_object_store(ray_local
                     train=curve_train, scheduler="asha", scheduler_options={"variant": "promotion"},
                     run_dir=tmp_path / "run")
     assert len(df) == 8 and df.trial_id.is_unique and (df.state == "COMPLETE").all()
-    assert (df.epochs == EPOCHS).any() and (df.reason == "PAUSED").any()
+    assert (df.epochs == EPOCHS).any() and (df.outcome == "PAUSED").any()
     records = list(read_records(tmp_path / "run" / "trials.jsonl"))
     for tid in df[df.epochs == EPOCHS].trial_id:
-        epochs = [r.result.epoch for r in records if r.kind == "report" and r.trial.trial_id == tid]
+        epochs = [r.report.epoch for r in records if r.kind == "report" and r.trial.trial_id == tid]
         assert epochs == list(range(1, EPOCHS + 1))
-
-
-def test_old_style_trainers_without_reports_still_run(ray_local, tmp_path):
-    class Plain:  # run(trial, space, checkpoint): written before reports existed
-        def __init__(self, data, settings):
-            pass
-
-        def run(self, trial, space, checkpoint):
-            from nas.core.types import Result, TrialState
-
-            return Result(trial.trial_id, TrialState.COMPLETE, score=0.5, epoch=1), None
-
-    df = nas.search(ToySpace(), "random", budget=3, workers=2, seed=0, trainer=functools.partial(Plain),
-                    run_dir=tmp_path / "run")
-    assert (df.score == 0.5).all()

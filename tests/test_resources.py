@@ -18,7 +18,8 @@ from nas.engine.protocol import finished
 from nas.engine.ray_pool import RayExecutor
 from nas.run.reader import read_journal
 from nas.search_spaces.macro import MacroSpace
-from nas.train.trainer import TorchTrainer, TrainSettings
+from nas.train.runner import TrialRunner
+from nas.train.settings import TrainSettings
 
 ARCH = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3, "kernel_2": 3,
         "activation": "relu", "norm": "none", "dropout": 0.0}
@@ -104,7 +105,7 @@ def test_in_process_trials_use_their_threads_and_restore_the_process_count(digit
 
 
 def test_trainer_on_cpu_keeps_the_data_on_the_device_it_trains_on(digits):
-    trainer = TorchTrainer(digits, TrainSettings(epochs=1, device="cpu"))
+    trainer = TrialRunner(digits, TrainSettings(epochs=1, device="cpu"))
     assert trainer.device.type == "cpu" and trainer.x_train.device.type == "cpu"
     assert not trainer.autocast and trainer.memory_format == torch.contiguous_format
 
@@ -152,6 +153,6 @@ def test_a_last_batch_of_one_sample_is_dropped_so_batchnorm_trains():
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(65, 1, 8, 8)).astype(np.float32), rng.integers(10, size=65)
     data = nas.Dataset.from_arrays(x, y, x_val=x[:10], y_val=y[:10])
-    result, _ = TorchTrainer(data, TrainSettings(epochs=1, batch_size=64)).run(
+    result, _ = TrialRunner(data, TrainSettings(epochs=1, batch_size=64)).run(
         Trial(0, {**ARCH, "norm": "batch"}), MacroSpace(), None)
     assert result.ok, result.error

@@ -9,7 +9,6 @@ SIGINT, then resume it from the command line.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import signal
@@ -22,13 +21,14 @@ import pytest
 
 import nas
 from nas.engine.inprocess import InProcessExecutor
-from nas.run.interrupt import StopSignal, stop_on_sigint
+from nas.engine.stop import StopSignal, stop_on_sigint
 from nas.run.journal import read_records
 from nas.run.reader import read_journal
 from nas.run.snapshot import read_snapshot
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 OPTIONS = {"population": 6, "sample_size": 3}
 BUDGET = 24
@@ -66,11 +66,11 @@ def trainer(crash_at_trial=None):
             raise Crash(f"trial #{calls[0]}")
         return toy_score(arch)
 
-    return functools.partial(ScoreTrainer, score_fn=score)
+    return scored(score)
 
 
 def run(tmp_path, strategy="evolution", *, resume=False, crash_at_trial=None, budget=BUDGET, **kw):
-    ex = InProcessExecutor(ToySpace(), None, trainer=trainer(crash_at_trial), slots=3)
+    ex = InProcessExecutor(ToySpace(), None, train=trainer(crash_at_trial), slots=3)
     return nas.search(ToySpace(), strategy, budget=budget, executor=ex, seed=3, strategy_options=OPTIONS,
                       run_dir=tmp_path / "run", resume=resume, **kw)
 
@@ -133,8 +133,8 @@ def test_stop_request_cancels_or_awaits_in_flight_trials(tmp_path, reference, mo
     stop = StopSignal(mode)
 
     class StopAtThree(nas.Callback):
-        def on_result(self, loop, trial, result):
-            if loop.finished == 3:
+        def on_result(self, status, trial, result):
+            if status.finished == 3:
                 stop.request()
 
     df = run(tmp_path, stop=stop, callbacks=[StopAtThree()])

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from nas.core.registry import spaces
-from nas.core.types import Result, TrialState
+from nas.core.types import Outcome, Result
 from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
 from nas.strategies.random import RandomSearch
 from nas.strategies.rl import RLController
 
 
 def complete(trial, score):
-    return Result(trial.trial_id, TrialState.COMPLETE, score=score)
+    return Result(trial.trial_id, Outcome.COMPLETE, score=score)
 
 
 def run(strategy, budget):

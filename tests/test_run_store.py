@@ -19,7 +19,7 @@ import torch
 
 import nas
 from nas.cli import main
-from nas.core.types import Result, Trial, TrialState
+from nas.core.types import Outcome, Result, Trial
 from nas.engine.inprocess import InProcessExecutor
 from nas.run.config import RunConfig
 from nas.run.journal import DiskFull, read_records
@@ -27,14 +27,14 @@ from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.run.store import RunStore
 from nas.search_spaces.nb201 import NB201Space
 from nas.search_spaces.toy import ToySpace, toy_score
-from nas.train.trainer import ScoreTrainer
+from nas.train.simple import scored
 
-TOY = functools.partial(ScoreTrainer, score_fn=toy_score)
+TOY = scored(toy_score)
 OPTIONS = {"population": 6, "sample_size": 3}
 
 
 def run(path, *, budget=20, resume=False, **kw):
-    ex = InProcessExecutor(ToySpace(), None, trainer=TOY, slots=3)
+    ex = InProcessExecutor(ToySpace(), None, train=TOY, slots=3)
     return nas.search(ToySpace(), "evolution", budget=budget, executor=ex, seed=3, strategy_options=OPTIONS,
                       run_dir=path, resume=resume, **kw)
 
@@ -127,8 +127,8 @@ def test_snapshots_every_k_results_and_a_crash_resumes_by_replay(tmp_path):
     run(reference, budget=30)
 
     class CrashAt(nas.Callback):
-        def on_result(self, loop, trial, result):
-            if loop.finished == 17:
+        def on_result(self, status, trial, result):
+            if status.finished == 17:
                 raise Crash
 
     with pytest.raises(Crash):
@@ -168,7 +168,7 @@ def test_snapshots_hold_no_pickle(finished):
 def test_a_refused_resume_changes_nothing_on_disk(finished, change, message):
     before = tree(finished)
     kw = {"budget": 12, **change}
-    ex = InProcessExecutor(ToySpace(), None, trainer=TOY, slots=3)
+    ex = InProcessExecutor(ToySpace(), None, train=TOY, slots=3)
     with pytest.raises(ValueError, match=message):
         nas.search(ToySpace(), "evolution", executor=ex, strategy_options=OPTIONS, run_dir=finished, resume=True,
                    **{"seed": 3, **kw})
@@ -195,7 +195,7 @@ def test_datasets_with_one_name_but_other_content_are_other_runs(tmp_path):
         rng = np.random.default_rng(0)
         np.savez(tmp_path / folder / "data.npz", x=rng.normal(size=(40, 1, 4, 4)).astype(np.float32) + offset,
                  y=np.arange(40) % 3)
-    kw = {"budget": 2, "executor": "inprocess", "trainer": TOY, "run_dir": tmp_path / "run"}
+    kw = {"budget": 2, "executor": "inprocess", "train": TOY, "run_dir": tmp_path / "run"}
     nas.search(ToySpace(), "random", data=str(tmp_path / "a" / "data.npz"), **kw)
     with pytest.raises(ValueError, match="it is a different search .*dataset.*dataset_fingerprint: run has"):
         nas.search(ToySpace(), "random", data=str(tmp_path / "b" / "data.npz"), resume=True, **kw)
@@ -211,7 +211,7 @@ def _ckpt(value: float) -> bytes:
 def test_best_pt_always_matches_best_json_after_a_resume(tmp_path):
     store = RunStore.create(tmp_path / "run", {"space": "toy", "budget": 1})
     a, b = Trial(0, {"a": 1}), Trial(1, {"a": 2})
-    ok = functools.partial(Result, state=TrialState.COMPLETE)
+    ok = functools.partial(Result, outcome=Outcome.COMPLETE)
     store.on_best(a, ok(0, score=0.5), _ckpt(0.5))
     (tmp_path / "run" / "best.pt").write_bytes(_ckpt(0.9))  # as if a crash came between the two writes
     store.keep_checkpoint(1, _ckpt(0.9), keep=4)

@@ -11,7 +11,7 @@ from nas.api import make_strategy
 from nas.core.objectives import hypervolume, nondominated
 from nas.core.registry import strategies
 from nas.core.scalarize import Scalarized, check_objectives, for_objectives
-from nas.core.types import FailureKind, Result, TrialState
+from nas.core.types import FailureKind, Outcome, Result, TrialState
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace
 from nas.strategies.evolution import RegularizedEvolution
@@ -50,13 +50,13 @@ def test_each_ask_gets_its_own_weights_and_failures_pass_through():
     trials = [s.ask() for _ in range(3)]
     weights = [s._weights[t.trial_id] for t in trials]
     assert all(abs(sum(w) - 1) < 1e-12 and min(w) >= 0 for w in weights) and weights[0] != weights[1]
-    s.tell(trials[0], Result.failed(trials[0].trial_id, "latency 80 > 50", reason=FailureKind.INFEASIBLE))
+    s.tell(trials[0], Result.failed(trials[0].trial_id, "latency 80 > 50", failure=FailureKind.INFEASIBLE))
     assert inner.told[0].state is TrialState.FAILED and s.low is None  # no bounds from an infeasible trial
     s.tell(trials[1], result(trials[1], [0.9, -10.0]))
     s.tell(trials[2], result(trials[2], [0.5, -5.0]))
     assert s._weights == {} and [r.score for r in inner.told[1:]] == [0.0, pytest.approx(-weights[2][0] * 1.05)]
     with pytest.raises(ValueError, match=r"trial 7's result has scores \[1.0\]; this run has 2 objectives"):
-        s.scalarize(Result(7, TrialState.COMPLETE, score=1.0, scores=[1.0]), [0.5, 0.5])
+        s.scalarize(Result(7, Outcome.COMPLETE, score=1.0, scores=[1.0]), [0.5, 0.5])
 
 
 def test_state_round_trips_through_a_snapshot_and_asks_resume_the_same(tmp_path):

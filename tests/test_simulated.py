@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from nas.bench.nb201data import DATASETS, NB201Benchmark, data_path, load_table
-from nas.core.types import Trial, TrialState
-from nas.engine.loop import Callback, SearchLoop
+from nas.core.types import Outcome, Trial, TrialState
+from nas.engine.interfaces import Callback
+from nas.engine.loop import SearchLoop
 from nas.engine.protocol import finished
 from nas.engine.simulated import SimulatedExecutor, UnsupportedTrial
-from nas.run.journal import JournalWriter
+from nas.run.store import RunStore
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
@@ -30,16 +31,16 @@ def bench():
 
 
 class Clock(Callback):
-    """Records the loop's clock at every submission and result."""
+    """Records the loop's clock (its elapsed time: the simulated clock from 0) at every submission and result."""
 
     def __init__(self):
         self.times, self.ends = [], []
 
-    def on_submit(self, loop, trial):
-        self.times.append(loop.clock())
+    def on_submit(self, status, trial):
+        self.times.append(status.elapsed)
 
-    def on_result(self, loop, trial, result):
-        self.times.append(loop.clock())
+    def on_result(self, status, trial, result):
+        self.times.append(status.elapsed)
         self.ends.append(result.end_time)
 
 
@@ -93,13 +94,16 @@ def test_clock_never_runs_backwards_and_workers_are_never_exceeded(space, bench,
 
 def test_many_workers_run_a_long_search_with_the_journal(space, bench, tmp_path):
     ex = SimulatedExecutor(space, bench, workers=32)
-    with JournalWriter(tmp_path / "trials.jsonl") as journal:
-        loop = SearchLoop(RandomSearch(space, seed=0), ex, time_budget=3_000, journal=journal)
+    store = RunStore.create(tmp_path, {"space": "nb201", "strategy": "random"})
+    try:
+        loop = SearchLoop(RandomSearch(space, seed=0), ex, time_budget=3_000, store=store)
         results = loop.run()
+    finally:
+        store.close()
     lines = [ln for ln in (tmp_path / "trials.jsonl").read_text().splitlines() if '"kind":"result"' in ln]
     assert len(lines) == len(results) > 32 * 3_000 / 210
     first = json.loads(lines[0])["result"]
-    assert first["state"] == "COMPLETE" and first["worker"].startswith("sim-")
+    assert first["outcome"] == "COMPLETE" and first["worker"].startswith("sim-")
     assert 0.0 <= loop.summary()["utilization"] <= 1.0
 
 
@@ -142,14 +146,14 @@ def test_an_arch_outside_the_table_fails_at_no_cost(space, bench):
     assert ex.now() == 0.0
 
 
-def test_stop_returns_a_failed_trial_and_frees_its_worker(space, bench):
+def test_a_cancelled_trial_ends_without_a_result_and_frees_its_worker(space, bench):
     ex = SimulatedExecutor(space, bench, workers=2)
     ex.submit(Trial(0, from_op_code("334131")))
     ex.submit(Trial(1, from_op_code("000000")))
-    ex.stop(1)
+    ex.stop(1, Outcome.CANCELLED)
     assert ex.free_slots() == 1
     [(trial, result)] = finished(ex.poll())
-    assert trial.trial_id == 1 and result.error == "stopped" and result.end_time == 0.0
+    assert trial.trial_id == 1 and result.outcome is Outcome.CANCELLED and not result.ok and result.end_time == 0.0
     [(trial, result)] = finished(ex.poll())
     assert trial.trial_id == 0 and result.ok and ex.now() == pytest.approx(130.17846)
     assert ex.poll() == []

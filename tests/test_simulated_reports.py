@@ -1,5 +1,5 @@
 """The simulated executor's intermediate reports on NAS-Bench-201's two fidelities (12 and 200 epochs),
-driven directly through submit / poll / decide, and ASHA's hand-given rung levels that match them."""
+driven directly through submit / poll / stop, and ASHA's hand-given rung levels that match them."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import dataclasses
 import pytest
 
 from nas.bench.nb201data import NB201Fidelities, query_epochs
-from nas.core.types import Decision, Trial, TrialState
+from nas.core.types import Decision, Outcome, Trial, TrialState
 from nas.engine.loop import SearchLoop
-from nas.engine.protocol import EventKind, ExecutorConfig, build_executor
+from nas.engine.protocol import EventKind, ExecutorConfig, KeepRule, build_executor
 from nas.engine.simulated import SimulatedExecutor, UnsupportedTrial
 from nas.schedulers.asha import ASHA
 from nas.schedulers.hyperband import Hyperband
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.strategies.random import RandomSearch
-from nas.train.trainer import TrainSettings
+from nas.train.settings import TrainSettings
 
 CELL, OTHER = from_op_code("334131"), from_op_code("000000")
 T12, T200 = query_epochs(CELL, 12)[1], query_epochs(CELL, 200)[1]
@@ -24,15 +24,29 @@ ACC12, ACC200 = query_epochs(CELL, 12)[0], query_epochs(CELL, 200)[0]
 REPORT, STARTED, FINISHED = EventKind.REPORT, EventKind.STARTED, EventKind.FINISHED
 
 
+class Sim:
+    """The simulated executor as the loop drives it: each trial submitted with the run's rungs (where its worker
+    waits for an answer), and a scheduler's STOP or PAUSE sent as ``stop(trial_id, outcome)``."""
+
+    def __init__(self, ex, rungs):
+        self.ex, self.rungs = ex, rungs
+
+    def submit(self, trial):
+        self.ex.submit(trial, keep=KeepRule(), wait_epochs=self.rungs)
+
+    def decide(self, trial_id, decision):
+        self.ex.stop(trial_id, Outcome.PAUSED if decision is Decision.PAUSE else Outcome.STOPPED)
+
+    def __getattr__(self, name):
+        return getattr(self.ex, name)
+
+
 def executor(workers=1, rungs=(12, 200), **kw):
-    ex = SimulatedExecutor(NB201Space(), NB201Fidelities("cifar10"), workers=workers, **kw)
-    if rungs:
-        ex.decision_epochs(rungs)
-    return ex
+    return Sim(SimulatedExecutor(NB201Space(), NB201Fidelities("cifar10"), workers=workers, **kw), rungs)
 
 
 def kinds(events):
-    return [(e.kind, e.epoch) if e.kind is REPORT else e.kind for e in events]
+    return [(e.kind, e.report.epoch) if e.kind is REPORT else e.kind for e in events]
 
 
 def test_a_12_epoch_trial_reports_at_its_finish_then_finishes():
@@ -43,9 +57,9 @@ def test_a_12_epoch_trial_reports_at_its_finish_then_finishes():
     ex2.submit(Trial(0, CELL))
     report, done = ex2.poll()[1:]
     assert report.time == done.time == ex2.now() == pytest.approx(T12) and report.worker == "sim-0"
-    assert report.score == report.metrics["val_acc"] == pytest.approx(ACC12)
+    assert report.report.score == report.report.metrics["val_acc"] == pytest.approx(ACC12)
     result = done.result
-    assert result.state is TrialState.COMPLETE and result.reason is None and result.epoch == 12
+    assert result.state is TrialState.COMPLETE and result.outcome == "COMPLETE" and result.epoch == 12
     assert result.scores == [result.score] == [pytest.approx(ACC12)]
     assert result.metrics["valid_acc_200"] == pytest.approx(90.7693, abs=1e-3)
 
@@ -60,7 +74,7 @@ def test_a_200_epoch_trial_stops_at_the_12_epoch_rung_and_pays_for_it_alone():
     [done] = ex.poll()
     assert ex.free_slots() == 1
     result = done.result
-    assert (result.state, result.reason, result.epoch) == (TrialState.COMPLETE, "STOPPED", 12)
+    assert (result.outcome, result.epoch) == ("STOPPED", 12)
     assert result.end_time == pytest.approx(T12) and result.score == pytest.approx(ACC12)
     assert ex.work == pytest.approx(T12)  # the 12-epoch schedule alone was paid for
     ex.submit(Trial(1, OTHER))  # the freed worker takes the next trial at once
@@ -95,13 +109,13 @@ def test_pause_then_promotion_of_the_same_trial_id_charges_the_full_200_epochs()
     [_, report] = ex.poll()
     ex.decide(0, Decision.PAUSE)
     [paused] = ex.poll()
-    assert (paused.result.state, paused.result.reason, paused.result.epoch) == (TrialState.COMPLETE, "PAUSED", 12)
+    assert (paused.result.outcome, paused.result.epoch) == ("PAUSED", 12)
     promoted = dataclasses.replace(trial, epochs=200 - 12, checkpoint_from=0, save_checkpoint=True)
     ex.submit(promoted)
     events = ex.poll()
     assert kinds(events) == [STARTED, (REPORT, 200), FINISHED] and events[0].time == pytest.approx(T12)
     result = events[-1].result
-    assert result.epoch == 200 and result.reason is None and result.score == pytest.approx(ACC200)
+    assert result.epoch == 200 and result.outcome == "COMPLETE" and result.score == pytest.approx(ACC200)
     assert (result.start_time, result.end_time) == (pytest.approx(T12), pytest.approx(T12 + T200))
     assert ex.work == pytest.approx(T12 + T200)  # 1.06 x the 200-epoch time in all
     with pytest.raises(UnsupportedTrial, match="asks for epochs=188 after 200"):
@@ -138,12 +152,12 @@ def test_objectives_set_the_scores_and_a_missing_one_fails_the_trial():
     ex.submit(Trial(0, CELL))
     report, done = ex.poll()[1:]
     latency = query_epochs(CELL, 12)[2]["latency_ms"]
-    assert report.score == done.result.score == pytest.approx(-latency)
+    assert report.report.score == done.result.score == pytest.approx(-latency)
     assert done.result.scores == [pytest.approx(-latency), pytest.approx(ACC12)]
     ex = executor(objectives=["loss:min"])
     ex.submit(Trial(0, CELL))
     [_, done] = ex.poll()
-    assert done.result.state is TrialState.FAILED and done.result.reason == "OBJECTIVE_MISSING"
+    assert done.result.state is TrialState.FAILED and done.result.failure == "OBJECTIVE_MISSING"
     assert "objective metric 'loss' missing from the result; it reported:" in done.result.error
     assert ex.now() == 0.0
 
@@ -163,8 +177,8 @@ def test_same_seed_same_events_with_noise():
             if ex.free_slots():
                 ex.submit(Trial(i, NB201Space().sample(__import__("numpy").random.default_rng(i)), epochs=200))
             for e in ex.poll():
-                out.append((e.kind, e.trial.trial_id, e.time, e.score))
-                if e.kind is REPORT and e.epoch == 12 and e.trial.trial_id % 2:
+                out.append((e.kind, e.trial.trial_id, e.time, e.report.score if e.report else None))
+                if e.kind is REPORT and e.report.epoch == 12 and e.trial.trial_id % 2:
                     ex.decide(e.trial.trial_id, Decision.STOP)
         return out
 
@@ -216,7 +230,7 @@ def test_a_paused_trial_cannot_be_promoted_before_its_result_arrives():
     ex.decide(0, Decision.PAUSE)
     with pytest.raises(UnsupportedTrial, match="checkpoint_from=0"):
         ex.submit(Trial(0, CELL, epochs=188, checkpoint_from=0))  # (no slot is free yet either)
-    assert ex.poll()[0].result.reason == "PAUSED"
+    assert ex.poll()[0].result.outcome == "PAUSED"
     ex.submit(Trial(0, CELL, epochs=188, checkpoint_from=0))
 
 
@@ -236,18 +250,18 @@ class Counting(RandomSearch):
 
 @pytest.mark.parametrize("variant", ["promotion", "stopping"])
 def test_the_search_loop_runs_asha_on_the_two_fidelities(variant):
-    ex = executor(workers=3, rungs=(), epochs=200)
+    ex = executor(workers=3, rungs=(), epochs=200).ex  # (the loop gives the scheduler's rungs itself)
     strategy = Counting(NB201Space(), seed=0)
     asha = ASHA(max_epochs=200, levels=[12, 200], variant=variant, seed=0)
     loop = SearchLoop(strategy, ex, time_budget=20_000, scheduler=asha)
     loop.run()
-    records = [r for r in loop.records.values() if r.result is not None]  # (the last ones run past the budget)
+    records = [r for r in loop.book.records.values() if r.result is not None]  # (the last ones run past the budget)
     assert sorted(strategy.told) == sorted(set(strategy.told)) == sorted(r.trial.trial_id for r in records)
-    ended = {r.result.reason for r in records}
+    ended = {r.result.outcome for r in records}
     full = [r for r in records if r.result.epoch == 200]
-    assert full and ended == {None, "PAUSED" if variant == "promotion" else "STOPPED"}
+    assert full and ended == {"COMPLETE", "PAUSED" if variant == "promotion" else "STOPPED"}
     if variant == "promotion":  # a promoted trial: paused at 12, told then; its 200-epoch result is an update
         assert sorted(strategy.updated) == sorted((r.trial.trial_id, 200) for r in full)
         assert all(r.runs == 2 for r in full) and loop.decisions["PAUSE"] >= len(records)
     else:
-        assert strategy.updated == [] and loop.decisions["STOP"] >= sum(r.result.reason == "STOPPED" for r in records)
+        assert strategy.updated == [] and loop.decisions["STOP"] >= sum(r.result.outcome == "STOPPED" for r in records)

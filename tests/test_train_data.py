@@ -14,8 +14,8 @@ import nas
 from nas.cli import main
 from nas.train.data import Dataset, load_dataset
 from nas.train.datasets import load_image_dataset, write_cifar
+from nas.train.settings import TrainSettings
 from nas.train.synthetic import synthetic_images
-from nas.train.trainer import TrainSettings
 
 
 def cifar_dir(tmp_path, kind="cifar10", n=60, n_test=20, classes=10):

@@ -16,9 +16,10 @@ from nas.search_spaces.macro import MacroSpace
 from nas.train.augment import Augment, channel_stats, cutout, hflip, random_crop
 from nas.train.data import Dataset, load_dataset
 from nas.train.hparams import check_hparams
+from nas.train.runner import TrialRunner
 from nas.train.schedules import Schedule
+from nas.train.settings import TrainSettings
 from nas.train.synthetic import synthetic_images
-from nas.train.trainer import TorchTrainer, TrainSettings
 
 ARCH = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3, "kernel_2": 3,
         "activation": "relu", "norm": "batch", "dropout": 0.0}
@@ -82,8 +83,8 @@ def test_bad_hparams(hp, message):
 def test_augmentation_on_tabular_data_is_one_line():
     tabular = Dataset.from_arrays(np.random.default_rng(0).normal(size=(40, 5)), np.arange(40) % 2)
     with pytest.raises(ValueError, match=r"augmentation \{'flip': True\} needs image inputs .* shape \(5,\)"):
-        TorchTrainer(tabular, TrainSettings(flip=True, device="cpu"))
-    trainer = TorchTrainer(tabular, TrainSettings(device="cpu", epochs=1))
+        TrialRunner(tabular, TrainSettings(flip=True, device="cpu"))
+    trainer = TrialRunner(tabular, TrainSettings(device="cpu", epochs=1))
     space = MacroSpace()
     result, _ = trainer.run(Trial(0, ARCH, hparams={"cutout": 4}), space, None)  # per trial: a FAILED trial
     assert not result.ok and "augmentation {'cutout': 4} needs image inputs" in result.error
@@ -93,8 +94,8 @@ def test_uint8_images_train_with_every_option_and_the_checkpoint_loads_weights_o
     settings = TrainSettings(epochs=2, batch_size=16, device="cpu", threads=1, optimizer="sgd", nesterov=True,
                              lr=0.1, schedule="cosine", warmup_epochs=0.5, label_smoothing=0.1, grad_clip=1.0,
                              crop_padding=2, flip=True, cutout=4, weight_decay=5e-4)
-    trainer = TorchTrainer(images, settings)
-    assert trainer.feed.x_train.dtype == torch.uint8  # 1 byte a pixel on the device
+    trainer = TrialRunner(images, settings)
+    assert trainer.side.feed.x_train.dtype == torch.uint8  # 1 byte a pixel on the device
     result, ckpt = trainer.run(Trial(0, ARCH), MacroSpace(), None)
     assert result.ok, result.error
     assert [h["epoch"] for h in result.history] == [1, 2] and result.history[-1]["lr"] < 0.01  # cosine ended
@@ -109,21 +110,21 @@ def test_uint8_images_train_with_every_option_and_the_checkpoint_loads_weights_o
 
 def test_same_seed_same_training(images):
     settings = TrainSettings(epochs=1, batch_size=16, device="cpu", threads=1, crop_padding=2, flip=True, cutout=4)
-    a = TorchTrainer(images, settings).run(Trial(3, ARCH), MacroSpace(), None)[0]
-    b = TorchTrainer(images, settings).run(Trial(3, ARCH), MacroSpace(), None)[0]
+    a = TrialRunner(images, settings).run(Trial(3, ARCH), MacroSpace(), None)[0]
+    b = TrialRunner(images, settings).run(Trial(3, ARCH), MacroSpace(), None)[0]
     assert a.history[0]["train_loss"] == b.history[0]["train_loss"]
 
 
 def test_streaming_path_takes_over_over_the_budget_and_says_so(images, caplog):
     settings = TrainSettings(epochs=1, batch_size=16, device="cpu", threads=1, crop_padding=2, flip=True,
                              data_budget_mb=0.001, loader_workers=1)
-    with caplog.at_level("WARNING", logger="nas.train.trainer"):
-        trainer = TorchTrainer(images, settings)
+    with caplog.at_level("WARNING", logger="nas.train.device"):
+        trainer = TrialRunner(images, settings)
     assert "exceeds the device data budget" in caplog.text and "streaming it from host memory" in caplog.text
     result, _ = trainer.run(Trial(0, ARCH), MacroSpace(), None)
     assert result.ok, result.error
     assert result.metrics["data_path"] == "streaming"
-    resident = TorchTrainer(images, TrainSettings(epochs=1, batch_size=16, device="cpu", threads=1))
+    resident = TrialRunner(images, TrainSettings(epochs=1, batch_size=16, device="cpu", threads=1))
     assert resident.run(Trial(0, ARCH), MacroSpace(), None)[0].metrics["data_path"] == "device"
 
 
@@ -150,8 +151,8 @@ def test_recipe_on_tabular_data_and_cli_listing(tmp_path, capsys):
 def test_digits_still_train_as_float32():
     ds = load_dataset("digits")
     assert ds.x_train.dtype == np.float32
-    trainer = TorchTrainer(ds, TrainSettings(epochs=1, device="cpu", threads=1, flip=True))
-    assert trainer.feed.normalize is None and trainer.run(Trial(0, ARCH), MacroSpace(), None)[0].ok
+    trainer = TrialRunner(ds, TrainSettings(epochs=1, device="cpu", threads=1, flip=True))
+    assert trainer.side.feed.normalize is None and trainer.run(Trial(0, ARCH), MacroSpace(), None)[0].ok
 
 
 def test_augment_off_by_default():

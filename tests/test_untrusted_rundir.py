@@ -9,7 +9,6 @@ study inside it and PBT checkpoints that write a marker when unpickled. Each com
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import pathlib
@@ -24,7 +23,8 @@ import pytest
 import nas
 from nas.run.store import SNAPSHOT
 from nas.search_spaces.toy import toy_score
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 READ_ONLY = [["results"], ["best"], ["status"], ["report"]]
 CALLABLES = ["os:system", "sys:exit", "builtins:eval", "code:interact"]
@@ -60,7 +60,7 @@ def finished_run(tmp_path_factory):
     """A real finished run (random search on the toy space, in-process, scores without training)."""
     run_dir = tmp_path_factory.mktemp("base") / "run"
     nas.search("toy", "random", budget=3, executor="inprocess", seed=0, run_dir=run_dir,
-               trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+               data=None, train=scored(toy_score))
     return run_dir
 
 
@@ -119,7 +119,7 @@ def test_resume_unpickles_no_optuna_study(tmp_path):
     """The study lives in Optuna's own journal storage (JSON lines); a pickle put in its place is not run."""
     run_dir, marker = tmp_path / "run", tmp_path / "unpickled-study"
     nas.search("toy", "optuna", budget=3, executor="inprocess", seed=0, run_dir=run_dir,
-               trainer=functools.partial(ScoreTrainer, score_fn=toy_score))
+               data=None, train=scored(toy_score))
     assert (run_dir / "optuna.journal").is_file()
     (run_dir / "optuna.journal").write_bytes(pickle.dumps(Touch(marker)))
     proc = nas_cli("search", "--resume", str(run_dir), "--budget", "4", cwd=tmp_path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 
@@ -12,19 +11,20 @@ import torch
 import nas
 from nas.api import make_strategy
 from nas.core.registry import strategies
-from nas.core.types import Result, TrialState
+from nas.core.types import Outcome, Result
 from nas.run.reader import load_run, read_journal
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.run.warmstart import kept_checkpoint, load_warm_start, tell_warm_start, warm_checkpoint
 from nas.search_spaces.toy import ToySpace, toy_score, toy_search
-from nas.train.trainer import ScoreTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+from nas.train.simple import scored
 
 TOY = {"class": "toy", "args": {}}
 
 
 def toy_run(path, strategy="evolution", budget=12, seed=0, **options):
     nas.search("toy", strategy, budget=budget, workers=1, executor="inprocess", seed=seed, run_dir=path,
-               trainer=functools.partial(ScoreTrainer, score_fn=toy_score), strategy_options=options or None)
+               data=None, train=scored(toy_score), strategy_options=options or None)
     return path
 
 
@@ -62,7 +62,7 @@ def test_failed_trials_are_not_carried_over(tmp_path):
 
     path = tmp_path / "flaky"
     nas.search("toy", "random", budget=20, workers=1, executor="inprocess", run_dir=path,
-               trainer=functools.partial(ScoreTrainer, score_fn=flaky))
+               data=None, train=scored(flaky))
     _, df = load_run(path)
     warm = load_warm_start([path], space_spec=TOY)
     assert len(warm) == (df.state == "COMPLETE").sum() < 20
@@ -105,7 +105,7 @@ def drive(strategy, n):
         t = strategy.ask()
         assert t is not None
         asked.append(t)
-        strategy.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=toy_score(t.arch) if i % 4 else None)
+        strategy.tell(t, Result(t.trial_id, Outcome.COMPLETE, score=toy_score(t.arch) if i % 4 else None)
                       if i % 4 else Result.failed(t.trial_id, "boom"))
     return asked
 

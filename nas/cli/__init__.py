@@ -150,9 +150,9 @@ def search_config(args: argparse.Namespace) -> Any:
 def resume_config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The RunConfig, TrainSettings and space of the run in ``args.resume``, its budget raised by --budget."""
     from nas.api import SearchConfig, space_from_spec
-    from nas.run.interrupt import resume_settings
+    from nas.run.reader import resume_settings
     from nas.run.store import read_config
-    from nas.train.trainer import TrainSettings
+    from nas.train.settings import TrainSettings
 
     given = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(SearchConfig)
              if getattr(args, f.name, None) is not None and f.name not in ("budget", "address")]
@@ -176,8 +176,8 @@ def resume_config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 def cmd_search(args: argparse.Namespace) -> int:
     from nas.api import connect, default_run_dir, search
     from nas.core.spec import resolve_space_spec
+    from nas.engine.stop import StopSignal, stop_on_sigint
     from nas.monitor.progress import SearchProgress
-    from nas.run.interrupt import StopSignal, stop_on_sigint
 
     if args.resume:
         cfg, settings, space = resume_config(args)

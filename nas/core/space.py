@@ -35,15 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.core.types import Arch
-
-
-class InvalidArchitecture(ValueError):
-    """An architecture that does not belong to its space."""
-
-
-class InvalidSpace(ValueError):
-    """A space whose declaration is broken (empty options, duplicate names, a build that fails)."""
+from nas.core.types import Arch, InvalidArchitecture, InvalidSpace
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,6 +36,14 @@ def arch_hash(arch: Arch) -> str:
     return hashlib.sha1(arch_key(arch).encode()).hexdigest()[:12]
 
 
+class InvalidArchitecture(ValueError):
+    """An architecture that does not belong to its space."""
+
+
+class InvalidSpace(ValueError):
+    """A space whose declaration is broken (empty options, duplicate names, a build that fails)."""
+
+
 class TrialState(StrEnum):
     PENDING = "PENDING"
     QUEUED = "QUEUED"  # submitted to the executor, not begun by a worker yet (prefetched or in transit)
@@ -53,17 +61,31 @@ class Decision(StrEnum):
     PAUSE = "PAUSE"
 
 
+class Outcome(StrEnum):
+    """How a trial's run ended. COMPLETE, STOPPED and PAUSED carry a score (``Result.ok``); CANCELLED and
+    FAILED do not."""
+
+    COMPLETE = "COMPLETE"  # it trained all its epochs
+    STOPPED = "STOPPED"  # a scheduler stopped it early: its last report stands as its result
+    PAUSED = "PAUSED"  # paused at a rung with its checkpoint (ASHA promotion): a promotion may continue it
+    CANCELLED = "CANCELLED"  # the driver cancelled it (a stop request): not a result; a resume runs it again
+    FAILED = "FAILED"  # it could not be trained: ``Result.failure`` says why
+
+
+SCORED = frozenset({Outcome.COMPLETE, Outcome.STOPPED, Outcome.PAUSED})
+
+
 class FailureKind(StrEnum):
-    """Why a trial did not complete; the loop, results and the report show it."""
+    """Why a trial FAILED; the loop, results and the report show it."""
 
     ERROR = "ERROR"  # the trainer or the user's training function raised
     NAN = "NAN"  # a reported or final metric was NaN or infinite
     OOM = "OOM"  # the device ran out of memory
     INFEASIBLE = "INFEASIBLE"  # a constraint (params, FLOPs, latency) was broken; nothing was trained
-    STOPPED = "STOPPED"  # a scheduler stopped it early (its last report stands as its result)
-    PAUSED = "PAUSED"  # paused at a rung with its checkpoint (ASHA promotion); a promotion continues it
+    INVALID_SPACE = "INVALID_SPACE"  # the space's build raised or returned no module for this architecture
     WORKER_LOST = "WORKER_LOST"  # its worker died more times than the retries allowed
     OBJECTIVE_MISSING = "OBJECTIVE_MISSING"  # the trainer never reported an objective metric
+    CHECKPOINT_MISSING = "CHECKPOINT_MISSING"  # the checkpoint it starts from is no longer kept
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -103,47 +125,103 @@ class Trial:
 
 @dataclasses.dataclass(slots=True)
 class Result:
-    """What became of a trial. ``score`` is higher-is-better and finite for COMPLETE trials.
+    """What became of a trial. ``score`` is higher-is-better and finite for scored outcomes (``ok``).
 
+    ``outcome``: how it ended (:class:`Outcome`); ``failure``: why, exactly when the outcome is FAILED;
     ``scores``: every objective's higher-is-better value, in the run's objective order (``score`` is the
-    first); ``reason``: why it ended where it did: a :class:`FailureKind` value for FAILED trials; for
-    COMPLETE ones None (it trained all its epochs), ``STOPPED`` (a scheduler stopped it; its last report
-    stands) or ``PAUSED`` (paused at a rung with its checkpoint; a promotion may continue it).
+    first); ``epoch``: the epochs the model has seen in all (a promoted trial's resumed ones included).
     """
 
     trial_id: int
-    state: TrialState
+    outcome: Outcome
     score: float | None = None
     metrics: dict[str, Any] = dataclasses.field(default_factory=dict)
     history: list[dict[str, float]] = dataclasses.field(default_factory=list)  # one entry per epoch
-    epoch: int = 0  # epochs the model has seen in all, resumed ones included
+    epoch: int = 0
     error: str | None = None
     start_time: float | None = None
     end_time: float | None = None
     worker: str | None = None
     node: str | None = None
     scores: list[float] | None = None
-    reason: str | None = None
+    failure: FailureKind | None = None
+
+    def __post_init__(self) -> None:
+        if (self.outcome is Outcome.FAILED) != (self.failure is not None):
+            raise ValueError(f"trial {self.trial_id}: a FAILED result needs a failure kind, and only a FAILED one "
+                             f"has one (got {self.outcome.value}, {self.failure})")
 
     @property
     def ok(self) -> bool:
-        return self.state is TrialState.COMPLETE
+        """Whether it carries a score (COMPLETE, STOPPED or PAUSED)."""
+        return self.outcome in SCORED
+
+    @property
+    def state(self) -> TrialState:
+        """The trial state this result leaves it in: COMPLETE when scored, else FAILED."""
+        return TrialState.COMPLETE if self.ok else TrialState.FAILED
 
     @classmethod
-    def failed(cls, trial_id: int, error: str, reason: FailureKind | str = "ERROR", **kw: Any) -> Result:
-        return cls(trial_id=trial_id, state=TrialState.FAILED, error=error, reason=str(reason), **kw)
+    def failed(cls, trial_id: int, error: str, failure: FailureKind = FailureKind.ERROR, **kw: Any) -> Result:
+        return cls(trial_id=trial_id, outcome=Outcome.FAILED, error=error, failure=failure, **kw)
+
+    @classmethod
+    def cancelled(cls, trial_id: int, **kw: Any) -> Result:
+        return cls(trial_id=trial_id, outcome=Outcome.CANCELLED, error="cancelled", **kw)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["state"] = self.state.value
+        d["outcome"] = self.outcome.value
+        d["failure"] = None if self.failure is None else self.failure.value
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Result:
+        """From :meth:`to_dict`'s form, or from a journal written before outcomes were typed (``state``
+        COMPLETE/FAILED and a ``reason`` string: see :func:`legacy_outcome`)."""
         names = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        kw["state"] = TrialState(kw["state"])
+        if "outcome" not in d:
+            kw["outcome"], kw["failure"] = legacy_outcome(d.get("state"), d.get("reason"), d.get("error"))
+        else:
+            kw["outcome"] = Outcome(kw["outcome"])
+            kw["failure"] = None if kw.get("failure") is None else FailureKind(kw["failure"])
         return cls(**kw)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Report:
+    """An intermediate result: what trial ``trial_id`` reported after ``epoch`` as it trained. ``score``: the run's
+    first objective, higher is better (None where the report lacks it); ``time``: when, on the executor's clock;
+    ``worker``: where."""
+
+    trial_id: int
+    epoch: int
+    metrics: Mapping[str, Any]
+    score: float | None = None
+    time: float | None = None
+    worker: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trial_id": self.trial_id, "epoch": self.epoch, "metrics": dict(self.metrics), "score": self.score,
+                "time": self.time, "worker": self.worker}
+
+
+def legacy_outcome(state: Any, reason: Any, error: Any) -> tuple[Outcome, FailureKind | None]:
+    """The typed outcome of a result journaled by format 2 (``state`` COMPLETE/FAILED; ``reason`` None, STOPPED,
+    PAUSED or a failure kind; a broken build's error began "InvalidSpace:"; a cancelled trial was FAILED with error
+    "stopped", and stays so).
+
+    >>> legacy_outcome("COMPLETE", "PAUSED", None), legacy_outcome("FAILED", "ERROR", "InvalidSpace: no")
+    ((<Outcome.PAUSED: 'PAUSED'>, None), (<Outcome.FAILED: 'FAILED'>, <FailureKind.INVALID_SPACE: 'INVALID_SPACE'>))
+    """
+    if state == "COMPLETE":
+        return (Outcome(reason) if reason in ("STOPPED", "PAUSED") else Outcome.COMPLETE), None
+    if state != "FAILED":
+        raise ValueError(f"state {state!r} is neither COMPLETE nor FAILED")
+    if isinstance(error, str) and error.startswith("InvalidSpace:"):
+        return Outcome.FAILED, FailureKind.INVALID_SPACE
+    return Outcome.FAILED, FailureKind(reason) if reason in FailureKind.__members__ else FailureKind.ERROR
 
 
 def finite_score(value: Any) -> float | None:

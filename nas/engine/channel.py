@@ -1,31 +1,33 @@
 """The worker's side of one trial: its training runs on a thread of its own, its reports go out in order
-through a queue, and the loop's decisions come back in.
+through a queue as typed messages, and the loop's decisions come back in.
 
 A worker (a Ray actor, or the in-process executor) starts the trial with :meth:`TrialChannel.start` and
-reads :meth:`TrialChannel.next` until the outcome: a ``report`` item per epoch, then ``done`` with the
-trainer's (Result, checkpoint). The trainer calls :meth:`TrialChannel.report` after each epoch; it
-returns the decision known by then (CONTINUE unless the loop said STOP or PAUSE). At the epochs in
-``wait_epochs`` (a scheduler's rungs), or at every epoch when ``lockstep`` (the in-process executor: a
-deterministic step per poll), the training thread waits there until the worker relays the loop's answer
-(:meth:`decide`) or lets it go on (:meth:`go_on`), so a decision at a rung lands before another epoch
-is trained; elsewhere it lands at the next report, within one epoch.
+reads :meth:`TrialChannel.next` until the outcome: a :class:`Reported` message per epoch, then :class:`Done`
+with the runner's (Result, checkpoint), or :class:`Crashed` where the training thread raised past the runner's
+safety net. The runner calls :meth:`TrialChannel.report` after each epoch; it returns the decision known by
+then (CONTINUE unless the loop said STOP or PAUSE). At the epochs in ``wait_epochs`` (a scheduler's rungs), or
+at every epoch when ``lockstep`` (the in-process executor: a deterministic step per poll), the training
+thread waits there until the worker relays the loop's answer (:meth:`decide`) or lets it go on (:meth:`go_on`),
+so a decision at a rung lands before another epoch is trained; elsewhere it lands at the next report, within
+one epoch.
 
 >>> from nas.core.types import Decision
 >>> ch = TrialChannel(lockstep=True)
 >>> def train(report):
 ...     return [report(e, {"val_acc": 0.1 * e}, 0.1 * e) for e in (1, 2, 3)]
 >>> ch.start(lambda: train(ch.report))
->>> ch.next()[:2]
-('report', 1)
->>> ch.go_on(); ch.next()[:2]
-('report', 2)
->>> ch.decide(Decision.STOP); kind, decisions = ch.next()[0], ch.next()   # the third report hears STOP
->>> kind, decisions[0], [d.value for d in decisions[1]]
-('report', 'done', ['CONTINUE', 'STOP', 'STOP'])
+>>> ch.next().epoch
+1
+>>> ch.go_on(); ch.next().epoch
+2
+>>> ch.decide(Decision.STOP); third, done = ch.next(), ch.next()   # the third report hears STOP
+>>> third.epoch, [d.value for d in done.value]
+(3, ['CONTINUE', 'STOP', 'STOP'])
 """
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -34,7 +36,32 @@ from typing import Any
 
 from nas.core.types import Decision
 
-Item = tuple[Any, ...]  # ("report", epoch, metrics, score, time) or ("done", outcome) or ("error", exception)
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reported:
+    """One epoch's report, as the training thread sent it."""
+
+    epoch: int
+    metrics: Mapping[str, Any]
+    score: float | None
+    time: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Done:
+    """The training thread returned ``value`` (the runner's (Result, checkpoint))."""
+
+    value: Any
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Crashed:
+    """The training thread raised ``error`` (the runner turns a trial's failures into results; this is the rest)."""
+
+    error: BaseException
+
+
+Message = Reported | Done | Crashed
 
 
 class TrialChannel:
@@ -44,30 +71,30 @@ class TrialChannel:
         self.wait_epochs = frozenset(wait_epochs)
         self.lockstep = lockstep
         self.decision = Decision.CONTINUE
-        self._out: queue.SimpleQueue[Item] = queue.SimpleQueue()
+        self._out: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._answer = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self, body: Callable[[], Any]) -> None:
-        """Run ``body`` (the training) on its own thread; its return value becomes the ``done`` item."""
+        """Run ``body`` (the training) on its own thread; its return value becomes the :class:`Done` message."""
 
         def run() -> None:
             try:
-                self._out.put(("done", body()))
+                self._out.put(Done(body()))
             except BaseException as e:  # noqa: BLE001 - the worker reports it; the thread must not die silently
-                self._out.put(("error", e))
+                self._out.put(Crashed(e))
 
         self._thread = threading.Thread(target=run, name="nas-trial", daemon=True)
         self._thread.start()
 
-    def next(self, timeout: float | None = None) -> Item:
-        """The next item from the training thread (waits for it)."""
+    def next(self, timeout: float | None = None) -> Message:
+        """The next message from the training thread (waits for it)."""
         return self._out.get(timeout=timeout)
 
     # -- called on the training thread -----------------------------------------------------------
     def report(self, epoch: int, metrics: Mapping[str, Any], score: float | None) -> Decision:
         self._answer.clear()
-        self._out.put(("report", epoch, dict(metrics), score, time.time()))
+        self._out.put(Reported(epoch, dict(metrics), score, time.time()))
         if self.decision is Decision.CONTINUE and (self.lockstep or epoch in self.wait_epochs):
             self._answer.wait()
         return self.decision
@@ -84,4 +111,4 @@ class TrialChannel:
         self._answer.set()
 
 
-__all__ = ["TrialChannel"]
+__all__ = ["Crashed", "Done", "Message", "Reported", "TrialChannel"]

@@ -1,33 +1,32 @@
-"""The executor contract: one Protocol, the events executors report, the configuration every registered
-executor is built from, and the measured rule that decides whether to prefetch.
+"""The executor contract: one Protocol with what the loop uses, the events executors report, the small
+checkpoint store each executor keeps, the configuration every registered executor is built from, and the
+measured rule that decides whether to prefetch.
 
 An executor runs trials on workers; the loop (:class:`nas.engine.loop.SearchLoop`) submits trials while
-``free_slots() > 0`` and turns what ``poll`` returns into trial states. ``poll`` returns
-:class:`Event` objects in the order they happened: for each trial a ``started`` (it began running on a
-worker), then ``report`` events (intermediate results, one per epoch, as they happen), then one
-``finished`` with the final :class:`nas.core.types.Result`. A trial that never got to a worker (stopped while
-queued, a checkpoint it needed was gone) may finish without having started.
+``free_slots() > 0`` and turns what ``poll`` returns into trial states. ``poll`` returns :class:`Event`
+objects in the order they happened: for each trial a ``started`` (it began running on a worker), then
+``report`` events (intermediate results, one per epoch, as they happen), then one ``finished`` with the
+final :class:`nas.core.types.Result`. A trial that never got to a worker (cancelled while queued, a
+checkpoint it needed was gone) may finish without having started.
 
-Reports and decisions: a ``report`` event carries the epoch, the metrics and ``score`` (the run's first
-objective, higher is better; None where the report lacks it). The loop answers a report by calling
-``decide(trial_id, decision)`` only when the decision is not CONTINUE: STOP ends the trial as COMPLETE
-with its last report as the result (reason ``STOPPED``), PAUSE ends it likewise, keeping its checkpoint
-(reason ``PAUSED``). A decision reaches the worker before it reports again, so a stop lands within one
-epoch; at the epochs given to ``decision_epochs`` (a scheduler's rungs) the worker waits for the loop's
-answer before it trains on, so a stop or pause there lands at once. A promoted trial is submitted again
+Reports and decisions: a ``report`` event carries a :class:`nas.core.types.Report` (epoch, metrics, and
+``score``, the run's first objective, higher is better). The loop answers a report only when the answer is
+not to continue, with ``stop(trial_id, outcome)``: STOPPED ends the trial with its last report as the result,
+PAUSED likewise keeping its checkpoint (a promotion may continue it), CANCELLED (the driver's stop request)
+ends it without a result. A decision reaches the worker before it reports again, so a stop lands within one
+epoch; at the epochs given with the trial (``wait_epochs``: a scheduler's rungs) the worker waits for the
+loop's answer before it trains on, so a stop or pause there lands at once. A promoted trial is submitted again
 under its own id with ``checkpoint_from`` = its id (a continuation from its kept checkpoint).
 
-Executors register by name in :data:`nas.core.registry.executors` and are built from one
-:class:`ExecutorConfig` by their ``from_config`` classmethod, so the CLI and the API pick them by name:
+Executors register by name in :data:`nas.core.registry.executors`; a registered class has
+``from_config(ExecutorConfig)`` and says with ``needs_ray`` whether the API must connect to Ray first:
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
->>> from nas.train.trainer import ScoreTrainer
->>> import functools
->>> ex = build_executor("inprocess", ExecutorConfig(
-...     ToySpace(), trainer=functools.partial(ScoreTrainer, score_fn=toy_score)))
->>> ex.submit(Trial(0, {"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3}))
->>> [e.kind.value for e in ex.poll()]
-['started', 'finished']
+>>> from nas.train.simple import scored
+>>> ex = build_executor("inprocess", ExecutorConfig(ToySpace(), train=scored(toy_score)))
+>>> ex.submit(Trial(0, {"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3}), keep=KeepRule())
+>>> [e.kind.value for e in ex.poll()], [e.kind.value for e in ex.poll()]
+(['started', 'report'], ['finished'])
 """
 
 from __future__ import annotations
@@ -35,23 +34,27 @@ from __future__ import annotations
 import collections
 import dataclasses
 import statistics
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from nas.core import registry
-from nas.core.types import Decision, Result, Trial, TrialState  # noqa: F401 (the doctests use TrialState)
+from nas.core.types import Outcome, Report, Result, Trial
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
+    from nas.train.context import TrialContext
     from nas.train.data import Dataset
-    from nas.train.trainer import TrainerFactory, TrainSettings
+    from nas.train.settings import TrainSettings
+
+TrainFn = Callable[["TrialContext"], Any]
+"""A training function ``train(ctx)``: the one trial contract (:mod:`nas.train.context`)."""
 
 
 class EventKind(StrEnum):
     STARTED = "started"  # the trial began running on a worker (it was QUEUED before, RUNNING after)
     REPORT = "report"  # an intermediate result (one epoch's metrics), sent by the worker as it happened
-    FINISHED = "finished"  # the final result: COMPLETE or FAILED
+    FINISHED = "finished"  # the final result
     REQUEUED = "requeued"  # it stopped running without a result (its worker died) and waits to run again
 
 
@@ -59,7 +62,7 @@ class EventKind(StrEnum):
 class Event:
     """What an executor tells the loop about one trial. ``time``: when it happened on the worker (the
     executor's clock: simulated seconds for a simulated executor, else ``time.time()``); ``worker``:
-    where. ``result`` is set for ``finished``; ``epoch`` and ``metrics`` for ``report``.
+    where. ``result`` is set for ``finished``, ``report`` for ``report``.
 
     >>> Event.started(Trial(3, {"x": 1}), worker="w0").kind
     <EventKind.STARTED: 'started'>
@@ -68,65 +71,149 @@ class Event:
     kind: EventKind
     trial: Trial
     result: Result | None = None
-    epoch: int | None = None
-    metrics: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    report: Report | None = None
     time: float | None = None
     worker: str | None = None
-    score: float | None = None
 
     @classmethod
     def started(cls, trial: Trial, *, time: float | None = None, worker: str | None = None) -> Event:
         return cls(EventKind.STARTED, trial, time=time, worker=worker)
 
     @classmethod
-    def report(cls, trial: Trial, epoch: int, metrics: Mapping[str, Any], *, score: float | None = None,
-               time: float | None = None, worker: str | None = None) -> Event:
-        return cls(EventKind.REPORT, trial, epoch=epoch, metrics=dict(metrics), time=time, worker=worker,
-                   score=score)
+    def reported(cls, trial: Trial, report: Report) -> Event:
+        return cls(EventKind.REPORT, trial, report=report, time=report.time, worker=report.worker)
 
     @classmethod
     def finished(cls, trial: Trial, result: Result) -> Event:
         return cls(EventKind.FINISHED, trial, result=result, time=result.end_time, worker=result.worker)
 
+    @classmethod
+    def requeued(cls, trial: Trial, *, worker: str | None = None) -> Event:
+        return cls(EventKind.REQUEUED, trial, worker=worker)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeepRule:
+    """Whether a finished trial's checkpoint is kept: when a strategy asked for it (``save``: PBT, a promotion,
+    weight inheritance), or when its score beats ``above`` (the best so far: it may become the run's best,
+    whose weights are exported). Checkpoints no one will use are never made. A paused trial's always is.
+
+    >>> rule = KeepRule(save=False, above=0.9)
+    >>> rule(Result(0, Outcome.COMPLETE, score=0.8)), rule(Result(1, Outcome.COMPLETE, score=0.95))
+    (False, True)
+    """
+
+    save: bool = False
+    above: float | None = None
+
+    def __call__(self, result: Result) -> bool:
+        if self.save or result.outcome is Outcome.PAUSED:
+            return True
+        return result.ok and result.score is not None and (self.above is None or result.score > self.above)
+
+
+@runtime_checkable
+class Checkpoints(Protocol):
+    """The checkpoints an executor keeps of finished trials, for trials that start from them (``checkpoint_from``:
+    a promotion, PBT's exploit; ``inherit_from``: weight inheritance) and for the run directory's owner, which
+    writes them to disk (:class:`nas.run.store.RunStore`): ``get`` the bytes of one while kept (None otherwise),
+    ``put`` one back (read from the run directory on resume, or an earlier run's on a warm start). At most
+    ``keep`` are kept, the oldest dropped first."""
+
+    keep: int
+
+    def get(self, trial_id: int) -> bytes | None: ...
+    def put(self, trial_id: int, data: bytes) -> None: ...
+
+
+class BoundedCheckpoints:
+    """A bounded map trial id -> checkpoint (bytes, or whatever ``fetch`` turns into bytes: a Ray ObjectRef),
+    oldest evicted first. Executors keep theirs here; :meth:`get` is :class:`Checkpoints`' view of it.
+
+    >>> c = BoundedCheckpoints(keep=2)
+    >>> for i in range(3): c.put(i, bytes([i]))
+    >>> c.get(0), c.get(2), 0 in c
+    (None, b'\\x02', False)
+    """
+
+    def __init__(self, keep: int = 256, fetch: Callable[[Any], bytes | None] | None = None) -> None:
+        self.keep = keep
+        self._fetch = fetch
+        self._items: collections.OrderedDict[int, Any] = collections.OrderedDict()
+
+    def put(self, trial_id: int, data: Any) -> None:
+        if data is None:
+            return
+        self._items[trial_id] = data
+        while len(self._items) > self.keep:
+            self._items.popitem(last=False)
+
+    def handle(self, trial_id: int | None) -> Any:
+        """What a worker is handed for ``trial_id`` (None for None); a KeyError names an evicted one."""
+        if trial_id is None:
+            return None
+        if trial_id not in self._items:
+            raise KeyError(f"no checkpoint is kept for trial {trial_id}")
+        return self._items[trial_id]
+
+    def get(self, trial_id: int) -> bytes | None:
+        item = self._items.get(trial_id)
+        if item is None or self._fetch is None:
+            return item  # type: ignore[no-any-return]
+        return self._fetch(item)
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self._items
+
 
 @runtime_checkable
 class Executor(Protocol):
-    """What the loop needs of an executor (ray, inprocess, simulated; see :data:`nas.core.registry.executors`).
+    """Everything the loop uses of an executor (ray, inprocess, simulated; see :data:`nas.core.registry.executors`).
 
-    ``slots``: workers; ``free_slots()``: trials it takes now (more than ``slots`` minus those in flight
-    when it prefetches); ``submit`` never blocks; ``poll(timeout)`` waits at most ``timeout`` seconds
-    for events and returns them in order (possibly none); ``stop`` cancels a trial, which then
-    finishes FAILED ("stopped"); ``checkpoint`` gives a finished trial's saved state while kept;
-    ``now()`` is the executor's clock when simulated, None for wall-clock executors."""
+    - ``slots``: workers (trials that run at once);
+    - ``free_slots()``: trials it takes now (more than ``slots`` minus those in flight when it prefetches);
+    - ``submit(trial, keep=, wait_epochs=)``: never blocks; ``keep`` says whether the trial's checkpoint comes
+      back, ``wait_epochs`` where its worker waits for the loop's answer to a report;
+    - ``poll(timeout)``: waits at most ``timeout`` seconds for events and returns them in order (possibly none);
+    - ``stop(trial_id, outcome)``: end a trial as STOPPED or PAUSED (at its last report) or CANCELLED;
+    - ``checkpoints``: the finished trials' kept checkpoints (:class:`Checkpoints`);
+    - ``now()``: the executor's clock when simulated, None for wall-clock executors;
+    - ``shutdown()``: release the workers.
+    """
 
-    checkpoint_keep: int
-
+    @property
+    def checkpoints(self) -> Checkpoints: ...
     @property
     def slots(self) -> int: ...
     def free_slots(self) -> int: ...
-    def in_flight(self) -> int: ...
-    def submit(self, trial: Trial) -> None: ...
+    def submit(self, trial: Trial, *, keep: KeepRule, wait_epochs: Collection[int] = ()) -> None: ...
     def poll(self, timeout: float | None = None) -> list[Event]: ...
-    def stop(self, trial_id: int) -> None: ...
-    def decide(self, trial_id: int, decision: Decision) -> None: ...
-    def decision_epochs(self, epochs: Collection[int]) -> None: ...
-    def checkpoint(self, trial_id: int) -> bytes | None: ...
-    def restore_checkpoint(self, trial_id: int, data: bytes) -> None: ...
+    def stop(self, trial_id: int, outcome: Outcome) -> None: ...
     def now(self) -> float | None: ...
     def shutdown(self) -> None: ...
 
 
+class ExecutorClass(Protocol):
+    """What the registry holds: an executor class built from an :class:`ExecutorConfig`; ``needs_ray`` says
+    whether the API must connect to (or start) a Ray cluster before building it."""
+
+    needs_ray: ClassVar[bool]
+
+    @classmethod
+    def from_config(cls, cfg: ExecutorConfig) -> Executor: ...
+
+
 @dataclasses.dataclass
 class ExecutorConfig:
-    """Everything a registered executor may be built from; each takes what it uses. ``options`` are
-    executor-specific (ray: ``prefetch``, ``start_timeout``; simulated: ``benchmark`` (an object with
-    ``query``/``epochs`` or a NAS-Bench-201 dataset name), ``noise``, ``round_trip``, ``prefetch``)."""
+    """Everything a registered executor may be built from; each takes what it uses. ``train``: the training
+    function every trial runs (None: the built-in :func:`nas.train.fit.fit`). ``options`` are executor-specific
+    (ray: ``prefetch``, ``start_timeout``; simulated: ``benchmark``, ``noise``, ``round_trip``, ``prefetch``)."""
 
     space: SearchSpace
     data: Dataset | None = None
     settings: TrainSettings | None = None
     workers: int = 1
-    trainer: TrainerFactory | None = None  # None: TorchTrainer
+    train: TrainFn | None = None
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     max_retries: int = 2
@@ -142,34 +229,15 @@ class ExecutorConfig:
         return dict(self.options)
 
 
-@dataclasses.dataclass(frozen=True)
-class KeepRule:
-    """Whether a finished trial's checkpoint is kept: when a strategy asked for it (``save``: PBT, a promotion,
-    weight inheritance), or when its score beats ``above`` (the best so far: it may become the run's best,
-    whose weights are exported). Checkpoints no one will use are never made. A paused trial's always is.
-
-    >>> rule = KeepRule(save=False, above=0.9)
-    >>> rule(Result(0, TrialState.COMPLETE, score=0.8)), rule(Result(1, TrialState.COMPLETE, score=0.95))
-    (False, True)
-    """
-
-    save: bool = False
-    above: float | None = None
-
-    def __call__(self, result: Result) -> bool:
-        if self.save:
-            return True
-        return result.ok and result.score is not None and (self.above is None or result.score > self.above)
+def build_executor(name: str, config: ExecutorConfig) -> Executor:
+    """The executor registered as ``name``, built from ``config`` (a ValueError names unknown ones)."""
+    cls: ExecutorClass = registry.executors.get(name)
+    return cls.from_config(config)
 
 
 def finished(events: list[Event]) -> list[tuple[Trial, Result]]:
     """The (trial, final result) pairs among ``events``, in order, for code that only needs those."""
     return [(e.trial, e.result) for e in events if e.result is not None]
-
-
-def build_executor(name: str, config: ExecutorConfig) -> Executor:
-    """The executor registered as ``name``, built from ``config`` (a ValueError names unknown ones)."""
-    return registry.executors.get(name).from_config(config)  # type: ignore[no-any-return]
 
 
 class PrefetchRule:
@@ -237,5 +305,5 @@ class PrefetchRule:
                 "median_round_trip": self.median_round_trip, "ratio": self.ratio}
 
 
-__all__ = ["Event", "EventKind", "Executor", "ExecutorConfig", "KeepRule", "PrefetchRule", "build_executor",
-           "finished"]
+__all__ = ["BoundedCheckpoints", "Checkpoints", "Event", "EventKind", "Executor", "ExecutorClass", "ExecutorConfig",
+           "KeepRule", "PrefetchRule", "TrainFn", "build_executor", "finished"]

@@ -40,15 +40,15 @@ import ray
 import ray.exceptions
 
 from nas.core.registry import register_executor
-from nas.core.types import Decision, Result, Trial
-from nas.engine.inprocess import BaseExecutor, CheckpointStore
-from nas.engine.protocol import Event, EventKind, ExecutorConfig, PrefetchRule
-from nas.engine.trainer_actor import TrainerActor
+from nas.core.types import Decision, FailureKind, Outcome, Report, Result, Trial
+from nas.engine.inprocess import DECISION_OF
+from nas.engine.protocol import BoundedCheckpoints, Event, ExecutorConfig, KeepRule, PrefetchRule, TrainFn
+from nas.engine.trainer_actor import Began, CheckpointNext, TrainerActor
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
     from nas.train.data import Dataset
-    from nas.train.trainer import TrainerFactory, TrainSettings
+    from nas.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,14 @@ class _Running:
     actor: Any  # the worker it was sent to (a slot's worker may have been replaced since)
     item: Any = None  # future of the next item of its stream, filled on Ray's thread
     ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
+    keep: KeepRule = dataclasses.field(default_factory=KeepRule)
+    wait_epochs: frozenset[int] = frozenset()  # where its worker waits for the loop's answer (rungs)
     consume: int = 1  # stream items read once the watched one is in
     started: bool = False
 
 
 @register_executor("ray")
-class RayExecutor(BaseExecutor):
+class RayExecutor:
     """Options: ``workers`` (actors in the pool), ``cpus_per_trial`` (fractional: 0.03 packs many light
     actors on a core), ``gpus_per_trial`` (fractional: 0.25 packs four trials on one GPU; with no GPU in
     the cluster the run falls back to CPUs and says so), ``max_retries`` (resubmissions of a trial whose
@@ -80,7 +82,7 @@ class RayExecutor(BaseExecutor):
     actor plus the driver's own time from handing out a result to submitting the next trial: journal,
     tell, ask), so short trials never leave a worker waiting for the driver, and off for trials that take
     minutes, where a queued trial would only make the strategy decide on stale results. True or False
-    forces it. ``settings`` None gives the trainer None (TorchTrainer: the default settings)."""
+    forces it. ``train``: the training function every trial runs (default: the built-in one)."""
 
     needs_ray = True  # nas.search connects to Ray before building it
 
@@ -91,7 +93,7 @@ class RayExecutor(BaseExecutor):
         settings: TrainSettings | None = None,
         *,
         workers: int = 2,
-        trainer: TrainerFactory | None = None,
+        train: TrainFn | None = None,
         cpus_per_trial: float = 1.0,
         gpus_per_trial: float = 0.0,
         max_retries: int = 2,
@@ -124,16 +126,6 @@ class RayExecutor(BaseExecutor):
                 f"{workers} workers x {cpus_per_trial:g} CPUs need {workers * cpus_per_trial:g} CPUs, "
                 f"the Ray cluster has {cluster.get('CPU', 0):g}"
             )
-        if trainer is None:
-            from nas.train.trainer import TorchTrainer
-
-            trainer = TorchTrainer
-        torch_trainer = getattr(trainer, "__name__", "") == "TorchTrainer"
-        if torch_trainer and settings is None:
-            from nas.train.trainer import TrainSettings
-
-            settings = TrainSettings()
-        self._factory_kwargs = {"worker": None} if torch_trainer else {}
         self.space = space
         self.settings = settings
         self.cpus_per_trial, self.gpus_per_trial = cpus_per_trial, gpus_per_trial
@@ -146,7 +138,7 @@ class RayExecutor(BaseExecutor):
         self.max_retries = max_retries
         self.name_prefix = name_prefix
         self.namespace = namespace  # names are unique per namespace: one per run lets runs share a cluster
-        self._factory = trainer
+        self._train = train
         self._space_ref = ray.put(space)
         self._data_ref = ray.put(data)  # once: every actor reads the same copy from the store
         self._actors: list[Any] = [None] * workers
@@ -156,16 +148,15 @@ class RayExecutor(BaseExecutor):
         self._free: list[dict[int, None]] = [{}, {}]
         self._running: dict[int, _Running] = {}  # trial id -> its run
         self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (trial id, attempt)
-        self._stopped: set[int] = set()
-        self._ckpts = CheckpointStore(self.checkpoint_keep)
+        self._cancelled: set[int] = set()
+        self.checkpoints = BoundedCheckpoints(fetch=self._fetch)  # ObjectRefs; fetched only when used
         self.restarts = 0
         self.start_timeout = start_timeout
         self.retired: list[int] = []  # slots whose worker was lost and could not be replaced
         self._starting: dict[int, tuple[ray.ObjectRef, float]] = {}  # slot -> (ready ref, deadline)
-        self._retry: deque[tuple[Trial, int]] = deque()  # (trial, attempt) waiting for a slot
+        self._retry: deque[tuple[Trial, int, KeepRule, frozenset[int]]] = deque()  # (..., attempt, ...) for a slot
         self._done: list[Event] = []  # stopped while waiting: returned by the next poll
         self._handed_out: float | None = None  # when poll last returned a finished trial (round-trip probe)
-        self._wait_epochs: frozenset[int] = frozenset()  # where workers wait for the loop's answer (rungs)
         self._awaiting: dict[int, Any] = {}  # trial id -> actor: a report at such an epoch, not answered yet
         for i in range(workers):
             self._start_actor(i)
@@ -179,17 +170,16 @@ class RayExecutor(BaseExecutor):
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> RayExecutor:
         opts = cfg.checked_options("ray", "prefetch", "start_timeout", "name_prefix")
-        return cls(cfg.space, cfg.data, cfg.settings, workers=cfg.workers, trainer=cfg.trainer,
+        return cls(cfg.space, cfg.data, cfg.settings, workers=cfg.workers, train=cfg.train,
                    cpus_per_trial=cfg.cpus_per_trial, gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
                    namespace=cfg.namespace, **opts)
 
     def _start_actor(self, i: int) -> None:
         threads = max(1, math.floor(self.cpus_per_trial))
-        kwargs = {k: self._names[i] for k in self._factory_kwargs}
         self._actors[i] = TrainerActor.options(  # type: ignore[attr-defined]
             name=self._names[i], namespace=self.namespace, num_cpus=self.cpus_per_trial, num_gpus=self.gpus_per_trial,
             max_concurrency=1,
-        ).remote(self._names[i], self._space_ref, self._data_ref, self.settings, self._factory, threads, kwargs)
+        ).remote(self._names[i], self._space_ref, self._data_ref, self.settings, self._train, threads)
 
     def _wait_ready(self) -> None:
         """Fail fast, with the worker's own error, when the trainer cannot even start (e.g. a space
@@ -244,24 +234,29 @@ class RayExecutor(BaseExecutor):
             return self._free[1].popitem()[0]
         raise RuntimeError("no free slot: submit only when free_slots() > 0")
 
-    def submit(self, trial: Trial, *, attempt: int = 0, slot: int | None = None) -> None:
-        if slot is None:
-            slot = self._take_slot()
+    def now(self) -> float | None:
+        return None
+
+    def submit(self, trial: Trial, *, keep: KeepRule, wait_epochs: Collection[int] = (), attempt: int = 0) -> None:
+        slot = self._take_slot()
         if self._handed_out is not None:  # the driver's share of the round trip: journal, tell, ask
             self.prefetch.observe_round_trip(self._ping + time.perf_counter() - self._handed_out)
             self._handed_out = None
         try:
-            source = self._ckpts.get(trial.checkpoint_from)
-            inherit = self._ckpts.get(trial.inherit_from)
+            source = self.checkpoints.handle(trial.checkpoint_from)
+            inherit = self.checkpoints.handle(trial.inherit_from)
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
             self._set_load(slot, self._load[slot])
-            self._done.append(Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0]))))
+            failed = Result.failed(trial.trial_id, str(e.args[0]), FailureKind.CHECKPOINT_MISSING)
+            self._done.append(Event.finished(trial, failed))
             return
         self._set_load(slot, self._load[slot] + 1)
         actor = self._actors[slot]
+        waits = frozenset(wait_epochs)
         gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(
-            trial, source, inherit, self.keep_rule(trial), self._wait_epochs)
-        run = self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor)
+            trial, source, inherit, keep, waits)
+        run = self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor, keep=keep,
+                                                        wait_epochs=waits)
         self._watch(run)
 
     def _watch(self, run: _Running, skip: int = 0) -> None:
@@ -276,26 +271,22 @@ class RayExecutor(BaseExecutor):
         key, attempt, inbox = run.trial.trial_id, run.attempt, self._inbox
         run.item.add_done_callback(lambda _: inbox.put((key, attempt)))
 
-    def decision_epochs(self, epochs: Collection[int]) -> None:
-        self._wait_epochs = frozenset(epochs)
-
-    def decide(self, trial_id: int, decision: Decision) -> None:
+    def stop(self, trial_id: int, outcome: Outcome) -> None:
+        """STOPPED or PAUSED: the worker ends the trial at its report (at once where it waits for the answer);
+        CANCELLED: the trial's task is cancelled too, and it ends without a result."""
         run = self._running.get(trial_id)
         self._awaiting.pop(trial_id, None)
         if run is not None:
-            run.actor.decide.remote(trial_id, decision)
-
-    def stop(self, trial_id: int) -> None:
-        run = self._running.get(trial_id)
-        if run is not None:
-            self._stopped.add(trial_id)
-            self.decide(trial_id, Decision.STOP)  # it ends at its next report
-            with contextlib.suppress(Exception):
-                ray.cancel(run.gen)
-        for trial, attempt in list(self._retry):
-            if trial.trial_id == trial_id:
-                self._retry.remove((trial, attempt))
-                self._done.append(Event.finished(trial, Result.failed(trial_id, "stopped")))
+            run.actor.decide.remote(trial_id, DECISION_OF[outcome])
+            if outcome is Outcome.CANCELLED:
+                self._cancelled.add(trial_id)
+                with contextlib.suppress(Exception):
+                    ray.cancel(run.gen)
+        if outcome is Outcome.CANCELLED:
+            for item in list(self._retry):
+                if item[0].trial_id == trial_id:
+                    self._retry.remove(item)
+                    self._done.append(Event.finished(item[0], Result.cancelled(trial_id)))
 
     def poll(self, timeout: float | None = None) -> list[Event]:
         """The events that arrived, in order, waiting at most ``timeout`` seconds for the first. Costs
@@ -340,19 +331,18 @@ class RayExecutor(BaseExecutor):
         run.gen._consume_next_ref_n(run.consume)
         name = self._names[run.slot]
         events = []
-        if "time" in item:
+        if isinstance(item, Began):
             run.started = True
-            events.append(Event.started(run.trial, time=item["time"], worker=name))
-        elif "report" in item:
-            epoch, metrics, score, when = item["report"]
-            events.append(Event.report(run.trial, epoch, metrics, score=score, time=when, worker=name))
-            if epoch in self._wait_epochs:
+            events.append(Event.started(run.trial, time=item.time, worker=name))
+        elif isinstance(item, Report):
+            events.append(Event.reported(run.trial, item))
+            if item.epoch in run.wait_epochs:
                 self._awaiting[run.trial.trial_id] = run.actor
-        elif "checkpoint" in item:  # the next item is the checkpoint: keep its reference, fetch nothing
+        elif isinstance(item, CheckpointNext):  # the next item is the checkpoint: keep its reference, fetch nothing
             self._watch(run, skip=1)
             return events
         else:
-            return self._take_finished(run, item["result"])
+            return self._take_finished(run, item.result)
         self._watch(run)
         return events
 
@@ -360,11 +350,11 @@ class RayExecutor(BaseExecutor):
         del self._running[run.trial.trial_id]
         self._awaiting.pop(run.trial.trial_id, None)
         trial, name = run.trial, self._names[run.slot]
-        if trial.trial_id in self._stopped:
-            self._stopped.discard(trial.trial_id)
-            result = Result.failed(trial.trial_id, "stopped", worker=name)
+        if trial.trial_id in self._cancelled:
+            self._cancelled.discard(trial.trial_id)
+            result = Result.cancelled(trial.trial_id, worker=name)
         if result.ok:
-            self._ckpts.put(trial.trial_id, run.ckpt_ref)
+            self.checkpoints.put(trial.trial_id, run.ckpt_ref)
         if result.start_time is not None and result.end_time is not None:
             self.prefetch.observe_duration(result.end_time - result.start_time)
         if self._actors[run.slot] is run.actor:  # a replaced worker's load went with it
@@ -380,19 +370,18 @@ class RayExecutor(BaseExecutor):
             self._awaiting.pop(trial.trial_id, None)
             if self._actors[run.slot] is run.actor:  # the first of its trials to report the death
                 self._replace(run.slot)
-            if run.attempt < self.max_retries and trial.trial_id not in self._stopped:
+            if trial.trial_id in self._cancelled:
+                self._cancelled.discard(trial.trial_id)
+                return [Event.finished(trial, Result.cancelled(trial.trial_id, worker=name))]
+            if run.attempt < self.max_retries:
                 log.warning("worker %s died running trial %d (%s); retrying", name, trial.trial_id,
                             type(e).__name__)
-                self._retry.append((trial, run.attempt + 1))
-                return [Event(EventKind.REQUEUED, trial, worker=name)]
+                self._retry.append((trial, run.attempt + 1, run.keep, run.wait_epochs))
+                return [Event.requeued(trial, worker=name)]
             error = f"worker died {run.attempt + 1} times: {e}"
-            if trial.trial_id in self._stopped:
-                self._stopped.discard(trial.trial_id)
-                error = "stopped"
-            reason = "ERROR" if error == "stopped" else "WORKER_LOST"
-            return [Event.finished(trial, Result.failed(trial.trial_id, error, reason, worker=name))]
+            return [Event.finished(trial, Result.failed(trial.trial_id, error, FailureKind.WORKER_LOST, worker=name))]
         if isinstance(e, ray.exceptions.TaskCancelledError):
-            failed = Result.failed(trial.trial_id, "stopped", worker=name)
+            failed = Result.cancelled(trial.trial_id, worker=name)
         elif isinstance(e, ray.exceptions.ObjectRefStreamEndOfStreamError):
             failed = Result.failed(trial.trial_id, "the trial's task ended without a result", worker=name)
         else:
@@ -402,8 +391,8 @@ class RayExecutor(BaseExecutor):
 
     def _dispatch_retries(self) -> None:
         while self._retry and (self._free[0] or (self.prefetch.on and self._free[1])):
-            trial, attempt = self._retry.popleft()
-            self.submit(trial, attempt=attempt)
+            trial, attempt, keep, waits = self._retry.popleft()
+            self.submit(trial, keep=keep, wait_epochs=waits, attempt=attempt)
 
     def _replace(self, slot: int) -> None:
         """Start a new worker in ``slot`` (Ray places it on a live node), or retire the slot at once
@@ -454,17 +443,17 @@ class RayExecutor(BaseExecutor):
         log.warning("worker %s could not be replaced (%s): the pool shrinks to %d workers",
                     self._names[slot], why, self.slots)
 
-    def checkpoint(self, trial_id: int) -> bytes | None:
-        if trial_id not in self._ckpts:
-            return None
+    @staticmethod
+    def _fetch(item: Any) -> bytes | None:
+        """A kept checkpoint's bytes: its ObjectRef fetched, or the bytes put back on resume (kept as they are,
+        and sent to a worker in the task's arguments)."""
+        if isinstance(item, bytes):
+            return item
         try:
-            return ray.get(self._ckpts.get(trial_id))  # type: ignore[call-overload]
+            return ray.get(item)  # type: ignore[no-any-return]
         except ray.exceptions.RayError:  # kept on a node that has left the cluster
-            log.warning("the checkpoint of trial %d was lost with its node", trial_id)
+            log.warning("a kept checkpoint was lost with its node")
             return None
-
-    def restore_checkpoint(self, trial_id: int, data: bytes) -> None:
-        self._ckpts.put(trial_id, ray.put(data))
 
     def shutdown(self) -> None:
         for actor in self._actors:
@@ -476,3 +465,9 @@ class RayExecutor(BaseExecutor):
         self._starting.clear()
         self._retry.clear()
         self._free = [{}, {}]
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

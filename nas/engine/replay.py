@@ -1,22 +1,54 @@
 """Resume: a search loop rebuilt from its run directory's last snapshot and the journal after it.
 
+A run directory can be continued after any crash of the driver (SIGKILL included) because of one ordering,
+kept by :class:`nas.engine.loop.SearchLoop` and the run directory's owner (:class:`nas.run.store.RunStore`):
+a submission is journaled before the trial runs; a result is journaled (and fsynced) before the strategy is
+told of it; and every K results or T seconds, between rounds, the strategy's ``state_dict()`` is snapshotted
+atomically with the number of journal records it covers. Resuming (``nas.search(..., run_dir=RUN,
+resume=True)`` or ``nas search --resume RUN``) ends with exactly ``budget`` finished trials, each trial id
+journaled once (a promoted trial once per run of it).
+
 The strategy (and the scheduler) are loaded from the snapshot, then every record after it is replayed into
 them in order: each first submission asked again and checked to be the same trial, each report given to the
 scheduler, each promotion checked to be the one the scheduler makes again, each result told. Finished
-trials become records; trials submitted (or continued) and never finished are re-queued under their own ids;
-kept checkpoints go back to the executor. The loop's own ``restore`` calls :func:`replay`.
+trials become records of the loop's book; trials submitted (or continued) and never finished are re-queued
+under their own ids; kept checkpoints go back to the executor. :meth:`nas.engine.loop.SearchLoop.restore`
+calls :func:`replay`, which uses only the loop's public operations.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from nas.core.space import InvalidSpace
-from nas.core.types import Result, Trial
+from nas.core.types import Report, Result, Trial
 
 if TYPE_CHECKING:
     from nas.engine.loop import SearchLoop
-    from nas.run.store import Restored
+
+
+class Recorded(Protocol):
+    """One journal record, as :mod:`nas.run.journal` reads it: ``kind`` submit, report or result."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def trial(self) -> Trial: ...
+    @property
+    def result(self) -> Result | None: ...
+    @property
+    def report(self) -> Report | None: ...
+    @property
+    def line(self) -> int: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """What a resumed run starts from: its journal's records and its last snapshot (or None)."""
+
+    records: Sequence[Recorded]
+    snapshot: Mapping[str, Any] | None
 
 
 def replay(loop: SearchLoop, restored: Restored) -> None:
@@ -32,12 +64,12 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
     for i, rec in enumerate(restored.records):
         tid, after = rec.trial.trial_id, i >= start  # after the snapshot: replay it into the strategy
         if rec.kind == "submit":
-            if tid in loop.records and rec.trial.checkpoint_from == tid:  # a promotion continued it
+            if tid in loop.book and rec.trial.checkpoint_from == tid:  # a promotion continued it
                 submitted[tid] = rec.trial
                 if after:
                     _replay_promotion(loop, tid, rec.line)
                 continue
-            first = tid not in submitted and tid not in loop.records
+            first = tid not in submitted and tid not in loop.book
             if first:
                 submitted[tid] = rec.trial
             if first and after:  # asked after the snapshot: ask again, so the strategy knows it
@@ -49,25 +81,23 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
                         f"journal has trial {tid}: it does not replay deterministically")
                 if loop.scheduler is not None:
                     loop.scheduler.on_start(tid)
-        elif rec.kind == "report" and rec.result is not None:
-            record = loop.records.get(tid)
+        elif rec.kind == "report" and rec.report is not None:
+            record = loop.book.get(tid)
             if record is not None:
-                record.epoch = max(record.epoch, rec.result.epoch)
-            if after and loop.scheduler is not None and rec.result.score is not None:
-                loop.scheduler.on_report(tid, rec.result.epoch, rec.result.score)
+                record.epoch = max(record.epoch, rec.report.epoch)
+            if after and loop.scheduler is not None and rec.report.score is not None:
+                loop.scheduler.on_report(tid, rec.report.epoch, rec.report.score)
         elif rec.kind == "result" and rec.result is not None:
             submitted.pop(tid, None)
             _restore_result(loop, rec.trial, rec.result, after)
     loop.requeue.extend(submitted.values())
     if loop.store is not None:
         for trial_id, data in loop.store.kept_checkpoints():
-            record = loop.records.get(trial_id)
+            record = loop.book.get(trial_id)
             if record is not None and record.result is not None and record.result.ok:
-                loop.executor.restore_checkpoint(trial_id, data)
+                loop.executor.checkpoints.put(trial_id, data)
                 loop.store.note_kept(trial_id)
-    loop._journaled = loop.resumed = loop.finished
-    if loop.best is not None:
-        loop.executor.keep_above = loop.best[1].score  # type: ignore[attr-defined]
+
 
 def _replay_promotion(loop: SearchLoop, trial_id: int, line: int) -> None:
     """A promotion the journal holds: the scheduler, replayed to this point, must promote the same trial."""
@@ -76,28 +106,18 @@ def _replay_promotion(loop: SearchLoop, trial_id: int, line: int) -> None:
         raise ValueError(f"cannot resume: replaying the journal (line {line}), the scheduler promoted "
                          f"{None if promotion is None else promotion.trial_id} where the journal continues "
                          f"trial {trial_id}: it does not replay deterministically")
-    loop.records[trial_id].runs += 1
+    loop.book.records[trial_id].runs += 1
+
 
 def _restore_result(loop: SearchLoop, trial: Trial, result: Result, after: bool) -> None:
     """A journaled result: a record (or a continued trial's newer result), told if after the snapshot."""
-    from nas.engine.loop import TrialRecord
-
-    record = loop.records.get(trial.trial_id)
+    record = loop.book.get(trial.trial_id)
     if record is None:
-        record = TrialRecord(trial, result.state, result)
-        loop._add(record)
-    else:  # a continued trial's newer result
-        loop._move(record, result.state)
-        record.result = result
-    record.epoch = max(record.epoch, result.epoch)
+        record = loop.book.add(trial, result.state)
+    loop.book.finish(record, result)
     if after:  # journaled after the snapshot: tell it now
-        loop._tell(record, trial, result)
-    if not result.ok and (result.error or "").startswith(InvalidSpace.__name__ + ":"):
-        loop._build_failures += 1
-    else:
-        loop._space_ok = True
-    if result.ok and (loop.best is None or result.score > loop.best[1].score):  # type: ignore[operator]
-        loop.best = (record.trial, result)
+        loop.deliver(record, trial, result)
+    loop.space_watch.see(result)  # (counted, as if it had just finished; the next failure decides)
 
 
-__all__ = ["replay"]
+__all__ = ["Recorded", "Restored", "replay"]

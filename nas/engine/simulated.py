@@ -14,9 +14,9 @@ the reward is reported as the metric ``val_acc`` (plus Gaussian ``noise``), and 
 (:class:`nas.core.objectives.Objectives`) turn the metrics into the scores. One that also has
 ``fidelities`` (epoch counts it answers, e.g. 12 and 200) and ``query_epochs(arch, epochs)``, as
 :class:`nas.bench.nb201data.NB201Fidelities`, answers intermediate reports: a trial of ``epochs`` e
-reports at each fidelity below e that is a decision epoch (a scheduler's rung, :meth:`decision_epochs`),
-waits there for the loop's answer (:meth:`decide`: STOP or PAUSE end it at the report's time, COMPLETE
-with that report's metrics, reason ``STOPPED`` or ``PAUSED``), and reports at e when it finishes. Every
+reports at each fidelity below e that is one of its ``wait_epochs`` (a scheduler's rungs, given with the trial),
+waits there for the loop's answer (:meth:`stop` with STOPPED or PAUSED ends it at the report's time, with that
+report's metrics as its result), and reports at e when it finishes. Every
 stage is charged its FULL time from scratch: the table's schedules are separate trainings (the 12-epoch
 run of NAS-Bench-201 does not continue into the 200-epoch one, whose learning rate schedule differs), so
 a cell trained to 200 epochs through a rung at 12 costs 1.06 x its 200-epoch time. A promotion (the same
@@ -50,9 +50,8 @@ import numpy as np
 from nas.core.objectives import Objectives
 from nas.core.registry import register_executor
 from nas.core.space import SearchSpace
-from nas.core.types import Arch, Decision, Result, Trial, TrialState
-from nas.engine.inprocess import BaseExecutor
-from nas.engine.protocol import Event, EventKind, ExecutorConfig, PrefetchRule
+from nas.core.types import Arch, FailureKind, Outcome, Report, Result, Trial
+from nas.engine.protocol import BoundedCheckpoints, Event, EventKind, ExecutorConfig, KeepRule, PrefetchRule
 
 
 class TabularBenchmark(Protocol):
@@ -81,13 +80,15 @@ class _Run:
 
 
 @register_executor("simulated")
-class SimulatedExecutor(BaseExecutor):
+class SimulatedExecutor:
     """``workers`` simulated workers answering from ``benchmark``; ``noise``: standard deviation of
     Gaussian noise added to each reward (0: the table's value), drawn from a generator seeded with
     ``seed``; ``objectives``: metric specs (default ``val_acc`` maximised); ``epochs``: what a trial
     without ``epochs`` trains (default the benchmark's). Results carry simulated ``start_time``/``end_time``
     and the worker (``sim-0``, ...). ``round_trip``: simulated seconds from a result (or a report at a
     decision epoch) leaving its worker to the answer arriving there; ``prefetch``: "auto", True or False."""
+
+    needs_ray = False
 
     def __init__(self, space: SearchSpace, benchmark: TabularBenchmark, *, workers: int = 1,
                  seed: int | None = None, noise: float = 0.0, round_trip: float = 0.0,
@@ -118,9 +119,9 @@ class SimulatedExecutor(BaseExecutor):
         self._load = [0] * workers  # trials each worker holds: the one sent or running, and those queued
         self._free: list[dict[int, None]] = [dict.fromkeys(range(workers)[::-1]), {}]  # by load 0 / 1
         self._ended: list[Event] = []  # trials stopped, for the next poll
-        self._decided: list[tuple[_Run, str]] = []  # trials stopped or paused at a report, for the next poll
+        self._decided: list[tuple[_Run, Outcome]] = []  # trials stopped or paused at a report, for the next poll
         self._resumable: dict[int, int] = {}  # trial id -> epochs reached, for a promotion to continue
-        self._decision_epochs: frozenset[int] = frozenset()
+        self.checkpoints = BoundedCheckpoints()  # (nothing is trained, so no weights are ever kept)
         self._running = self._held = self._n_queued = 0  # running; sent, running or queued; queued
         self.max_in_flight = 0  # the most trials ever running at once (never above ``workers``)
         self.max_queued = 0  # the most trials ever held at workers beyond those running (prefetch)
@@ -155,11 +156,6 @@ class SimulatedExecutor(BaseExecutor):
 
     def now(self) -> float:
         return self._now
-
-    def decision_epochs(self, epochs: Collection[int]) -> None:
-        """The simulated worker always waits for the answer to a report; these epochs say at which
-        fidelities below its own a trial reports (a scheduler's rungs)."""
-        self._decision_epochs = frozenset(int(e) for e in epochs)
 
     # -- submission --------------------------------------------------------------------------------
     def _plan(self, trial: Trial) -> tuple[int, int]:
@@ -198,17 +194,19 @@ class SimulatedExecutor(BaseExecutor):
             raise _ObjectiveMissing(str(e)) from e
         return epochs, float(seconds), metrics, scores
 
-    def _answer(self, trial: Trial, done: int, target: int) -> _Run:
+    def _answer(self, trial: Trial, done: int, target: int, wait_epochs: frozenset[int]) -> _Run:
         self._resumable.pop(trial.trial_id, None)
-        rungs = [f for f in self.fidelities if done < f < target and f in self._decision_epochs] if self.reports else []
+        rungs = [f for f in self.fidelities if done < f < target and f in wait_epochs] if self.reports else []
         try:
             return _Run(trial, [self._stage(trial.arch, e) for e in (*rungs, target)])
         except _ObjectiveMissing as e:
-            return _Run(trial, [], Result.failed(trial.trial_id, str(e), "OBJECTIVE_MISSING"))
+            return _Run(trial, [], Result.failed(trial.trial_id, str(e), FailureKind.OBJECTIVE_MISSING))
         except (KeyError, ValueError) as e:  # not an architecture of the table: a failed trial, at no cost
             return _Run(trial, [], Result.failed(trial.trial_id, f"{type(e).__name__}: {e}"))
 
-    def submit(self, trial: Trial) -> None:
+    def submit(self, trial: Trial, *, keep: KeepRule | None = None, wait_epochs: Collection[int] = ()) -> None:
+        """``wait_epochs``: the fidelities below its own at which the trial reports and waits for the loop's
+        answer (a scheduler's rungs; the simulated worker always waits). ``keep``: no weights exist here."""
         done, target = self._plan(trial)
         if self._free[0]:
             worker = self._free[0].popitem()[0]
@@ -216,7 +214,7 @@ class SimulatedExecutor(BaseExecutor):
             worker = self._free[1].popitem()[0]
         else:
             raise RuntimeError("no free slot: submit only when free_slots() > 0")
-        run = self._answer(trial, done, target)
+        run = self._answer(trial, done, target, frozenset(int(e) for e in wait_epochs))
         self._set_load(worker, self._load[worker] + 1)
         self._held += 1
         if self._load[worker] == 1:
@@ -267,13 +265,13 @@ class SimulatedExecutor(BaseExecutor):
             self._n_queued -= 1
             self._send(worker, self._queued[worker].popleft(), self._now)
 
-    def _result(self, run: _Run, end: float, reason: str | None = None) -> Result:
+    def _result(self, run: _Run, end: float, outcome: Outcome = Outcome.COMPLETE) -> Result:
         if run.failed is not None:
             result = run.failed
         else:
             epoch, _, metrics, scores = run.stages[run.reported - 1]
-            result = Result(run.trial.trial_id, TrialState.COMPLETE, score=scores[0], scores=scores, epoch=epoch,
-                            metrics=metrics, reason=reason)
+            result = Result(run.trial.trial_id, outcome, score=scores[0], scores=scores, epoch=epoch,
+                            metrics=metrics)
         result.start_time, result.end_time = run.start, end
         result.worker, result.node = f"sim-{run.worker}", "simulated"
         return result
@@ -283,12 +281,12 @@ class SimulatedExecutor(BaseExecutor):
         """Events in time order up to and including the next report or completion: the clock moves to
         its time (never backwards). A report at the trial's last epoch comes with its completion."""
         out: list[Event] = []
-        for run, reason in self._decided:
+        for run, outcome in self._decided:
             end = run.ends[run.reported - 1]
             self._release(run, end)
-            if reason == "PAUSED":
+            if outcome is Outcome.PAUSED:
                 self._resumable[run.trial.trial_id] = run.stages[run.reported - 1][0]
-            out.append(Event.finished(run.trial, self._result(run, end, reason)))
+            out.append(Event.finished(run.trial, self._result(run, end, outcome)))
         if self._decided or self._ended:
             out += self._ended
             self._decided, self._ended = [], []
@@ -307,7 +305,8 @@ class SimulatedExecutor(BaseExecutor):
                 run.reported += 1
                 epoch, _, metrics, scores = run.stages[run.reported - 1]
                 if self.reports:
-                    out.append(Event.report(run.trial, epoch, metrics, score=scores[0], time=when, worker=worker))
+                    out.append(Event.reported(run.trial, Report(run.trial.trial_id, epoch, metrics, scores[0], when,
+                                                                worker)))
                 if run.reported < len(run.stages):
                     break  # the worker waits for the loop's answer
             self._release(run, when)
@@ -317,20 +316,18 @@ class SimulatedExecutor(BaseExecutor):
             break
         return out
 
-    def decide(self, trial_id: int, decision: Decision) -> None:
-        """STOP or PAUSE a trial that has reported: it ends at that report, COMPLETE with it as the result
-        (reason ``STOPPED`` or ``PAUSED``; a paused one may be continued by a promotion). As from a real
-        worker, the result, and the worker's slot with it, come from the next ``poll``. A trial that has
-        not reported or already ended is left alone; CONTINUE changes nothing."""
-        run = self._runs.get(trial_id)
-        if decision is Decision.CONTINUE or run is None or run.reported == 0:
+    def stop(self, trial_id: int, outcome: Outcome) -> None:
+        """STOPPED or PAUSED: a trial that has reported ends at that report, with it as the result (a paused
+        one may be continued by a promotion); as from a real worker, the result, and the worker's slot with it,
+        come from the next ``poll``; a trial that has not reported or already ended is left alone. CANCELLED:
+        the trial ends now (sent, running or queued) without a result."""
+        if outcome is not Outcome.CANCELLED:
+            run = self._runs.get(trial_id)
+            if run is None or run.reported == 0:
+                return
+            del self._runs[trial_id]
+            self._decided.append((run, outcome))
             return
-        del self._runs[trial_id]
-        self._decided.append((run, "PAUSED" if decision is Decision.PAUSE else "STOPPED"))
-
-    def stop(self, trial_id: int) -> None:
-        """Cancel a trial now (sent, running or queued); it comes back from the next ``poll`` as FAILED
-        ("stopped")."""
         for worker, queue in enumerate(self._queued):
             for run in queue:
                 if run.trial.trial_id == trial_id:
@@ -338,7 +335,7 @@ class SimulatedExecutor(BaseExecutor):
                     self._n_queued -= 1
                     self._held -= 1
                     self._set_load(worker, self._load[worker] - 1)
-                    self._ended.append(Event.finished(run.trial, Result.failed(trial_id, "stopped")))
+                    self._ended.append(Event.finished(run.trial, Result.cancelled(trial_id)))
                     return
         running = self._runs.get(trial_id)
         if running is None:
@@ -347,12 +344,12 @@ class SimulatedExecutor(BaseExecutor):
         if run.started:
             self.work += self._now - start - sum(s[1] for s in run.stages[:run.reported])  # charged below
         self._release(run, self._now)
-        self._ended.append(Event.finished(run.trial, Result.failed(
-            trial_id, "stopped", start_time=min(start, self._now), end_time=self._now, worker=f"sim-{run.worker}",
+        self._ended.append(Event.finished(run.trial, Result.cancelled(
+            trial_id, start_time=min(start, self._now), end_time=self._now, worker=f"sim-{run.worker}",
             node="simulated")))
 
-    def checkpoint(self, trial_id: int) -> bytes | None:
-        return None  # nothing is trained, so there are no weights to keep
+    def shutdown(self) -> None:
+        pass
 
 
 class _ObjectiveMissing(ValueError):

@@ -1,9 +1,11 @@
 """The Ray trainer actor: one worker of :class:`nas.engine.ray_pool.RayExecutor`'s pool, named ``nas-trainer-<i>``
-in the dashboard, training one trial at a time as a streaming-generator task (``trial-<id>``) whose items
-are the trial's start, its per-epoch reports, its checkpoint where kept, and its result."""
+in the dashboard, training one trial at a time as a streaming-generator task (``trial-<id>``) whose items are
+typed messages: the trial's start, its per-epoch reports, a note that its checkpoint follows (then the
+checkpoint's bytes as an item of their own, left in the object store), and its result."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import sys
@@ -13,36 +15,56 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from nas.core.types import Decision, Trial, arch_key
-from nas.engine.channel import TrialChannel
-from nas.engine.protocol import KeepRule
+from nas.core.types import Decision, Report, Result, Trial, arch_key
+from nas.engine.channel import Crashed, Done, TrialChannel
+from nas.engine.protocol import KeepRule, TrainFn
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
     from nas.train.data import Dataset
-    from nas.train.trainer import TrainerFactory, TrainSettings
+    from nas.train.settings import TrainSettings
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Began:
+    """The trial began on the worker at ``time``."""
+
+    time: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckpointNext:
+    """The stream's next item is the trial's checkpoint (bytes, kept in the object store, not fetched)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ended:
+    """The trial's final result."""
+
+    result: Result
+
+
+StreamItem = Began | Report | CheckpointNext | Ended
 
 
 @ray.remote(concurrency_groups={"monitor": 1})  # type: ignore[call-overload]
 class TrainerActor:
     """One worker: trials run one at a time (the default group); ``info`` answers while one runs (its own
     group), with the trial and architecture it is training. Its torch thread count is its CPU share, so
-    actors never oversubscribe cores; a trainer that does not use torch never loads it."""
+    actors never oversubscribe cores; a worker without data never loads torch."""
 
     def __init__(self, name: str, space: SearchSpace | None, data: Dataset | None, settings: TrainSettings | None,
-                 factory: TrainerFactory, threads: int, factory_kwargs: dict[str, Any]) -> None:
+                 train: TrainFn | None, threads: int) -> None:
+        from nas.train.runner import TrialRunner
+
         self.name = name
         self.space = space
         self.threads = threads
         self.current: dict[str, Any] | None = None
         self.channels: dict[int, TrialChannel] = {}  # the trial in training (at most one) and its channel
-        if settings is not None:
-            self._set_threads(settings.threads or threads)
-        self.trainer = factory(data, settings, **factory_kwargs)  # type: ignore[call-arg,arg-type]
-        if hasattr(self.trainer, "worker"):
-            self.trainer.worker = name
-        if settings is None and "torch" in sys.modules:
-            self._set_threads(threads)
+        if data is not None or settings is not None:  # (a bare benchmark worker, neither, never loads torch)
+            self._set_threads((settings.threads if settings is not None else None) or threads)
+        self.runner = TrialRunner(data, settings, train=train, worker=name)
 
     @staticmethod
     def _set_threads(n: int) -> None:
@@ -51,41 +73,36 @@ class TrainerActor:
         torch.set_num_threads(n)
 
     def run(self, trial: Trial, checkpoint: bytes | None, inherit: bytes | None, keep: KeepRule,
-            wait_epochs: frozenset[int]) -> Iterator[Any]:
-        """A streaming generator, one message to the driver per item: ``{"time": ..}`` as the trial begins,
-        ``{"report": (epoch, metrics, score, time)}`` after each epoch as it happens, then, where the
-        checkpoint is kept, ``{"checkpoint": True}`` followed by the checkpoint itself (it stays in the
-        object store, owned by the driver, never fetched by it unless used), and ``{"result": Result}``.
-        The training runs on a thread of its own (:class:`nas.engine.channel.TrialChannel`) so that the
-        driver's decisions (:meth:`decide`, in another concurrency group) reach it while it trains."""
-        from nas.train.trainer import run_trainer, trainer_reports
-
+            wait_epochs: frozenset[int]) -> Iterator[StreamItem | bytes]:
+        """A streaming generator, one message to the driver per item: :class:`Began` as the trial begins, a
+        :class:`nas.core.types.Report` after each epoch as it happens, then, where the checkpoint is kept,
+        :class:`CheckpointNext` followed by the checkpoint itself (it stays in the object store, owned by the
+        driver, never fetched by it unless used), and :class:`Ended`. The training runs on a thread of its own
+        (:class:`nas.engine.channel.TrialChannel`) so that the driver's decisions (:meth:`decide`, in another
+        concurrency group) reach it while it trains."""
         start = time.time()
         arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
         self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
         print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
               f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
-        yield {"time": start}
+        yield Began(start)
         try:
-            if not trainer_reports(self.trainer):
-                result, ckpt = run_trainer(self.trainer, trial, self.space, checkpoint, keep=keep)  # type: ignore[arg-type]
-            else:
-                channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
-                channel.start(lambda: run_trainer(self.trainer, trial, self.space, checkpoint,  # type: ignore[arg-type]
+            channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
+            channel.start(lambda: self.runner.run(trial, self.space, checkpoint,  # type: ignore[arg-type]
                                                   report=channel.report, inherit=inherit, keep=keep))
-                while (item := channel.next())[0] == "report":
-                    yield {"report": item[1:]}
-                if item[0] == "error":
-                    raise item[1]
-                result, ckpt = item[1]
+            while not isinstance(message := channel.next(), Done | Crashed):
+                yield Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time, self.name)
+            if isinstance(message, Crashed):
+                raise message.error
+            result, ckpt = message.value
         finally:
             self.current = None
             self.channels.pop(trial.trial_id, None)
         result.node = ray.get_runtime_context().get_node_id()[:12]
         if ckpt is not None:
-            yield {"checkpoint": True}
+            yield CheckpointNext()
             yield ckpt
-        yield {"result": result}
+        yield Ended(result)
 
     @ray.method(concurrency_group="monitor")
     def decide(self, trial_id: int, decision: Decision) -> None:
@@ -105,4 +122,4 @@ class TrainerActor:
         return self.name
 
 
-__all__ = ["TrainerActor"]
+__all__ = ["Began", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]

@@ -14,7 +14,7 @@ prints one line per update to its log (the dashboard's actor page shows it), and
 ``ray.get(ray.get_actor("nas-search", namespace=...).status.remote())`` returns it as a dict.
 
 Ray's histograms reconstruct their ``_sum`` from bucket midpoints, so the exact strategy time is also a
-counter (``nas_strategy_time_seconds``). Time per ask is measured from ``loop.strategy_seconds``
+counter (``nas_strategy_time_seconds``). Time per ask is measured from the loop status' ``strategy_seconds``
 between hooks: an ask that proposes nothing is counted with the next ask or tell.
 """
 
@@ -33,13 +33,11 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from nas.core.front import FrontTracker
-from nas.core.types import Result, Trial
-from nas.engine.loop import Callback, SearchLoop
+from nas.core.types import Outcome, Result, Trial
+from nas.engine.interfaces import Callback, LoopStatus
 from nas.engine.protocol import Event, EventKind
-from nas.monitor.status import end_state, loop_status
-from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
 
-__all__ = ["METRICS", "MetricsCallback", "MetricSpec", "SearchStatus", "loop_status", "metrics_export_url",
+__all__ = ["METRICS", "MetricsCallback", "MetricSpec", "SearchStatus", "metrics_export_url",
            "parse_prometheus", "scrape"]
 
 log = logging.getLogger(__name__)
@@ -182,22 +180,22 @@ class MetricsCallback(Callback):
                 log.warning("search metrics are not recorded: %s: %s", type(e).__name__, e)
                 self._warned = True
 
-    def _tags(self, loop: SearchLoop, **extra: str) -> dict[str, str]:
-        return {"run": self.run, "strategy": loop.strategy.name, **extra}
+    def _tags(self, status: LoopStatus, **extra: str) -> dict[str, str]:
+        return {"run": self.run, "strategy": status.strategy, **extra}
 
     def _count(self, name: str, tags: dict[str, str], value: float = 1.0) -> None:
         self._counts[(name, tuple(sorted(tags.items())))] += value
 
-    def _strategy_time(self, loop: SearchLoop, op: str) -> None:
-        delta = loop.strategy_seconds - self._seen_strategy_seconds
-        self._seen_strategy_seconds = loop.strategy_seconds
+    def _strategy_time(self, status: LoopStatus, op: str) -> None:
+        delta = status.strategy_seconds - self._seen_strategy_seconds
+        self._seen_strategy_seconds = status.strategy_seconds
         if delta <= 0:
             return  # no ask happened (a trial re-queued by a resume)
-        tags = self._tags(loop, op=op)
+        tags = self._tags(status, op=op)
         self._observed.append(("nas_strategy_seconds", delta, tags))
         self._count("nas_strategy_time_seconds", tags, delta)
 
-    def _flush(self, loop: SearchLoop, state: str, *, force: bool = False) -> None:
+    def _flush(self, status: LoopStatus, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_flush < self.interval:
             return
@@ -208,75 +206,72 @@ class MetricsCallback(Callback):
         for name, value, obs_tags in self._observed:
             _metric(name).observe(value, tags=obs_tags)
         self._observed.clear()
-        tags = self._tags(loop)
-        busy, queued = busy_and_queued(loop_counts(loop), loop.executor.slots)
-        if state != "running":
-            busy = queued = 0
-        _metric("nas_busy_workers").set(busy, tags=tags)
-        _metric("nas_queued_trials").set(queued, tags=tags)
-        utilization = loop_usage(loop).utilization
-        if utilization is not None:
-            _metric("nas_worker_utilization").set(utilization, tags=tags)
-        _metric("nas_workers").set(loop.executor.slots, tags=tags)
-        _metric("nas_population_size").set(loop.strategy.population_size(), tags=tags)
-        if loop.budget < 2**62:
-            _metric("nas_budget").set(loop.budget, tags=tags)
-        if loop.best_score is not None:
-            _metric("nas_best_score").set(loop.best_score, tags=tags)
+        tags = self._tags(status)
+        running = status.state == "running"
+        _metric("nas_busy_workers").set(status.running if running else 0, tags=tags)
+        _metric("nas_queued_trials").set(status.queued if running else 0, tags=tags)
+        if status.utilization is not None:
+            _metric("nas_worker_utilization").set(status.utilization, tags=tags)
+        _metric("nas_workers").set(status.workers, tags=tags)
+        _metric("nas_population_size").set(status.population, tags=tags)
+        if status.budget is not None:
+            _metric("nas_budget").set(status.budget, tags=tags)
+        if status.best_score is not None:
+            _metric("nas_best_score").set(status.best_score, tags=tags)
         if self._front.size:
             _metric("nas_hypervolume").set(self._front.hypervolume(), tags=tags)
             _metric("nas_front_size").set(self._front.size, tags=tags)
         if self.actor is not None:
-            ref = self.actor.update.remote(loop_status(loop, state))
-            if state != "running":
+            ref = self.actor.update.remote({**status.to_dict(), "updated": time.time()})
+            if not running:
                 ray.get(ref, timeout=30)  # the final state is in before the driver may exit
 
-    def _start(self, loop: SearchLoop) -> None:
-        self._seen_strategy_seconds = loop.strategy_seconds
+    def _start(self, status: LoopStatus) -> None:
+        self._seen_strategy_seconds = status.strategy_seconds
         if self.want_actor:
             # On the driver's node: it reports the driver's loop, and must not die with a worker node.
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
             self.actor = SearchStatus.options(  # type: ignore[attr-defined]
                 name=self.actor_name, namespace=self.namespace, get_if_exists=True,
                 scheduling_strategy=here).remote(self.run)
-        self._flush(loop, "running", force=True)
+        self._flush(status, force=True)
 
-    def _submit(self, loop: SearchLoop, trial: Trial) -> None:
-        self._count("nas_trials_started", self._tags(loop, strategy=trial.strategy or loop.strategy.name))
-        self._strategy_time(loop, "ask")
-        self._flush(loop, "running")
+    def _submit(self, status: LoopStatus, trial: Trial) -> None:
+        self._count("nas_trials_started", self._tags(status, strategy=trial.strategy or status.strategy))
+        self._strategy_time(status, "ask")
+        self._flush(status)
 
-    def _result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
-        tags = self._tags(loop, strategy=trial.strategy or loop.strategy.name)
+    def _result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
+        tags = self._tags(status, strategy=trial.strategy or status.strategy)
         self._count("nas_trials_finished", tags)
         if not result.ok:
             self._count("nas_trials_failed", tags)
-        elif result.reason in ("STOPPED", "PAUSED"):
-            self._count("nas_trials_ended_early", {**tags, "reason": result.reason})
+        elif result.outcome is not Outcome.COMPLETE:
+            self._count("nas_trials_ended_early", {**tags, "reason": result.outcome.value})
         if result.ok and result.score is not None:
             self._front.add(result.scores if result.scores else [result.score])
         if result.start_time is not None and result.end_time is not None:
             self._observed.append(("nas_trial_duration_seconds", max(result.end_time - result.start_time, 0.0),
                                    {**tags, "state": result.state.value}))
-        self._strategy_time(loop, "tell")
-        self._flush(loop, "running")
+        self._strategy_time(status, "tell")
+        self._flush(status)
 
-    def on_start(self, loop: SearchLoop) -> None:
-        self._guard(self._start, loop)
+    def on_start(self, status: LoopStatus) -> None:
+        self._guard(self._start, status)
 
-    def on_submit(self, loop: SearchLoop, trial: Trial) -> None:
-        self._guard(self._submit, loop, trial)
+    def on_submit(self, status: LoopStatus, trial: Trial) -> None:
+        self._guard(self._submit, status, trial)
 
-    def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
-        self._guard(self._result, loop, trial, result)
+    def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
+        self._guard(self._result, status, trial, result)
 
-    def on_event(self, loop: SearchLoop, event: Event) -> None:
+    def on_event(self, status: LoopStatus, event: Event) -> None:
         if event.kind is EventKind.REPORT:
-            self._count("nas_reports", self._tags(loop))
-        self._guard(self._flush, loop, "running")  # a trial began: the busy gauge changes
+            self._count("nas_reports", self._tags(status))
+        self._guard(self._flush, status)  # a trial began: the busy gauge changes
 
-    def on_end(self, loop: SearchLoop) -> None:
-        self._guard(lambda: self._flush(loop, end_state(loop), force=True))
+    def on_end(self, status: LoopStatus) -> None:
+        self._guard(lambda: self._flush(status, force=True))
 
 
 # -- reading the export ------------------------------------------------------------------------------

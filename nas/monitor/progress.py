@@ -20,8 +20,8 @@ from tqdm import tqdm
 from tqdm.utils import disp_len
 
 from nas.core.types import Result, Trial
-from nas.engine.loop import Callback, SearchLoop
-from nas.monitor.usage import busy_and_queued, loop_counts
+from nas.engine.interfaces import Callback, LoopStatus
+from nas.engine.protocol import Event
 
 BAR_FORMAT = "{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]{postfix}"
 TEXT_FORMAT = "{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]{postfix}"
@@ -45,13 +45,10 @@ class FittingBar(tqdm):  # type: ignore[type-arg]
         return line[:ncols] if ncols and disp_len(line) > ncols else line  # tqdm trims only bar-less text
 
 
-def postfix(loop: SearchLoop) -> str:
+def postfix(status: LoopStatus) -> str:
     """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now."""
-    counts = loop_counts(loop)
-    workers = loop.executor.slots
-    busy, queued = busy_and_queued(counts, workers)
-    best = "-" if loop.best_score is None else f"{loop.best_score:.4f}"
-    return f"best {best}, busy {busy}/{workers}, queued {queued}, failed {counts.get('FAILED', 0)}"
+    best = "-" if status.best_score is None else f"{status.best_score:.4f}"
+    return f"best {best}, busy {status.running}/{status.workers}, queued {status.queued}, failed {status.failed}"
 
 
 class SearchProgress(Callback):
@@ -77,15 +74,15 @@ class SearchProgress(Callback):
         self._total: int | None = None
 
     # -- the bar -------------------------------------------------------------------------------
-    def _update(self, loop: SearchLoop) -> None:
+    def _update(self, status: LoopStatus) -> None:
         assert self.bar is not None
         with self._lock:
-            self.bar.n = loop.finished
-            self.bar.set_postfix_str(postfix(loop), refresh=False)
+            self.bar.n = status.finished
+            self.bar.set_postfix_str(postfix(status), refresh=False)
         if self.tty:
             self.bar.refresh()
         else:
-            tenth = 10 * loop.finished // self._total if self._total else -1
+            tenth = 10 * status.finished // self._total if self._total else -1
             if tenth != self._last_tenth:
                 self._last_tenth = tenth
                 self._print_line()
@@ -111,35 +108,39 @@ class SearchProgress(Callback):
                 self._print_line()
 
     # -- the loop's hooks ----------------------------------------------------------------------
-    def on_start(self, loop: SearchLoop) -> None:
-        self._total = loop.budget if loop.budget < 2**62 else None
+    def on_start(self, status: LoopStatus) -> None:
+        self._total = status.budget
         # in a log the bar draws nowhere (it keeps the clock and counts; _print_line prints its text)
-        self.bar = FittingBar(total=self._total, initial=loop.finished, file=self.stream if self.tty else _NullFile(),
+        self.bar = FittingBar(total=self._total, initial=status.finished, file=self.stream if self.tty else _NullFile(),
                               unit="trial", dynamic_ncols=self.tty, smoothing=0, mininterval=0, leave=True,
-                              ascii=" #", bar_format=BAR_FORMAT, postfix=postfix(loop))
-        self._update(loop)
+                              ascii=" #", bar_format=BAR_FORMAT, postfix=postfix(status))
+        self._update(status)
         self._stop.clear()
         self._thread = threading.Thread(target=self._tick, name="nas-progress", daemon=True)
         self._thread.start()
 
-    def on_submit(self, loop: SearchLoop, trial: Trial) -> None:
+    def on_submit(self, status: LoopStatus, trial: Trial) -> None:
         if self.bar is not None and self.tty:
-            self._update(loop)
+            self._update(status)
 
-    def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
+    def on_event(self, status: LoopStatus, event: Event) -> None:
+        if self.bar is not None and self.tty:  # a trial began (busy changes) or reported
+            self._update(status)
+
+    def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
         if self.bar is not None:
-            self._update(loop)
+            self._update(status)
 
-    def on_end(self, loop: SearchLoop) -> None:
+    def on_end(self, status: LoopStatus) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         if self.bar is None:
             return
         with self._lock:
-            self.bar.n = loop.finished
-            self.bar.set_postfix_str(postfix(loop), refresh=False)
-        if not self.tty and self._printed != loop.finished:
+            self.bar.n = status.finished
+            self.bar.set_postfix_str(postfix(status), refresh=False)
+        if not self.tty and self._printed != status.finished:
             self._print_line()
         self.bar.close()
         self.bar = None

@@ -1,7 +1,8 @@
 """``nas status RUN_DIR``: a run's progress from its directory, while it runs or after.
 
-The journal (``trials.jsonl``) gives the finished trials; ``status.json``, which :class:`StatusFile`
-rewrites (atomically, at most once a second) while a search runs, adds what only the live loop knows:
+The journal (``trials.jsonl``) gives the finished trials; ``status.json``, which the run directory's owner
+rewrites (atomically, at most once a second) from the loop's :class:`nas.engine.loop.LoopStatus` while a
+search runs, adds what only the live loop knows:
 the trials running now, and whether the loop is still going. Throughput is finished trials per second
 of the run's wall time; the ETA is the trials left at that rate (or the time budget left, if sooner).
 """
@@ -16,86 +17,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nas.core.types import Result, Trial
-from nas.engine.loop import Callback, SearchLoop
-from nas.engine.protocol import Event
+from nas.engine.interfaces import Callback
 from nas.monitor.usage import run_usage
-
-STATUS_FILE = "status.json"
-
-
-def loop_status(loop: SearchLoop, state: str) -> dict[str, Any]:
-    """The loop's state as plain values (what ``status.json`` and the ``nas-search`` actor hold)."""
-    from nas.monitor.usage import busy_and_queued, loop_counts, loop_usage
-
-    best = loop.best
-    counts = loop_counts(loop)
-    running, queued = busy_and_queued(counts, loop.executor.slots)
-    return {
-        "state": state, "updated": time.time(), "strategy": loop.strategy.name,
-        "finished": loop.finished, "failed": counts.get("FAILED", 0), "running": running, "queued": queued,
-        "utilization": loop_usage(loop).utilization,
-        "budget": loop.budget if loop.budget < 2**62 else None, "time_budget": loop.time_budget,
-        "workers": loop.executor.slots, "elapsed": loop.elapsed, "best_score": loop.best_score,
-        "best_trial": best[0].trial_id if best else None, "population": loop.strategy.population_size(),
-        "strategy_seconds": loop.strategy_seconds,
-    }
-
-
-class StatusFile(Callback):
-    """Keeps ``<run_dir>/status.json`` up to date with the loop's state (at most every ``interval``
-    seconds, and always at start and end), for ``nas status``. The file is written by the run
-    directory's owner (the loop's store); a loop without a store has no status file."""
-
-    def __init__(self, run_dir: str | os.PathLike[str], interval: float = 1.0) -> None:
-        self.path = Path(run_dir) / STATUS_FILE
-        self.interval = interval
-
-    def _write(self, loop: SearchLoop, state: str, force: bool = False) -> None:
-        if loop.store is not None:
-            loop.store.status_interval = self.interval
-            loop.store.maybe_status(loop, state, force=force)
-
-    def on_start(self, loop: SearchLoop) -> None:
-        self._write(loop, "running", force=True)
-
-    def on_submit(self, loop: SearchLoop, trial: Trial) -> None:
-        self._write(loop, "running")
-
-    def on_result(self, loop: SearchLoop, trial: Trial, result: Result) -> None:
-        self._write(loop, "running")
-
-    def on_event(self, loop: SearchLoop, event: Event) -> None:
-        self._write(loop, "running")
-
-    def on_end(self, loop: SearchLoop) -> None:
-        pass  # (the store writes the final status when the loop ends)
 
 
 def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,
                          given: Sequence[Callback] = ()) -> list[Callback]:
-    """What ``nas.search`` adds to the ``given`` callbacks of every run: a :class:`StatusFile`, and on
-    Ray (``ray_namespace`` given) a :class:`nas.monitor.metrics.MetricsCallback` whose ``nas-search`` actor lives
-    in that namespace; none of a kind already given."""
-    callbacks: list[Callback] = []
-    if not any(isinstance(cb, StatusFile) for cb in given):
-        callbacks.append(StatusFile(run_dir))
-    if ray_namespace is not None:
-        from nas.monitor.metrics import MetricsCallback
+    """What ``nas.search`` adds to the ``given`` callbacks of every run on Ray (``ray_namespace`` given): a
+    :class:`nas.monitor.metrics.MetricsCallback` whose ``nas-search`` actor lives in that namespace, unless one
+    is given. (``status.json`` is written by the run directory's owner on its own clock.)"""
+    if ray_namespace is None:
+        return []
+    from nas.monitor.metrics import MetricsCallback
 
-        if not any(isinstance(cb, MetricsCallback) for cb in given):
-            callbacks.append(MetricsCallback(Path(run_dir).name, namespace=ray_namespace))
-    return callbacks
-
-
-def end_state(loop: SearchLoop) -> str:
-    if getattr(loop, "interrupted", False):
-        return "interrupted"
-    return "finished" if loop.finished >= loop.budget or loop.out_of_time() else "stopped"
+    if any(isinstance(cb, MetricsCallback) for cb in given):
+        return []
+    return [MetricsCallback(Path(run_dir).name, namespace=ray_namespace)]
 
 
 def read_live(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    path = Path(run_dir) / STATUS_FILE
+    from nas.run.store import STATUS
+
+    path = Path(run_dir) / STATUS
     try:
         return json.loads(path.read_text())  # type: ignore[no-any-return]
     except (OSError, json.JSONDecodeError):
@@ -119,8 +62,8 @@ def _alive(live: dict[str, Any]) -> bool:
 
 def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
     """Everything ``nas status`` prints, as values."""
-    from nas.api import load_run  # (nas.api attaches this module's callbacks: import here)
     from nas.monitor.pareto import front_status
+    from nas.run.reader import load_run
 
     cfg, df = load_run(run_dir)
     live = read_live(run_dir)

@@ -65,6 +65,11 @@ def aligned(rows: Sequence[Sequence[str]], numeric: Sequence[bool], width: int |
     return "\n".join(lines)
 
 
+def _ended(outcome: str, failure: str | None) -> str:
+    """Why a trial ended where it did: STOPPED or PAUSED by a scheduler, a failure's kind; - for a full run."""
+    return failure if isinstance(failure, str) else "-" if outcome == "COMPLETE" else str(outcome)
+
+
 def results_table(df: pd.DataFrame, width: int | None = None) -> str:
     """The trials as an aligned table with units: score, epochs trained, why it ended where it did
     (STOPPED or PAUSED by a scheduler, a failure's kind; - for a full run), duration (s), measured costs,
@@ -75,7 +80,7 @@ def results_table(df: pd.DataFrame, width: int | None = None) -> str:
         ("state", False, [str(v) for v in df.state]),
         ("score", True, [_cell(v, ".4f") for v in df.score]),
         ("epochs", True, [_cell(v) for v in df.epochs]),
-        ("ended", False, [_cell(v) for v in df.get("reason", pd.Series([None] * len(df), index=df.index))]),
+        ("ended", False, [_ended(o, f) for o, f in zip(df.outcome, df.failure)]),
         ("time (s)", True, [_cell(v, ".1f") for v in df.duration]),
     ]
     for key, (_, header) in COSTS.items():

@@ -86,7 +86,7 @@ class RunConfig:
             raise ValueError(f"weight_decay and momentum must be >= 0, got {self.weight_decay!r}, {self.momentum!r}")
         from nas.core import registry
         from nas.core.objectives import Objectives
-        from nas.train.costs import Constraints
+        from nas.train.constraints import Constraints
 
         registry.executors.get(self.executor)  # a ValueError naming the known ones
         registry.schedulers.get(self.scheduler)
@@ -121,7 +121,7 @@ class RunConfig:
         return cls(**values)
 
     def settings(self) -> Any:
-        from nas.train.trainer import TrainSettings
+        from nas.train.settings import TrainSettings
 
         known = {f.name for f in dataclasses.fields(TrainSettings)} - set(SETTINGS)
         if set(self.train_options) - known:
@@ -131,7 +131,7 @@ class RunConfig:
         return TrainSettings(**self.train_options, **values)
 
     def with_settings(self, settings: Any) -> RunConfig:
-        """This config with the training settings of a :class:`nas.train.trainer.TrainSettings` (those that are not
+        """This config with the training settings of a :class:`nas.train.settings.TrainSettings` (those that are not
         fields of their own here, and differ from the defaults, go into ``train_options``)."""
         default = type(settings)()
         extra = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)

@@ -1,7 +1,9 @@
 """The write-ahead journal ``trials.jsonl``: one JSON record per line, each with a ``kind``.
 
 - ``{"kind": "submit", "trial": {...}}`` when a trial is handed to an executor;
-- ``{"kind": "result", "trial": {...}, "result": {...}}`` when it finished (COMPLETE or FAILED);
+- ``{"kind": "result", "trial": {...}, "result": {...}}`` when it ended (its ``outcome``: COMPLETE, STOPPED,
+  PAUSED or FAILED with its ``failure`` kind; a journal of format 2 has ``state`` and ``reason`` instead, read as
+  :func:`nas.core.types.legacy_outcome` says);
 - further kinds (e.g. ``"report"``: an intermediate result per epoch) may be added: readers keep the
   records of kinds they know and check the shape of each.
 
@@ -14,11 +16,11 @@ file, is a ValueError naming the file and line; only a torn LAST line (a crash m
 and cut off when the journal is opened to append again.
 
 >>> import tempfile
->>> from nas.core.types import Result, Trial, TrialState
+>>> from nas.core.types import FailureKind, Outcome, Report, Result, Trial
 >>> p = Path(tempfile.mkdtemp()) / "trials.jsonl"
 >>> w = JournalWriter(p)
 >>> t = Trial(0, {"a": 1})
->>> w.write_submit(t); _ = w.write_results([(t, Result(0, TrialState.COMPLETE, score=0.5))]); w.close()
+>>> w.write_submit(t); _ = w.write_results([(t, Result(0, Outcome.COMPLETE, score=0.5))]); w.close()
 >>> [r.kind for r in read_records(p)]
 ['submit', 'result']
 >>> _ = p.write_text(p.read_text() + "oops\\n" + p.read_text())
@@ -41,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from nas.core.types import Result, Trial, TrialState
+from nas.core.types import FailureKind, Outcome, Report, Result, Trial
 
 KINDS = ("submit", "result", "report")
 Opener = Callable[[Path], IO[bytes]]
@@ -54,8 +56,9 @@ class DiskFull(ValueError):
 class Record(NamedTuple):
     kind: str
     trial: Trial
-    result: Result | None
+    result: Result | None  # for kind "result"
     line: int  # 1-based line number in the file
+    report: Report | None = None  # for kind "report"
 
 
 def _open_append(path: Path) -> IO[bytes]:
@@ -89,9 +92,9 @@ class JournalWriter:
     def write_submit(self, trial: Trial) -> None:
         self._write(_line({"kind": "submit", "trial": _trial(trial)}))
 
-    def write_report(self, trial: Trial, result: Result) -> None:
+    def write_report(self, trial: Trial, report: Report) -> None:
         """An intermediate result (one epoch); synced with the next result."""
-        self._write(_line({"kind": "report", "trial": _trial(trial), "result": _result(result)}))
+        self._write(_line({"kind": "report", "trial": _trial(trial), "report": report.to_dict()}))
 
     def flush(self) -> None:
         """Hand what was written to the OS (it survives the driver's crash; an fsync makes it survive the
@@ -144,8 +147,7 @@ def _trial(t: Trial) -> dict[str, Any]:
 
 
 def _result(r: Result) -> dict[str, Any]:
-    d = {k: getattr(r, k) for k in _RESULT_FIELDS}
-    d["state"] = r.state.value
+    d = {k: getattr(r, k) for k in _RESULT_FIELDS}  # (StrEnum values serialize as their strings)
     return d
 
 
@@ -191,7 +193,8 @@ def cut_torn_tail(path: Path) -> int:
         return size - end
 
 
-_STATES = {s.value: s for s in TrialState}
+_OUTCOMES = {o.value: o for o in Outcome}
+_FAILURES: dict[Any, FailureKind | None] = {None: None, **{f.value: f for f in FailureKind}}
 
 
 def _parse(path: Path, number: int, line: bytes) -> Record:
@@ -209,19 +212,36 @@ def _parse(path: Path, number: int, line: bytes) -> Record:
             **{k: v for k, v in trial_d.items() if k in _TRIAL_NAMES})
         if type(trial.trial_id) is not int:
             raise TypeError(f"trial_id {trial.trial_id!r} is not an integer")
-        result = None
-        if kind != "submit":
+        result = report = None
+        if kind == "report":
+            report = _report(rec)
+            if report.trial_id != trial.trial_id:
+                raise ValueError(f"report of trial {report.trial_id} filed under trial {trial.trial_id}")
+        elif kind == "result":
             kw = rec["result"]
-            if kw.keys() - _RESULT_NAMES:
-                kw = {k: v for k, v in kw.items() if k in _RESULT_NAMES}
-            kw["state"] = _STATES[kw["state"]]
-            result = Result(**kw)
+            if "outcome" not in kw:  # a record of format 2 (state + reason strings)
+                result = Result.from_dict(kw)
+            else:
+                if kw.keys() - _RESULT_NAMES:
+                    kw = {k: v for k, v in kw.items() if k in _RESULT_NAMES}
+                kw["outcome"], kw["failure"] = _OUTCOMES[kw["outcome"]], _FAILURES[kw.get("failure")]
+                result = Result(**kw)
             if result.trial_id != trial.trial_id:
                 raise ValueError(f"result of trial {result.trial_id} filed under trial {trial.trial_id}")
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"{path} line {number} is a {kind} record of the wrong shape ({type(e).__name__}: {e}); "
                          "the journal is corrupt") from None
-    return Record(str(kind), trial, result, number)
+    return Record(str(kind), trial, result, number, report)
+
+
+def _report(rec: dict[str, Any]) -> Report:
+    """A report record's :class:`Report` (format 2 journaled it as a RUNNING result, its epoch in the metrics)."""
+    if "report" in rec:
+        return Report(**rec["report"])
+    old = rec["result"]
+    metrics = {k: v for k, v in old.get("metrics", {}).items() if k != "epoch"}
+    return Report(old["trial_id"], int(old["epoch"]), metrics, old.get("score"), old.get("end_time"),
+                  old.get("worker"))
 
 
 def read_records(path: Path) -> Iterator[Record]:

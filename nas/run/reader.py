@@ -26,8 +26,8 @@ from nas.run.store import JOURNAL, read_config
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ["trial_id", "arch", "parent", "strategy", "state", "score", "epochs", "reason", "scores", "member",
-           "checkpoint_from", "hparams", "metrics", "error", "start_time", "end_time", "duration",
+COLUMNS = ["trial_id", "arch", "parent", "strategy", "state", "score", "epochs", "outcome", "failure", "scores",
+           "member", "checkpoint_from", "hparams", "metrics", "error", "start_time", "end_time", "duration",
            "worker", "node", "history"]
 
 
@@ -57,7 +57,8 @@ def registered_formatter(cfg: dict[str, Any]) -> Callable[[Arch], str] | None:
 
 
 def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = None) -> pd.DataFrame:
-    """One row per trial, in finishing order. ``arch`` is the space's one-line form when
+    """One row per trial, in finishing order. ``state`` is COMPLETE (scored) or FAILED; ``outcome`` how it ended
+    (COMPLETE, STOPPED, PAUSED, FAILED); ``failure`` why it failed. ``arch`` is the space's one-line form when
     ``format_arch`` is given, else canonical JSON; ``metrics`` is the last epoch's metrics."""
     rows = []
     for trial, result in records:
@@ -65,8 +66,9 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
         duration = (result.end_time - result.start_time) if result.start_time and result.end_time else None
         rows.append({
             "trial_id": trial.trial_id, "arch": arch, "parent": trial.parent, "strategy": trial.strategy,
-            "state": result.state.value, "score": result.score, "epochs": result.epoch, "reason": result.reason,
-            "scores": result.scores,
+            "state": result.state.value, "outcome": result.outcome.value,
+            "failure": None if result.failure is None else result.failure.value,
+            "score": result.score, "epochs": result.epoch, "scores": result.scores,
             "member": trial.member, "checkpoint_from": trial.checkpoint_from,
             "hparams": dict(trial.hparams), "metrics": result.metrics, "error": result.error,
             "start_time": result.start_time, "end_time": result.end_time, "duration": duration,
@@ -98,3 +100,13 @@ def warm_started(cfg: dict[str, Any]) -> list[tuple[Trial, Result]]:
         log.warning("the warm-start trials are not shown: %s", e)
         return []
     return [(w.trial, w.result) for w in warm]
+
+
+def resume_settings(run_dir: str) -> dict[str, Any]:
+    """``run.json`` of ``run_dir`` as :class:`nas.run.config.RunConfig` fields (what ``--resume`` runs)."""
+    from nas.run.config import RunConfig
+
+    cfg = read_config(Path(run_dir))
+    values = RunConfig.from_run_json(cfg).to_json()
+    values["run_dir"] = run_dir
+    return values

@@ -5,8 +5,12 @@
 - :meth:`RunStore.keep_checkpoint` (a checkpoint later trials start from, written before its result)
 - :meth:`RunStore.on_results` (a batch of results: journaled with one fsync, before the strategy hears)
 - :meth:`RunStore.on_best` (best.pt, then best.json naming the same trial and the weights' hash)
-- :meth:`RunStore.maybe_snapshot` (the strategy's state every K results or T seconds, atomically)
-- :meth:`RunStore.maybe_status` (status.json, at most once a second) and :meth:`RunStore.on_end`.
+- :meth:`RunStore.snapshot_due` / :meth:`RunStore.snapshot` (the loop's :class:`nas.engine.loop.SnapshotState`
+  every K results or T seconds, atomically)
+- :meth:`RunStore.write_status` (the loop's :class:`nas.engine.loop.LoopStatus` to status.json) and
+  :meth:`RunStore.finish`.
+
+The store takes values; it never holds the loop.
 
 Layout: ``run.json`` (the :class:`nas.run.config.RunConfig` and the run's identity), ``trials.jsonl``
 (:mod:`nas.run.journal`), ``snapshot.json`` (:mod:`nas.run.snapshot`), ``checkpoints/<id>.pt``,
@@ -29,15 +33,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nas.core.types import Result, Trial
+from nas.core.types import Report, Result, Trial
+from nas.engine.replay import Restored
 from nas.run.config import FORMAT_VERSION, run_differences
 from nas.run.files import atomic_write
-from nas.run.journal import DiskFull, JournalWriter, Opener, Record, bulk_load, latest_results, read_records
+from nas.run.journal import DiskFull, JournalWriter, Opener, bulk_load, latest_results, read_records
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 
 if TYPE_CHECKING:
-    from nas.engine.loop import SearchLoop
+    from nas.engine.interfaces import LoopStatus, SnapshotState
 
 RUN_JSON, JOURNAL, SNAPSHOT, STATUS = "run.json", "trials.jsonl", "snapshot.json", "status.json"
 BEST_JSON, BEST_PT, CHECKPOINTS = "best.json", "best.pt", "checkpoints"
@@ -72,14 +77,6 @@ def check_checkpoint(data: bytes, where: object) -> bytes:
     return data
 
 
-class Restored:
-    """What a resumed run starts from: its journal records and its last snapshot (or None)."""
-
-    def __init__(self, records: list[Record], snapshot: dict[str, Any] | None) -> None:
-        self.records = records
-        self.snapshot = snapshot
-
-
 class RunStore:
     """The one writer of a run directory. Make it with :meth:`create` or :meth:`resume`; both take the lock.
 
@@ -96,11 +93,13 @@ class RunStore:
     ['.lock', '.lock.json', 'run.json', 'trials.jsonl']
     """
 
-    def __init__(self, path: Path, lock: RunLock, *, opener: Opener | None = None, snapshot_every: int = 1000,
+    def __init__(self, path: Path, lock: RunLock, *, strategy: str = "", opener: Opener | None = None,
+                 snapshot_every: int = 1000,
                  snapshot_seconds: float = 60.0, snapshot_share: float | None = 0.05,
                  status_interval: float = 1.0, replay_seconds: float | None = 2.0) -> None:
         self.path = path
         self._lock = lock
+        self.strategy_name = strategy  # the run's strategy, as run.json names it: its snapshots say so
         self.journal = JournalWriter(path / JOURNAL, **({"opener": opener} if opener else {}))
         self.snapshot_every = snapshot_every
         self.snapshot_seconds = snapshot_seconds
@@ -141,7 +140,7 @@ class RunStore:
                                  "or choose another --run-dir")
             lock.write_holder()
             atomic_write(path / RUN_JSON, _json({**config, "format": FORMAT_VERSION}))
-            return cls(path, lock, **kw)
+            return cls(path, lock, strategy=str(config.get("strategy", "")), **kw)
         except BaseException:
             lock.release()
             raise
@@ -171,7 +170,7 @@ class RunStore:
             if snapshot is not None:
                 _check_snapshot(path, snapshot, config, len(records))
             lock.write_holder()
-            store = cls(path, lock, **kw)  # (cuts a torn last line of the journal)
+            store = cls(path, lock, strategy=str(config.get("strategy", "")), **kw)  # (cuts a torn journal line)
             atomic_write(path / RUN_JSON, _json({**prior, "budget": config["budget"],
                                                  "resumed": [*prior.get("resumed", []), _now()]}))
         except BaseException:
@@ -187,8 +186,8 @@ class RunStore:
         self.journal.write_submit(trial)
         self.records += 1
 
-    def on_report(self, trial: Trial, result: Result) -> None:
-        self.journal.write_report(trial, result)
+    def on_report(self, trial: Trial, report: Report) -> None:
+        self.journal.write_report(trial, report)
         self.records += 1
 
     def on_results(self, batch: Sequence[tuple[Trial, Result]]) -> None:
@@ -255,26 +254,27 @@ class RunStore:
         weights = check_checkpoint(kept.read_bytes(), kept) if kept.is_file() else None
         self.on_best(trial, result, weights)
 
-    def maybe_snapshot(self, loop: SearchLoop, *, force: bool = False) -> bool:
-        """Snapshot the strategy when ``snapshot_every`` results or ``snapshot_seconds`` have passed since
-        the last one, and (with ``snapshot_share``) enough time for the last snapshot's own cost to be at most
-        that share of it: a strategy with a large state is snapshotted less often, never the driver's bulk."""
-        if self.told == self._told_at_snapshot and not force:
+    def snapshot_due(self, strategy_seconds: float) -> bool:
+        """Whether a snapshot is due: ``snapshot_every`` results or ``snapshot_seconds`` have passed since the
+        last one, or the strategy worked ``replay_seconds`` since (the most a resume replays), and (with
+        ``snapshot_share``) enough time for the last snapshot's own cost to be at most that share of it: a
+        strategy with a large state is snapshotted less often, never the driver's bulk."""
+        if self.told == self._told_at_snapshot:
             return False
         now = time.monotonic()
         spacing = self._snapshot_cost / self.snapshot_share if self.snapshot_share else 0.0
-        if not force and (now - self._snapshot_at < spacing or (
-                self.told - self._told_at_snapshot < self.snapshot_every
-                and now - self._snapshot_at < self.snapshot_seconds
-                and (self.replay_seconds is None
-                     or loop.strategy_seconds - self._strategy_at_snapshot < self.replay_seconds))):
-            return False
-        self.journal.sync()  # a snapshot never tells more than the synced journal holds
+        return not (now - self._snapshot_at < spacing or (
+            self.told - self._told_at_snapshot < self.snapshot_every
+            and now - self._snapshot_at < self.snapshot_seconds
+            and (self.replay_seconds is None or strategy_seconds - self._strategy_at_snapshot < self.replay_seconds)))
+
+    def snapshot(self, state: SnapshotState) -> None:
+        """Write the strategy's and scheduler's state atomically, with the journal records it covers (never
+        more than the synced journal holds)."""
+        self.journal.sync()
         t0 = time.perf_counter()
-        strategy = getattr(loop.strategy, "inner", loop.strategy).name  # (a scalarizing wrapper: run.json's name)
-        payload = {"format": SNAPSHOT_FORMAT, "strategy": strategy, "records": self.records,
-                   "told": self.told, "state": loop.strategy.state_dict(),
-                   "scheduler": None if loop.scheduler is None else loop.scheduler.state_dict()}
+        payload = {"format": SNAPSHOT_FORMAT, "strategy": self.strategy_name, "records": self.records,
+                   "told": self.told, "state": state.strategy, "scheduler": state.scheduler}
         try:
             self.snapshot_bytes = write_snapshot(self.path / SNAPSHOT, payload)
         except OSError as e:
@@ -284,25 +284,30 @@ class RunStore:
         self.snapshot_seconds_total += self._snapshot_cost
         self._snapshot_at = time.monotonic()
         self._told_at_snapshot = self.told
-        self._strategy_at_snapshot = loop.strategy_seconds
-        return True
+        self._strategy_at_snapshot = state.strategy_seconds
 
-    def maybe_status(self, loop: SearchLoop, state: str = "running", *, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._status_at < self.status_interval:
-            return
-        self._status_at = now
-        from nas.monitor.status import loop_status
+    def status_due(self) -> bool:
+        """Whether ``status_interval`` seconds have passed since status.json was last written."""
+        return time.monotonic() - self._status_at >= self.status_interval
 
-        status = loop_status(loop, state) | {"started": self._started, "pid": os.getpid(),
-                                             "host": socket.gethostname(),
-                                             "utilization": loop.summary()["utilization"]}
-        self._write(self.path / STATUS, _json(status))
+    def write_status(self, status: LoopStatus) -> None:
+        """``status.json``: the loop's :class:`nas.engine.loop.LoopStatus` with who writes it (pid, host) and
+        since when."""
+        self._status_at = time.monotonic()
+        self._write(self.path / STATUS, _json({**status.to_dict(), "updated": time.time(), "started": self._started,
+                                                "pid": os.getpid(), "host": socket.gethostname()}))
 
-    def on_end(self, loop: SearchLoop, state: str) -> None:
+    def flush(self) -> None:
+        """Hand the journal's last records to the OS (reports between results)."""
+        self.journal.flush()
+
+    def finish(self, status: LoopStatus, snapshot: SnapshotState | None) -> None:
+        """The loop's end: the journal synced, a last snapshot (none after an error: the strategy may be
+        mid-batch), the final status."""
         self.journal.sync()
-        self.maybe_snapshot(loop, force=True)
-        self.maybe_status(loop, state, force=True)
+        if snapshot is not None and self.told != self._told_at_snapshot:
+            self.snapshot(snapshot)
+        self.write_status(status)
 
     def close(self) -> None:
         self.journal.close()

@@ -31,14 +31,15 @@ import contextlib
 import io
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from nas.core.objectives import Objectives
-from nas.core.types import Decision, FailureKind, Result, Trial, TrialState
+from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
 
-Report = Callable[[int, Mapping[str, Any], float | None], Decision]  # (epoch, metrics, score) -> decision
+if TYPE_CHECKING:
+    import torch
+
+ReportFn = Callable[[int, Mapping[str, Any], float | None], Decision]  # (epoch, metrics, score) -> decision
 
 
 class TrialFailure(Exception):
@@ -69,10 +70,14 @@ class CheckpointIO:
         """The state this trial starts from, or None (``torch.load(weights_only=True)``: no code runs)."""
         if self.source is None:
             return None
+        import torch
+
         state: dict[str, Any] = torch.load(io.BytesIO(self.source), map_location=self.device, weights_only=True)
         return state
 
     def save(self, state: Mapping[str, Any]) -> None:
+        import torch
+
         buf = io.BytesIO()
         torch.save({**self.extra, **dict(state)}, buf)
         self._saved = buf.getvalue()
@@ -98,7 +103,7 @@ class TrialContext:
 
     def __init__(self, trial: Trial, *, model: Any, data: Any, hparams: Mapping[str, Any],
                  device: str | torch.device, costs: Mapping[str, Any] | None = None,
-                 checkpoint: CheckpointIO | None = None, report: Report | None = None,
+                 checkpoint: CheckpointIO | None = None, report: ReportFn | None = None,
                  objectives: Objectives | None = None, default_epochs: int = 1, total_epochs: int | None = None,
                  evaluate: Callable[[Any], tuple[float, float]] | None = None,
                  autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None) -> None:
@@ -106,7 +111,7 @@ class TrialContext:
         self.model = model
         self.data = data
         self.hparams = dict(hparams)
-        self.device = torch.device(device) if isinstance(device, str) else device
+        self.device = device  # a torch.device on a worker with data; "cpu" for a function that trains no model
         self.costs = dict(costs or {})
         self.checkpoint = checkpoint or CheckpointIO(None, self.device)
         self.epochs = trial.epochs or default_epochs
@@ -177,13 +182,13 @@ class TrialContext:
             raise TrialFailure(FailureKind.OBJECTIVE_MISSING, str(e), metrics) from None
         if not all(math.isfinite(s) for s in scores):
             raise TrialFailure(FailureKind.NAN, f"objective values {list(scores)} are not finite", metrics)
-        reason = {Decision.STOP: FailureKind.STOPPED.value, Decision.PAUSE: FailureKind.PAUSED.value}.get(
-            self.decision)
+        outcome = {Decision.STOP: Outcome.STOPPED, Decision.PAUSE: Outcome.PAUSED}.get(self.decision,
+                                                                                      Outcome.COMPLETE)
         epoch = int(final.get("epoch", self.history[-1]["epoch"] if self.history else self.epochs))
-        result = Result(self.trial.trial_id, TrialState.COMPLETE, score=scores[0], scores=list(scores),
-                        metrics=metrics, history=list(self.history), epoch=epoch, reason=reason)
+        result = Result(self.trial.trial_id, outcome, score=scores[0], scores=list(scores),
+                        metrics=metrics, history=list(self.history), epoch=epoch)
         keep = keep_checkpoint(result) if callable(keep_checkpoint) else keep_checkpoint
-        if keep or self.decision is Decision.PAUSE:
+        if keep or outcome is Outcome.PAUSED:
             if self.checkpoint._provider is None and self.checkpoint._saved is None and self.model is not None:
                 model = self.model
                 self.checkpoint.provide(lambda: {"model": {k: v.detach().cpu() for k, v in
@@ -192,4 +197,4 @@ class TrialContext:
         return result, None
 
 
-__all__ = ["CheckpointIO", "Report", "TrialContext", "TrialFailure"]
+__all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure"]

@@ -1,21 +1,23 @@
-"""What a built model costs on the worker's device, and the constraints checked BEFORE it trains.
+"""What a built model costs on the worker's device (the constraints checked on it BEFORE it trains are
+:mod:`nas.train.constraints`).
 
 :func:`measure_costs` measures a model once it is built: its parameters, the FLOPs of one forward pass
 of one example (``torch.utils.flop_counter.FlopCounterMode``: a multiply-add counts 2), its inference
 latency (the median of several timed forward passes after warm-up, at batch 1 and at the training batch
 size, with ``torch.cuda.synchronize`` around each pass on CUDA) and, where the device reports it
-(CUDA), the peak memory those passes allocated. :class:`Constraints` turns ``--max-params``,
-``--max-flops`` and ``--max-latency-ms`` into a check whose :class:`Violation` names the measured value
-and the limit, so the trainer records an INFEASIBLE failure and trains nothing.
+(CUDA), the peak memory those passes allocated. :class:`nas.train.constraints.Constraints` turns
+``--max-params``, ``--max-flops`` and ``--max-latency-ms`` into a check of these whose ``Violation`` names the
+measured value and the limit, so the trial is an INFEASIBLE failure that trained nothing.
 
 >>> import torch
 >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
 >>> costs = measure_costs(model, (1, 8, 8), device="cpu", batch_size=32, repeats=3)
 >>> costs.params, costs.flops, costs.peak_memory_mb, costs.latency_ms > 0
 (650, 1280, None, True)
->>> print(Constraints(max_params=500).check(costs))
+>>> from nas.train.constraints import Constraints
+>>> print(Constraints(max_params=500).check(costs.to_dict()))
 params 650 > max_params 500
->>> Constraints(max_params=1000, max_flops=1e6).check(costs) is None
+>>> Constraints(max_params=1000, max_flops=1e6).check(costs.to_dict()) is None
 True
 """
 
@@ -23,16 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import statistics
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
-
-from nas.core.types import FailureKind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,60 +146,4 @@ def peak_memory(device: str | torch.device) -> Iterator[PeakMemory]:
         peak.mb = torch.cuda.max_memory_allocated(device) / 2**20
 
 
-@dataclasses.dataclass(frozen=True)
-class Violation:
-    """A broken constraint: ``metric`` measured ``value``, above ``limit`` (the option ``name``)."""
-
-    name: str
-    metric: str
-    value: float
-    limit: float
-    kind: FailureKind = FailureKind.INFEASIBLE
-
-    def __str__(self) -> str:
-        return f"{self.metric} {self.value:g} > {self.name} {self.limit:g}"
-
-
-#: constraint option -> the cost it bounds
-LIMITS = {"max_params": "params", "max_flops": "flops", "max_latency_ms": "latency_ms"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Constraints:
-    """Upper bounds on a candidate's costs; None = no bound. Each a positive number.
-
-    >>> Constraints(max_latency_ms=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: max_latency_ms must be a positive number, got 0
-    """
-
-    max_params: float | None = None
-    max_flops: float | None = None
-    max_latency_ms: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in LIMITS:
-            value = getattr(self, name)
-            if value is None:
-                continue
-            ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
-            if not ok:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
-
-    @property
-    def active(self) -> bool:
-        return any(getattr(self, name) is not None for name in LIMITS)
-
-    def check(self, costs: Costs | Mapping[str, Any]) -> Violation | None:
-        """The first broken bound (params, then FLOPs, then latency at batch 1), or None."""
-        measured = costs.to_dict() if isinstance(costs, Costs) else costs
-        for name, metric in LIMITS.items():
-            limit = getattr(self, name)
-            if limit is not None and measured[metric] > limit:
-                return Violation(name, metric, float(measured[metric]), float(limit))
-        return None
-
-
-__all__ = ["LIMITS", "Constraints", "Costs", "PeakMemory", "Violation", "count_flops", "count_params",
-           "measure_costs", "peak_memory", "time_forward"]
+__all__ = ["Costs", "PeakMemory", "count_flops", "count_params", "measure_costs", "peak_memory", "time_forward"]

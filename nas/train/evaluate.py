@@ -20,18 +20,18 @@ from nas.train.data import Dataset, load_dataset
 
 
 def evaluate_checkpoint(data: Dataset, space: Any, checkpoint: bytes, settings: Any) -> dict[str, Any]:
-    """Loss and accuracy on ``data``'s test split of the model saved in ``checkpoint`` (a TorchTrainer one)."""
-    from nas.train.trainer import TorchTrainer
+    """Loss and accuracy on ``data``'s test split of the model saved in ``checkpoint`` (a trial's checkpoint)."""
+    from nas.train.device import DeviceSide
 
     if data.x_test is None or data.y_test is None:
         raise ValueError(f"dataset {data.name!r} has no test split (cifar10:DIR and cifar100:DIR have one; so "
                          f"does a .npz file with arrays x_test and y_test)")
     state = torch.load(io.BytesIO(checkpoint), map_location="cpu", weights_only=True)
     test_view = Dataset(data.name, data.x_train, data.y_train, data.x_test, data.y_test)
-    trainer = TorchTrainer(test_view, settings)  # normalises with the training split's statistics
-    model, _ = trainer.build(state["arch"], space)
+    side = DeviceSide(test_view, settings)  # normalises with the training split's statistics
+    model, _ = side.build(state["arch"], space)
     model.load_state_dict(state["model"])
-    loss, acc = trainer.evaluate(model)
+    loss, acc = side.evaluate(model)
     return {"test_loss": loss, "test_acc": acc, "test_images": len(data.x_test), "arch": state["arch"],
             "epoch": int(state["epoch"])}
 
@@ -40,7 +40,7 @@ def evaluate_test(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """:func:`evaluate_checkpoint` for the best trial of the run in ``run_dir``."""
     from nas.api import resolve_space
     from nas.run.store import read_config
-    from nas.train.trainer import TrainSettings
+    from nas.train.settings import TrainSettings
 
     cfg = read_config(Path(run_dir))
     weights = Path(run_dir) / "best.pt"

@@ -1,4 +1,4 @@
-"""The built-in training function: what :class:`nas.train.trainer.TorchTrainer` runs for every trial, written
+"""The built-in training function: what :class:`nas.train.runner.TrialRunner` runs for every trial by default, written
 against the same :class:`nas.train.context.TrialContext` a user's own function sees.
 
 Epochs of minibatch training on ``ctx.data`` with the trial's optimizer, learning-rate schedule (warm-up,

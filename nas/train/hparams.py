@@ -1,5 +1,5 @@
 """The per-trial training hyperparameters: their names, checks, and what they make (optimizer, loss,
-schedule, augmentation). :class:`nas.train.trainer.TrainSettings` holds the run's defaults; a trial's ``hparams``
+schedule, augmentation). :class:`nas.train.settings.TrainSettings` holds the run's defaults; a trial's ``hparams``
 override any of :data:`TRIAL_HPARAMS` by name.
 
 >>> hp = check_hparams({"lr": 0.1, "optimizer": "sgd", "nesterov": True, "schedule": "cosine",
@@ -14,12 +14,14 @@ ValueError: unknown schedule 'linear'; known: constant, cosine, step
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from nas.train.augment import Augment
 from nas.train.schedules import SCHEDULES, Schedule
+
+if TYPE_CHECKING:
+    import torch
+
+    from nas.train.augment import Augment
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 #: hyperparameters a trial may set (``Trial.hparams``), each also a TrainSettings field
@@ -70,12 +72,14 @@ def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def augmentation(hp: Mapping[str, Any]) -> Augment:
+    from nas.train.augment import Augment
+
     return Augment(int(hp.get("crop_padding", 0)), bool(hp.get("flip", False)), int(hp.get("cutout", 0)))
 
 
 def check_augmentation(hp: Mapping[str, Any], input_shape: tuple[int, ...]) -> None:
     """Augmentation asked for on inputs that are not images ``(C, H, W)``: a ValueError naming both."""
-    if augmentation(hp).active and len(input_shape) != 3:
+    if any(hp.get(k) for k in AUGMENT_HPARAMS) and len(input_shape) != 3:
         asked = {k: hp[k] for k in AUGMENT_HPARAMS if hp.get(k)}
         raise ValueError(f"augmentation {asked} needs image inputs (channels, height, width); this dataset's "
                          f"inputs have shape {tuple(input_shape)}: set crop_padding=0, flip=false, cutout=0")
@@ -84,6 +88,8 @@ def check_augmentation(hp: Mapping[str, Any], input_shape: tuple[int, ...]) -> N
 def make_optimizer(model: torch.nn.Module, hp: Mapping[str, Any]) -> torch.optim.Optimizer:
     """The trial's optimizer with its fused kernel (CPU and CUDA; one kernel for all parameters instead of
     a loop over them: on CPU, 10x faster steps for a small network). ``nesterov`` applies to SGD only."""
+    import torch
+
     params = [p for p in model.parameters() if p.requires_grad]
     fused = bool(params) and all(p.is_floating_point() for p in params)
     if hp["optimizer"] == "sgd":

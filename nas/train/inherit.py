@@ -39,6 +39,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -155,3 +156,12 @@ def inherit_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optim
             new_state.setdefault(i, {"momentum_buffer": torch.zeros_like(params[name])})
     optimizer.load_state_dict({"state": new_state, "param_groups": mine["param_groups"]})
     return inherited
+
+
+def inherit_into(model: torch.nn.Module, data: bytes, device: torch.device,
+                 parent: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Copy into ``model`` every tensor of the checkpoint ``data`` whose name and shape it shares: the metrics
+    that record it, and the parent's state (its optimizer state, for the training function to take what fits)."""
+    state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    stats = inherit_weights(model, state["model"])
+    return stats.metrics(parent=parent), state

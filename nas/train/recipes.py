@@ -1,4 +1,4 @@
-"""Training recipes: named sets of :class:`nas.train.trainer.TrainSettings` values, as data, each with its source.
+"""Training recipes: named sets of :class:`nas.train.settings.TrainSettings` values, as data, each with its source.
 
 ``nas search --recipe nb201`` fills the settings from a recipe; options given explicitly (``--epochs 12``,
 a config file's ``lr``) win over it. ``nas recipes`` lists them.

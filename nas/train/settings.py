@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.objectives import Objectives
 from nas.core.types import Trial
-from nas.train.costs import Constraints
+from nas.train.constraints import Constraints
 from nas.train.hparams import TRIAL_HPARAMS, check_augmentation, check_hparams
 
 if TYPE_CHECKING:

@@ -1,17 +1,6 @@
-"""Crash-safe runs: resuming a run directory, and a graceful Ctrl-C.
-
-A run directory can be continued after any crash of the driver (SIGKILL included) because of one
-ordering, kept by :class:`nas.engine.loop.SearchLoop` and its store (:class:`nas.run.store.RunStore`):
-
-1. a submission is journaled before the trial runs; a result is journaled (and fsynced) before the
-   strategy is told of it;
-2. every K results or T seconds, between rounds, the strategy's ``state_dict()`` is snapshotted
-   atomically with the number of journal records it covers.
-
-Resuming (``nas.search(..., run_dir=RUN, resume=True)`` or ``nas search --resume RUN``) loads the last
-snapshot, replays the journal after it (each submission asked again, each result told), and re-queues
-what was submitted and never finished, under its own id. The run ends with exactly ``budget`` finished
-trials, each trial id journaled once.
+"""A graceful stop of a running search: :class:`StopSignal` asks the loop to submit nothing more, cancelling the
+trials in flight (a resume re-runs them) or waiting for them; :func:`stop_on_sigint` makes the first Ctrl-C
+request it and the second abort at once.
 
 >>> stop = StopSignal("wait")
 >>> stop.requested, stop.mode
@@ -26,21 +15,9 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 INTERRUPT_MODES = ("cancel", "wait")
-
-
-def resume_settings(run_dir: str) -> dict[str, Any]:
-    """``run.json`` of ``run_dir`` as :class:`nas.run.config.RunConfig` fields (what ``--resume`` runs)."""
-    from nas.run.config import RunConfig
-    from nas.run.store import read_config
-
-    cfg = read_config(Path(run_dir))
-    values = RunConfig.from_run_json(cfg).to_json()
-    values["run_dir"] = run_dir
-    return values
 
 
 class StopSignal:

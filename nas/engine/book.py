@@ -1,0 +1,95 @@
+"""The loop's book of trials: one record per trial id with its state (one place, an Enum), a tally kept in step
+(O(1) counts at 100,000 trials), and the best result so far. The loop and its replay on resume change it only
+through :meth:`TrialBook.add` and :meth:`TrialBook.move`.
+
+>>> from nas.core.types import Outcome
+>>> book = TrialBook()
+>>> r = book.add(Trial(0, {"x": 1}), TrialState.QUEUED)
+>>> book.move(r, TrialState.RUNNING); book.count(TrialState.RUNNING), book.count(TrialState.QUEUED)
+(1, 0)
+>>> book.finish(r, Result(0, Outcome.COMPLETE, score=0.5)), book.finished, book.best_score
+(True, 1, 0.5)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from nas.core.types import Decision, Result, Trial, TrialState
+
+FINISHED = (TrialState.COMPLETE, TrialState.FAILED)
+
+
+@dataclasses.dataclass(slots=True)
+class TrialRecord:
+    trial: Trial
+    state: TrialState
+    result: Result | None = None
+    submitted_at: float = 0.0
+    started_at: float | None = None  # when its worker began it (QUEUED -> RUNNING), the executor's clock
+    runs: int = 1  # 1 + the promotions that continued it from its checkpoint
+    epoch: int = 0  # the last epoch it reported
+    decided: Decision | None = None  # the STOP or PAUSE the loop answered one of its reports with
+    decided_at: int | None = None  # the epoch of that report
+
+
+class TrialBook:
+    """Every trial of a run by id (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, TrialRecord] = {}
+        self._tally: collections.Counter[TrialState] = collections.Counter()
+        self.best: tuple[Trial, Result] | None = None
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self.records
+
+    def get(self, trial_id: int) -> TrialRecord | None:
+        return self.records.get(trial_id)
+
+    def add(self, trial: Trial, state: TrialState, **fields: object) -> TrialRecord:
+        record = TrialRecord(trial, state, **fields)  # type: ignore[arg-type]
+        self.records[trial.trial_id] = record
+        self._tally[state] += 1
+        return record
+
+    def move(self, record: TrialRecord, state: TrialState) -> None:
+        self._tally[record.state] -= 1
+        self._tally[state] += 1
+        record.state = state
+
+    def finish(self, record: TrialRecord, result: Result) -> bool:
+        """Record ``result`` as ``record``'s latest (a continued trial's newer one replaces the last); True when
+        it is the best so far."""
+        self.move(record, result.state)
+        record.result = result
+        record.epoch = max(record.epoch, result.epoch)
+        if result.ok and (self.best is None or result.score > self.best[1].score):  # type: ignore[operator]
+            self.best = (record.trial, result)
+            return True
+        return False
+
+    def count(self, *states: TrialState) -> int:
+        return sum(self._tally[s] for s in states)
+
+    @property
+    def finished(self) -> int:
+        return self.count(*FINISHED)
+
+    @property
+    def in_flight(self) -> int:
+        return self.count(TrialState.QUEUED, TrialState.RUNNING)
+
+    @property
+    def best_score(self) -> float | None:
+        return self.best[1].score if self.best else None
+
+    def in_states(self, *states: TrialState) -> list[TrialRecord]:
+        return [r for r in self.records.values() if r.state in states]
+
+    def results(self) -> list[tuple[Trial, Result]]:
+        return [(r.trial, r.result) for r in self.records.values() if r.result is not None]
+
+
+__all__ = ["TrialBook", "TrialRecord"]

@@ -1,0 +1,183 @@
+"""The framework's side of the one trial contract: what a worker does with a trial.
+
+One :class:`TrialRunner` lives in each worker (a Ray actor, or the in-process executor) for its whole life,
+with the run's data on the worker's device (:class:`nas.train.device.DeviceSide`) and the run's training
+function ``train(ctx)`` (:mod:`nas.train.context`; the built-in one is :func:`nas.train.fit.fit`). For each
+trial it checks the architecture, builds the candidate on the device, measures its costs, checks the
+constraints BEFORE any training (a broken one is an INFEASIBLE failure that trained nothing), inherits a
+parent's weights where asked, calls the training function with a context, and turns what happened into a
+:class:`nas.core.types.Result`: any failure (an exception, a NaN, out of memory) is a FAILED result with its
+typed reason, never a crash of the search.
+
+A worker without data (``data=None``: a scoring function on a toy space, the driver benchmarks' no-op) runs
+the training function with no model, data or device, and never imports torch.
+
+>>> from nas.train.data import load_dataset
+>>> from nas.search_spaces.macro import MacroSpace
+>>> from nas.train.settings import TrainSettings
+>>> arch = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3,
+...         "kernel_2": 3, "activation": "relu", "norm": "batch", "dropout": 0.0}
+>>> runner = TrialRunner(load_dataset("digits"), TrainSettings(epochs=1, device="cpu", threads=1))
+>>> result, checkpoint = runner.run(Trial(0, arch), MacroSpace(), None)
+>>> result.outcome.value, result.metrics["device"], result.metrics["data_path"], len(result.history)
+('COMPLETE', 'cpu', 'device', 1)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from nas.core.objectives import Objectives
+from nas.core.types import FailureKind, InvalidSpace, Result, Trial
+from nas.train.constraints import Constraints
+from nas.train.context import CheckpointIO, ReportFn, TrialContext, TrialFailure
+from nas.train.settings import TrainSettings
+
+if TYPE_CHECKING:
+    from nas.core.space import SearchSpace
+    from nas.train.data import Dataset
+    from nas.train.device import DeviceSide
+
+log = logging.getLogger(__name__)
+
+Keep = bool | Callable[[Result], bool]
+
+
+def worker_identity() -> tuple[str, str]:
+    return f"pid{os.getpid()}", socket.gethostname()
+
+
+def failure_kind(e: BaseException) -> FailureKind:
+    """The typed reason of a trial that raised ``e``."""
+    if isinstance(e, TrialFailure):
+        return e.kind
+    if isinstance(e, InvalidSpace):
+        return FailureKind.INVALID_SPACE
+    torch = sys.modules.get("torch")
+    if isinstance(e, MemoryError) or (torch is not None and isinstance(e, torch.OutOfMemoryError)):
+        return FailureKind.OOM
+    if isinstance(e, FloatingPointError):
+        return FailureKind.NAN
+    return FailureKind.ERROR
+
+
+def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], worker: str,
+               node: str) -> tuple[Result, bytes | None]:
+    """Run ``body``; any exception becomes a FAILED result with the error text and its typed reason
+    (:func:`failure_kind`). Stamps times and worker."""
+    start = time.time()
+    try:
+        result, ckpt = body()
+    except Exception as e:  # a candidate's failure is data, not a crash
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(e, torch.OutOfMemoryError) and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        kind = failure_kind(e)
+        if isinstance(e, TrialFailure):  # an expected failure: its one line says it all
+            result = Result.failed(trial.trial_id, f"{kind.value}: {e}", kind, metrics=e.metrics)
+        else:
+            tb = traceback.format_exc(limit=-3)
+            result = Result.failed(trial.trial_id, f"{type(e).__name__}: {e}\n{tb}", kind)
+        ckpt = None
+    result.start_time, result.end_time = start, time.time()
+    result.worker, result.node = worker, node
+    return result, ckpt
+
+
+class TrialRunner:
+    """Runs trials with ``train`` (default :func:`nas.train.fit.fit`) on ``data`` (None: no model, data or
+    device). ``worker`` names it in results (default ``pid<N>``)."""
+
+    def __init__(self, data: Dataset | None, settings: TrainSettings | None = None, *,
+                 train: Callable[[TrialContext], Any] | None = None, worker: str | None = None) -> None:
+        self.settings = settings or TrainSettings()
+        if train is None:
+            from nas.train.fit import fit
+
+            train = fit
+        self.train = train
+        self.objectives = Objectives(list(self.settings.objectives))
+        self.constraints = Constraints(max_flops=self.settings.max_flops,
+                                       max_latency_ms=self.settings.max_latency_ms)
+        self.worker, self.node = worker_identity()
+        if worker:
+            self.worker = worker
+        self.side: DeviceSide | None = None
+        if data is not None:
+            from nas.train.device import DeviceSide
+
+            self.side = DeviceSide(data, self.settings)
+
+    def run(self, trial: Trial, space: SearchSpace | None, checkpoint: bytes | None, *, report: ReportFn | None = None,
+            inherit: bytes | None = None, keep: Keep = True) -> tuple[Result, bytes | None]:
+        """Train ``trial`` (from ``checkpoint`` if given; inheriting tensors from the ``inherit`` checkpoint if
+        given) with the training function, sending each epoch's report to ``report``. Its checkpoint comes back
+        where ``keep`` says (a bool, or a test of the Result) or the trial paused; else None."""
+        def body() -> tuple[Result, bytes | None]:
+            if space is not None:
+                space.validate(trial.arch)
+            if self.side is None or space is None:
+                return self._run_bare(trial, report, keep)
+            with self.side.flags():
+                return self._run(self.side, trial, space, checkpoint, report, inherit, keep)
+
+        return run_safely(trial, body, self.worker, self.node)
+
+    def _run_bare(self, trial: Trial, report: ReportFn | None, keep: Keep) -> tuple[Result, bytes | None]:
+        s = self.settings
+        ctx = TrialContext(trial, model=None, data=None, hparams=s.for_trial(trial), device="cpu", report=report,
+                           objectives=self.objectives, default_epochs=s.epochs, total_epochs=s.epochs)
+        returned = self.train(ctx)
+        return ctx.outcome(returned, keep_checkpoint=keep)
+
+    def _run(self, side: DeviceSide, trial: Trial, space: SearchSpace, checkpoint: bytes | None,
+             report: ReportFn | None, inherit: bytes | None, keep: Keep) -> tuple[Result, bytes | None]:
+        import torch
+
+        from nas.train.hparams import check_augmentation
+        from nas.train.inherit import inherit_into
+
+        s = self.settings
+        hp = s.for_trial(trial)
+        check_augmentation(hp, side.task.input_shape)
+        torch.manual_seed(s.seed * 1_000_003 + trial.trial_id)
+        model, n_params = side.build(trial.arch, space)
+        if n_params > s.max_params:  # before anything else is measured: it may not even fit a forward pass
+            raise TrialFailure(FailureKind.INFEASIBLE, f"params {n_params:,} > max_params {s.max_params:,}",
+                               {"params": n_params})
+        costs = side.measure(model, n_params, hp["batch_size"])
+        violation = self.constraints.check(costs) if self.constraints.active else None
+        if violation is not None:  # recorded at once; nothing is trained
+            raise TrialFailure(FailureKind.INFEASIBLE, str(violation), costs)
+        measured: dict[str, Any] = {}
+        inherited = None
+        if inherit is not None:
+            found, inherited = inherit_into(model, inherit, side.device, trial.inherit_from)
+            measured.update(found)
+        ckpt_io = CheckpointIO(checkpoint, side.device)
+        if (norm := side.normalization()) is not None:
+            ckpt_io.extra["normalization"] = norm
+        ctx = TrialContext(trial, model=model, data=side.feed, hparams=hp, device=side.device, costs=costs,
+                           checkpoint=ckpt_io, report=report, objectives=self.objectives, default_epochs=s.epochs,
+                           total_epochs=s.epochs, evaluate=side.evaluate, autocast=side.autocast)
+        ctx.inherited = inherited
+        t0 = time.perf_counter()
+        returned = self.train(ctx)
+        train_seconds = time.perf_counter() - t0
+        epochs = len(ctx.history)
+        measured.update({
+            "train_seconds": train_seconds, "epochs_trained": epochs,
+            "samples_per_second": side.feed.train_samples(hp["batch_size"]) * epochs / max(train_seconds, 1e-9),
+            "device": side.device.type, "threads": torch.get_num_threads(), "hparams": hp,
+            "data_path": "streaming" if side.feed.streaming else "device"})
+        return ctx.outcome(returned, measured=measured, keep_checkpoint=keep)
+
+
+__all__ = ["TrialRunner", "failure_kind", "run_safely", "worker_identity"]
