@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nas.bench import asha_sim
-from nas.bench.nb201data import load_table
+from nas.engine.tabular.nb201 import load_table
 
 
 @pytest.fixture(scope="module")

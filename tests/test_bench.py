@@ -7,7 +7,6 @@ import csv
 import numpy as np
 import pytest
 
-from nas.bench.nb201data import load_table
 from nas.bench.plot import curves_on_grid
 from nas.bench.scaling import scaling_rows, target_for
 from nas.bench.strategies import (
@@ -20,6 +19,7 @@ from nas.bench.strategies import (
     summary_rows,
 )
 from nas.cli import main
+from nas.engine.tabular.nb201 import load_table
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from nas.bench.cells import pick_cells
-from nas.bench.nb201data import load_table
 from nas.cli import main
+from nas.engine.tabular.nb201 import load_table
 
 
 @pytest.fixture

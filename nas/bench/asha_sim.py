@@ -2,7 +2,7 @@
 
 Every method is regularized evolution (Real et al. 2019; population 10, tournament 3, as the
 NAS-Bench-201 protocol) on :class:`nas.engine.simulated.SimulatedExecutor` over the table's two schedules
-(:class:`nas.bench.nb201data.NB201Fidelities`), through :class:`nas.engine.loop.SearchLoop`, side by side on the
+(:class:`nas.engine.tabular.nb201.NB201Fidelities`), through :class:`nas.engine.loop.SearchLoop`, side by side on the
 same seeds, workers and simulated time budget:
 
 - ``evolution 200``: evolution alone, every candidate trained the 200-epoch schedule (the baseline);
@@ -95,9 +95,9 @@ def run_method(method: str, seed: int, *, time_budget: float = 50_000.0, workers
                eta: float = 3.0) -> Outcome:
     """One seeded search of ``method`` (a key of :data:`METHODS`) within ``time_budget`` simulated seconds."""
     from nas.api import make_strategy
-    from nas.bench.nb201data import NB201Fidelities
     from nas.core.scheduler import make_scheduler
     from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201 import NB201Fidelities
     from nas.search_spaces.nb201 import NB201Space
 
     epochs, variant = METHODS[method]

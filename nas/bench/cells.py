@@ -1,7 +1,7 @@
 """``nas bench cells``: do our NAS-Bench-201 cells train like the benchmark's? A real-training sanity check.
 
 A handful of cells chosen evenly across the table's range of 200-epoch CIFAR-10 accuracy (Dong & Yang,
-"NAS-Bench-201", ICLR 2020; the table ships in ``nas/bench/data/nb201.csv``) are trained for a few epochs
+"NAS-Bench-201", ICLR 2020; the table ships in ``nas/engine/tabular/data/nb201.csv``) are trained for a few epochs
 with the ``nb201`` recipe (:mod:`nas.train.recipes`: the paper's Table 1, SGD + Nesterov, lr 0.1 cosine,
 weight decay 5e-4, crop + flip) by our :class:`nas.train.trainer.TorchTrainer`, and the command prints the
 Spearman rank correlation between our validation accuracies and the table's (12- and 200-epoch).
@@ -30,7 +30,7 @@ from nas.bench import text_table
 
 def pick_cells(count: int, dataset: str = "cifar10") -> list[int]:
     """Table rows at evenly spaced quantiles (5% .. 100%) of the 200-epoch accuracy on ``dataset``."""
-    from nas.bench.nb201data import load_table
+    from nas.engine.tabular.nb201 import load_table
 
     acc = load_table().valid200[dataset]
     order = np.argsort(acc, kind="stable")
@@ -41,8 +41,8 @@ def pick_cells(count: int, dataset: str = "cifar10") -> list[int]:
 def run_cells(rows: list[int], data: Any, settings: Any, table_dataset: str, seeds: int = 1) -> list[dict[str, Any]]:
     """Train each table row's cell ``seeds`` times (trial ids, hence torch seeds, differ); our mean validation
     accuracy (and each seed's) beside the table's."""
-    from nas.bench.nb201data import load_table
     from nas.core.types import Trial
+    from nas.engine.tabular.nb201 import load_table
     from nas.search_spaces.nb201 import NB201Space
     from nas.train.trainer import TorchTrainer
 

@@ -46,8 +46,8 @@ def _record(strategy: str, workers: int, budget: int) -> dict[str, Any]:
 
 def _parts(strategy: str, workers: int) -> tuple[Any, Any]:
     from nas.api import make_strategy
-    from nas.bench.nb201data import NB201Benchmark
     from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201 import NB201Benchmark
     from nas.search_spaces.nb201 import NB201Space
 
     space = NB201Space()

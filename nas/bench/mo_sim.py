@@ -53,10 +53,10 @@ METRICS = ("val_acc", "latency_ms", "params")  # what the table answers for ever
 
 def make_executor(space: Any, *, seed: int, workers: int, objectives: Sequence[str],
                   search_dataset: str = "cifar10") -> Any:
-    """The simulated executor on NAS-Bench-201 (:class:`nas.bench.nb201data.NB201Fidelities`: each answer
+    """The simulated executor on NAS-Bench-201 (:class:`nas.engine.tabular.nb201.NB201Fidelities`: each answer
     carries ``val_acc`` (12 epochs), ``latency_ms`` and ``params``) that scores ``objectives`` itself."""
-    from nas.bench.nb201data import NB201Fidelities
     from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201 import NB201Fidelities
 
     return SimulatedExecutor(space, NB201Fidelities(search_dataset), workers=workers, seed=seed,
                              objectives=list(objectives))
@@ -76,7 +76,7 @@ def check_objectives(specs: Sequence[str]) -> Objectives:
 def cell_scores(dataset: str, search_dataset: str, objectives: tuple[str, ...], judged: bool) -> np.ndarray:
     """Every cell's higher-is-better scores (cells x objectives): as the search sees them (``val_acc`` at 12
     epochs on ``search_dataset``) or judged (``val_acc`` at 200 epochs on ``dataset``)."""
-    from nas.bench.nb201data import load_cell_costs, load_table
+    from nas.engine.tabular.nb201 import load_cell_costs, load_table
 
     table = load_table()
     params, latency = load_cell_costs()[search_dataset]

@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 from nas.bench import text_table
-from nas.bench.nb201data import simulate
-from nas.bench.strategies import add_common, parse_strategy_options, pool_map
+from nas.bench.strategies import add_common, parse_strategy_options, pool_map, simulate
 
 
 @dataclasses.dataclass
@@ -58,7 +57,7 @@ def run_scaling(strategy: str, workers: int, seed: int, *, trials: int, target: 
 
 def target_for(top: float, search_dataset: str) -> float:
     """The 12-epoch validation accuracy (%) of the table's top ``top`` fraction of cells."""
-    from nas.bench.nb201data import load_table
+    from nas.engine.tabular.nb201 import load_table
 
     if not 0 < top < 1:
         raise ValueError(f"--target-top must be a fraction in (0, 1), got {top}")

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from nas.api import make_strategy
-from nas.bench.nb201data import NB201Benchmark
 from nas.core.types import Result, TrialState
+from nas.engine.tabular.nb201 import NB201Benchmark
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.nb201 import NB201Space
 

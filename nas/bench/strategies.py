@@ -63,13 +63,33 @@ class Outcome:
     not_applicable: str = ""
 
 
+def simulate(strategy: str, seed: int, *, options: Mapping[str, Any] | None = None, search_dataset: str = "cifar10",
+             workers: int = 1, time_budget: float | None = 12_000.0, budget: int | None = None,
+             noise: float = 0.0) -> tuple[Any, Any]:
+    """One search on the simulated NAS-Bench-201: returns the finished loop and its executor. ``noise``:
+    std of Gaussian noise on each reward, in accuracy points (the executor's scores are fractions)."""
+    from nas.api import make_strategy
+    from nas.engine.loop import SearchLoop
+    from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201 import NB201Benchmark
+    from nas.search_spaces.nb201 import NB201Space
+
+    space = NB201Space()
+    executor = SimulatedExecutor(space, NB201Benchmark(search_dataset), workers=workers, seed=seed,
+                                 noise=noise / 100)
+    loop = SearchLoop(make_strategy(strategy, space, seed=seed, options=options), executor, budget=budget,
+                      time_budget=time_budget, journal=None)
+    loop.run()
+    return loop, executor
+
+
 def run_search(strategy: str, seed: int, *, dataset: str = "cifar10", search_dataset: str = "cifar10",
                time_budget: float = 12_000.0, workers: int = 1, options: Mapping[str, Any] | None = None,
                noise: float = 0.0) -> Outcome:
     """One seeded run of the protocol. Only trials finished within ``time_budget`` count (as in the
     paper's code, a query that would end past the budget is not paid for and not seen)."""
-    from nas.bench.nb201data import load_table, simulate
     from nas.engine.simulated import UnsupportedTrial
+    from nas.engine.tabular.nb201 import load_table
 
     out = Outcome(strategy, seed)
     t0 = time.perf_counter()
@@ -100,7 +120,7 @@ def run_search(strategy: str, seed: int, *, dataset: str = "cifar10", search_dat
 def _init_worker() -> None:
     import torch
 
-    from nas.bench.nb201data import load_table
+    from nas.engine.tabular.nb201 import load_table
 
     torch.set_num_threads(1)  # one process per core; strategies with torch models stay on theirs
     load_table()
@@ -155,7 +175,7 @@ def summary_rows(outcomes: Sequence[Outcome], dataset: str, search_dataset: str)
 
 
 def _valid200(dataset: str) -> np.ndarray:
-    from nas.bench.nb201data import load_table
+    from nas.engine.tabular.nb201 import load_table
 
     return load_table().valid200[dataset]
 
@@ -211,7 +231,7 @@ def strategy_names(text: str | None) -> list[str]:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    from nas.bench.nb201data import DATASETS
+    from nas.engine.tabular.nb201 import DATASETS
 
     p.add_argument("--search-dataset", choices=list(DATASETS), default="cifar10",
                    help="whose 12-epoch validation accuracy is the reward and whose time is charged "

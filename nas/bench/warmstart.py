@@ -1,5 +1,5 @@
 """``nas bench warm-start``: a search warm-started from an earlier run against cold ones, on the simulated
-NAS-Bench-201 (Dong & Yang 2020; the table in ``nas/bench/data/nb201.csv``, 12-epoch CIFAR-10 validation
+NAS-Bench-201 (Dong & Yang 2020; the table in ``nas/engine/tabular/data/nb201.csv``, 12-epoch CIFAR-10 validation
 accuracy as the reward, the incumbent judged by its 200-epoch accuracy).
 
 Per seed: an earlier run of ``--first`` trials is written to a run directory (``nas.search``, simulated
@@ -33,9 +33,9 @@ def run_seed(strategy: str, seed: int, *, first: int, budget: int, options: dict
              ) -> dict[str, float]:
     import nas
     from nas.api import make_strategy
-    from nas.bench.nb201data import NB201Benchmark
     from nas.engine.loop import SearchLoop
     from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201 import NB201Benchmark
     from nas.run.warmstart import load_warm_start, tell_warm_start
     from nas.search_spaces.nb201 import NB201Space
 

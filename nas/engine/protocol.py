@@ -120,7 +120,7 @@ class Executor(Protocol):
 class ExecutorConfig:
     """Everything a registered executor may be built from; each takes what it uses. ``options`` are
     executor-specific (ray: ``prefetch``, ``start_timeout``; simulated: ``benchmark`` (an object with
-    ``query``/``epochs`` or a NAS-Bench-201 dataset name), ``noise``, ``round_trip``, ``prefetch``)."""
+    ``query``/``epochs`` or a name in ``nas.core.registry.tables``), ``noise``, ``round_trip``, ``prefetch``)."""
 
     space: SearchSpace
     data: Dataset | None = None
