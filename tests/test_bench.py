@@ -7,9 +7,9 @@ import csv
 import numpy as np
 import pytest
 
-from nas.bench.plot import curves_on_grid
-from nas.bench.scaling import scaling_rows, target_for
-from nas.bench.strategies import (
+from nas.cli import main
+from nas.engine.tabular.nb201 import load_table
+from nas_benchmarks.nb201_strategies import (
     PROTOCOL_OPTIONS,
     Outcome,
     format_table,
@@ -18,8 +18,8 @@ from nas.bench.strategies import (
     run_search,
     summary_rows,
 )
-from nas.cli import main
-from nas.engine.tabular.nb201 import load_table
+from nas_benchmarks.plot import curves_on_grid
+from nas_benchmarks.scaling import scaling_rows, target_for
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_cli_scaling_writes_its_table(tmp_path, capsys):
 
 @pytest.mark.ray
 def test_overhead_of_our_executor_on_trivial_trials(ray_local):
-    from nas.bench.overhead import derive, ours
+    from nas_benchmarks.overhead import derive, ours
 
     row = derive(ours(20, 0.0, 2))
     assert row["complete"] == 20 and row["wall"] > 0

@@ -8,7 +8,10 @@ import csv
 import numpy as np
 import pytest
 
-from nas.bench.mo_sim import (
+from nas.cli import main
+from nas.core import objectives as core
+from nas.core.front import hypervolume
+from nas_benchmarks.mo_sim import (
     METHODS,
     cell_scores,
     make_executor,
@@ -16,9 +19,6 @@ from nas.bench.mo_sim import (
     reference,
     run_mo,
 )
-from nas.cli import main
-from nas.core import objectives as core
-from nas.core.front import hypervolume
 
 LATENCY = ("val_acc:max", "latency_ms:min")
 PARAMS = ("val_acc:max", "params:min")

@@ -199,8 +199,8 @@ def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ra
 def test_many_light_actors_finish_their_trials_without_torch(ray_local):
     """16 light actors (0.03 CPU each, no torch), 500 trivial trials; the scale version is
     ``nas bench ray-poll`` (64 actors, 10,000 trials)."""
-    from nas.bench.ray_poll import NoopTrainer
     from nas.core.types import Trial
+    from nas_benchmarks.ray_poll import NoopTrainer
 
     ex = RayExecutor(None, None, None, workers=16, trainer=NoopTrainer, cpus_per_trial=0.03,
                      namespace="nas-test-light")

@@ -10,7 +10,6 @@ import ray
 import torch
 
 import nas
-from nas.bench.train import bench_dataset
 from nas.cli import main
 from nas.core.types import Trial
 from nas.engine.inprocess import InProcessExecutor
@@ -19,6 +18,7 @@ from nas.engine.ray_pool import RayExecutor
 from nas.run.reader import read_journal
 from nas.search_spaces.macro import MacroSpace
 from nas.train.trainer import TorchTrainer, TrainSettings
+from nas_benchmarks.trainer_speed import bench_dataset
 
 ARCH = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3, "kernel_2": 3,
         "activation": "relu", "norm": "none", "dropout": 0.0}

@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nas.bench import text_table
 from nas.train.context import TrialContext
+
+from .harness import text_table
 
 
 def quiet_train(ctx: TrialContext) -> None:

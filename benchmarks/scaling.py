@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from nas.bench import text_table
-from nas.bench.strategies import add_common, parse_strategy_options, pool_map, simulate
+from .harness import text_table
+from .nb201_strategies import add_common, parse_strategy_options, pool_map, simulate
 
 
 @dataclasses.dataclass

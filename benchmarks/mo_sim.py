@@ -1,7 +1,7 @@
 """``nas bench strategies --objective val_acc:max --objective latency_ms:min``: multi-objective search on the
 simulated NAS-Bench-201, the hypervolume of the front each method finds against simulated time.
 
-What is searched: the NAS-Bench-201 protocol of :mod:`nas.bench.strategies` (12,000 simulated seconds, one
+What is searched: the NAS-Bench-201 protocol of :mod:`nas_benchmarks.nb201_strategies` (12,000 simulated seconds, one
 worker, each query charged its 12-epoch training time) with two or more objectives from the shipped table:
 ``val_acc`` (the 12-epoch validation accuracy, a fraction), ``latency_ms`` (the cell's inference latency) and
 ``params`` (its parameter count), each ``metric:max`` or ``metric:min``.
@@ -116,7 +116,7 @@ def run_mo(method: str, seed: int, objectives: Sequence[str], *, dataset: str = 
            search_dataset: str = "cifar10", time_budget: float = 12_000.0, workers: int = 1,
            options: Mapping[str, Any] | None = None) -> MOOutcome:
     """One seeded multi-objective run of ``method`` (a :data:`METHODS` label); only trials finished within
-    ``time_budget`` count, as in :func:`nas.bench.strategies.run_search`."""
+    ``time_budget`` count, as in :func:`nas_benchmarks.nb201_strategies.run_search`."""
     from nas.api import build_strategy
     from nas.engine.loop import SearchLoop
     from nas.search_spaces.nb201 import NB201Space
@@ -157,7 +157,7 @@ def _run(job: tuple[str, int, dict[str, Any]]) -> MOOutcome:
 def run_all_mo(methods: Sequence[str], seeds: Sequence[int], objectives: Sequence[str], *, jobs: int = 1,
                options: Mapping[str, Mapping[str, Any]] | None = None, **kwargs: Any) -> list[MOOutcome]:
     """Every (method, seed), in ``jobs`` processes; results do not depend on ``jobs``."""
-    from nas.bench.strategies import pool_map
+    from .nb201_strategies import pool_map
 
     opts = options or {}
     work = [(m, s, {**kwargs, "objectives": list(objectives), "options": dict(opts.get(m, {}))})

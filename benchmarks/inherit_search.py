@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.bench import text_table
-from nas.bench.inherit import inherited_checkpoint
 from nas.search_spaces.nb201 import NB201Space
 from nas.strategies.evolution import RegularizedEvolution
 from nas.train.data import Dataset, load_dataset
 from nas.train.trainer import TorchTrainer, TrainSettings
+
+from .harness import text_table
+from .weight_inheritance import inherited_checkpoint
 
 
 def evolve(trainer: TorchTrainer, space: NB201Space, *, budget: int, population: int, sample_size: int,

@@ -144,7 +144,7 @@ def _run(job: tuple[str, int, dict[str, Any]]) -> Outcome:
 def compare(seeds: Sequence[int], *, time_budget: float = 50_000.0, workers: int = 4, jobs: int = 1,
             eta: float = 3.0) -> tuple[dict[str, Any], list[Outcome]]:
     """Every method on every seed; the summary rows (by method) and the outcomes."""
-    from nas.bench.strategies import pool_map
+    from .nb201_strategies import pool_map
 
     work = [(m, s, {"time_budget": time_budget, "workers": workers, "eta": eta}) for m in METHODS for s in seeds]
     outcomes: list[Outcome] = pool_map(_run, work, jobs)

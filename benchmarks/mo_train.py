@@ -145,8 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_mo_train(args: argparse.Namespace) -> int:
-    from nas.bench import text_table
-    from nas.bench.mo_plot import plot_fronts
+    from .harness import text_table
+    from .mo_plot import plot_fronts
 
     if args.quick:
         args.budget, args.epochs = 3, 1

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nas.bench import text_table
+from .harness import text_table
 
 
 def incumbent(pairs: list[tuple[Any, Any]]) -> float:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.bench import text_table
+from .harness import text_table
 
 
 def pick_cells(count: int, dataset: str = "cifar10") -> list[int]:

@@ -7,8 +7,8 @@ and prints the time per pair beside random search's, plus the cost and size of o
 (``state_dict()`` through :func:`nas.run.snapshot.write_snapshot`, fsyncs included). Scores are
 analytic (no training), so only the strategy is timed. Figures are printed, never asserted.
 
-    python -m nas.bench.strategy_speed                      # population 1,000 on the toy space
-    python -m nas.bench.strategy_speed --space macro --strategies evolution,rl --seconds 5
+    python -m nas_benchmarks.strategy_speed                      # population 1,000 on the toy space
+    python -m nas_benchmarks.strategy_speed --space macro --strategies evolution,rl --seconds 5
 
 >>> row = measure("random", resolve_space("toy"), population=20, pairs=30)
 >>> row["strategy"], row["pairs"]
@@ -127,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nas.bench.strategy_speed", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m nas_benchmarks.strategy_speed", description=__doc__.split("\n\n")[0])
     add_arguments(p)
     args = p.parse_args(argv)
     try:

@@ -1,7 +1,7 @@
-"""The figures of the multi-objective benchmarks (matplotlib, as :mod:`nas.bench.plot`): the hypervolume
+"""The figures of the multi-objective benchmarks (matplotlib, as :mod:`nas_benchmarks.plot`): the hypervolume
 found against simulated time (log axis, a 95% confidence band of the mean), and measured fronts.
 
->>> from nas.bench.mo_sim import MOOutcome
+>>> from nas_benchmarks.mo_sim import MOOutcome
 >>> band([MOOutcome("x", 0, curve=[(10.0, 50.0)]), MOOutcome("x", 1, curve=[(10.0, 70.0)])], np.array([1.0, 20.0]))
 (array([ 0., 60.]), array([ 0.   , 19.6]))
 """
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from nas.bench.mo_sim import MOOutcome
+    from .mo_sim import MOOutcome
 
 
 def band(runs: Sequence[MOOutcome], grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The mean hypervolume (% of optimum) over ``runs`` at each time of ``grid``, and the half-width of
     its 95% confidence interval (1.96 standard errors; 0 for one run)."""
-    from nas.bench.mo_sim import hv_at
+    from .mo_sim import hv_at
 
     values = np.array([hv_at(o, grid) for o in runs])
     half = 1.96 * values.std(axis=0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else np.zeros(len(grid))

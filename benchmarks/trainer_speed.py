@@ -4,10 +4,10 @@ much packing several trials on one GPU raises the aggregate throughput.
 One command prints, side by side:
 
 1. per device (the CPU; CUDA where present) and per model: samples per second of a *bare loop* (the
-   minimal loop a user writes, :func:`nas.bench.bare.bare_loop`: data moved to the device once, ``randperm``
+   minimal loop a user writes, :func:`nas_benchmarks.bare.bare_loop`: data moved to the device once, ``randperm``
    + index slicing, fused Adam, a validation pass per epoch) and of :class:`nas.train.trainer.TorchTrainer` on the
    same model, data, batch size, optimizer, learning rate and epochs, like-for-like: the same seed, initial
-   weights, batches, augmentation draws and normalisation (:mod:`nas.bench.bare` lists them; the largest
+   weights, batches, augmentation draws and normalisation (:mod:`nas_benchmarks.bare` lists them; the largest
    difference of the final weights is printed: 0 on the CPU); interleaved ``--repeats`` times after a
    warm-up round, medians reported, and their ratio (ours / bare; > 1 is faster);
 2. on a GPU only: the aggregate samples per second of 1, 2, 4 and 8 trials packed on it through
@@ -42,14 +42,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.bench import text_table
-from nas.bench.bare import Marks, Phases, bare_loop, max_weight_diff
 from nas.core.space import SearchSpace
 from nas.core.types import Arch, Trial
 from nas.engine.protocol import finished
 from nas.train.augment import Augment
 from nas.train.data import Dataset, load_dataset
 from nas.train.trainer import TorchTrainer, TrainSettings
+
+from .bare import Marks, Phases, bare_loop, max_weight_diff
+from .harness import text_table
 
 #: The default models: a mid-size nb201 cell (3 convolutions, a pool and two skips) and a 2-block CNN.
 DEFAULT_ARCHS = {

@@ -4,8 +4,8 @@ N of ``--trials``; bytes (JSON + safetensors), write and read times, and the sea
 and journal appends; snapshots apart) are printed, never asserted. A size
 that stays flat as N grows is the point: a snapshot must be O(population), not O(trials).
 
-    python -m nas.bench.snapshot_size --strategies random,evolution,pbt --trials 10000,100000
-    python -m nas.bench.snapshot_size --strategies optuna --options sampler=random --trials 1000,5000 --journal
+    python -m nas_benchmarks.snapshot_size --strategies random,evolution,pbt --trials 10000,100000
+    python -m nas_benchmarks.snapshot_size --strategies optuna --options sampler=random --trials 1000,5000 --journal
 
 >>> rows = measure("evolution", {"population": 10, "sample_size": 3}, [50, 100], in_flight=4)
 >>> [r["trials"] for r in rows], rows[0]["bytes"] > 0
@@ -63,7 +63,7 @@ def measure(name: str, options: dict[str, Any], marks: Sequence[int], *, in_flig
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nas.bench.snapshot_size", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m nas_benchmarks.snapshot_size", description=__doc__.split("\n\n")[0])
     p.add_argument("--strategies", default="random,evolution,pbt,rl")
     p.add_argument("--options", default="", help="key=value[,key=value] (values parsed as JSON where they parse)")
     p.add_argument("--trials", default="10000,100000")

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nas.bench import text_table
+from .harness import text_table
 
 CAP = 200_000
 OPTIONS = {"population": 100, "sample_size": 10}
@@ -111,7 +111,7 @@ def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str
     with tempfile.TemporaryDirectory(prefix="nas-bench-driver-", dir=where) as tmp:
         run_dir, out = os.path.join(tmp, "run"), os.path.join(tmp, "figures.json")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nas.bench.driver", "--child", run_dir, strategy, str(workers), str(n),
+            [sys.executable, "-m", "nas_benchmarks.driver", "--child", run_dir, strategy, str(workers), str(n),
              str(snapshot_every), out], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         line = proc.stdout.readline()

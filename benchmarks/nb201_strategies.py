@@ -255,7 +255,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-budget", type=float, default=12_000.0, help="simulated seconds (default 12000)")
     p.add_argument("--workers", type=int, default=1, help="simulated workers (default 1, as the paper)")
     p.add_argument("--objective", action="append", default=[], metavar="METRIC[:max|min]",
-                   help="two or more (repeatable): a multi-objective run of nas.bench.mo_sim's methods, e.g. "
+                   help="two or more (repeatable): a multi-objective run of nas_benchmarks.mo_sim's methods, e.g. "
                         "--objective val_acc:max --objective latency_ms:min (metrics: val_acc, latency_ms, params)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 seeds, 3000 simulated s")
     add_common(p)
@@ -271,7 +271,7 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     if not args.time_budget > 0:
         raise ValueError(f"--time-budget must be > 0, got {args.time_budget}")
     if args.objective:
-        from nas.bench.mo_sim_cmd import cmd_mo
+        from .mo_sim_cmd import cmd_mo
 
         return cmd_mo(args)
     names = strategy_names(args.strategies)
@@ -290,7 +290,7 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     stem = out_dir / f"strategies-{args.dataset}"
     write_csv(outcomes, stem.with_suffix(".csv"), dataset=args.dataset, search_dataset=args.search_dataset,
               time_budget=args.time_budget, workers=args.workers, noise=args.noise)
-    from nas.bench.plot import plot
+    from .plot import plot
 
     plot(outcomes, stem.with_suffix(".png"), time_budget=args.time_budget, title=title,
          optimum=float(_valid200(args.dataset).max()))

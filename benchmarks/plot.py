@@ -1,7 +1,7 @@
 """The plot of ``nas bench strategies``: best-so-far accuracy against simulated time, one line per
 strategy (the mean over seeds) with a band of one standard deviation.
 
->>> from nas.bench.strategies import Outcome
+>>> from nas_benchmarks.nb201_strategies import Outcome
 >>> o = Outcome("x", 0, curve=[(100.0, 80.0), (300.0, 90.0)])
 >>> curves_on_grid([o], np.array([0.0, 100.0, 300.0])).tolist()
 [[nan, 80.0, 90.0]]
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from nas.bench.strategies import Outcome
+    from .nb201_strategies import Outcome
 
 
 def curves_on_grid(outcomes: Sequence[Outcome], grid: np.ndarray) -> np.ndarray:

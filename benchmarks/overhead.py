@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nas.bench import text_table
+from .harness import text_table
 
 
 def ours(n: int, seconds: float, workers: int, *, journal: bool = True) -> dict[str, Any]:

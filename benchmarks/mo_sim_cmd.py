@@ -1,6 +1,6 @@
-"""The table, CSV and plot of ``nas bench strategies --objective ...`` (what they measure: :mod:`nas.bench.mo_sim`).
+"""The table, CSV and plot of ``nas bench strategies --objective ...`` (what they measure: :mod:`.mo_sim`).
 
->>> from nas.bench.mo_sim import MOOutcome
+>>> from nas_benchmarks.mo_sim import MOOutcome
 >>> rows = summary_rows([MOOutcome("random", 0, trials=2, front=[1], curve=[(50.0, 40.0), (500.0, 60.0)])], 1000.0,
 ...                     {"hv": 2.0, "size": 3, "proxy_hv": 1.9, "proxy_size": 4})
 >>> rows[1][:6], rows[-2][-2]
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.bench.mo_sim import (
+from .mo_sim import (
     METHODS,
     MOOutcome,
     check_objectives,
@@ -62,9 +62,9 @@ def cmd_mo(args: Any) -> int:
     as method labels), the table and the plot."""
     from pathlib import Path
 
-    from nas.bench import text_table
-    from nas.bench.mo_plot import plot_hypervolume
-    from nas.bench.strategies import parse_strategy_options
+    from .harness import text_table
+    from .mo_plot import plot_hypervolume
+    from .nb201_strategies import parse_strategy_options
 
     specs = check_objectives(args.objective).to_list()
     if args.noise:

@@ -24,8 +24,9 @@ import os
 import time
 from typing import Any
 
-from nas.bench import text_table
 from nas.core.types import Result, Trial, TrialState
+
+from .harness import text_table
 
 
 class NoopTrainer:

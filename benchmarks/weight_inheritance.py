@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.bench import text_table
 from nas.core.types import Trial
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.train.data import Dataset, load_dataset
 from nas.train.hparams import make_optimizer
 from nas.train.inherit import inherit_optimizer_state, inherit_weights, optimizer_param_names
 from nas.train.trainer import TorchTrainer, TrainSettings
+
+from .harness import text_table
 
 PARENT = "334131"  # a mid-size cell: 3 convolutions, a pool and two skips (NAS-Bench-201 op code)
 
