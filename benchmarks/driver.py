@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .harness import text_table
+from . import add_experiment
+from .harness import int_list, text_table
 
 CAP = 200_000
 OPTIONS = {"population": 100, "sample_size": 10}
@@ -153,8 +154,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("driver", help="the driver's cost per trial against workers and run length (simulated)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_experiment(sub, __doc__, cmd_driver)
     p.add_argument("--workers", default="100,1000,10000,20000", help="comma-separated worker counts")
     p.add_argument("--trials-per-worker", type=int, default=10, help=f"N = this x W, capped at {CAP:,} (default 10)")
     p.add_argument("--trials", type=int, help="N for every W instead (the same run length on each row: the "
@@ -164,14 +164,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshot-every", type=int, default=1000, help="K: results between snapshots (default 1000)")
     p.add_argument("--dir", help="where the run directories go (default: the system's temporary directory); "
                    "its disk's fsync time is the 'fsync ms' column")
-    p.set_defaults(handler=cmd_driver)
 
 
 def cmd_driver(args: argparse.Namespace) -> int:
-    try:
-        workers = [int(w) for w in args.workers.split(",")]
-    except ValueError:
-        raise ValueError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
+    workers = int_list(args.workers, "--workers")
     if any(w < 1 for w in workers) or args.trials_per_worker < 1 or args.snapshot_every < 1 or (
             args.trials is not None and args.trials < 10):
         raise ValueError(f"--workers, --trials-per-worker and --snapshot-every must be >= 1 and --trials >= 10, got "

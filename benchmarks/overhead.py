@@ -1,5 +1,6 @@
-"""``nas bench overhead``: the marginal cost per trial of our Ray executor against Ray Tune's ``Tuner``, with
-each side's fixed start-up cancelled and shown apart.
+"""``nas bench overhead``: the marginal cost per trial of our Ray executor against Ray Tune's ``Tuner``.
+
+Each side's fixed start-up is cancelled and shown apart.
 
 Each side runs the same trivial trial (it returns at once; ``--sleep-ms`` adds a sleep) on the same number
 of 1-CPU workers (default 2) on the same local Ray cluster, twice: with a small and a large number of
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import add_experiment
 from .harness import text_table
 
 
@@ -133,8 +135,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("overhead", help="marginal cost per trial: our Ray executor against Ray Tune",
-                       description=__doc__)
+    p = add_experiment(sub, __doc__, cmd_overhead)
     p.add_argument("--trials", default="100,500", help="the small and the large run's trials (default 100,500)")
     p.add_argument("--workers", type=int, default=2, help="workers / concurrent trials, 1 CPU each (default 2)")
     p.add_argument("--sleep-ms", default="0", help="trial lengths in ms, comma-separated (default 0: trivial)")
@@ -142,7 +143,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Tune with reuse_actors=True (default), with its default (an actor per trial), both, "
                         "or not at all")
     p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
-    p.set_defaults(handler=cmd_overhead)
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:

@@ -1,5 +1,7 @@
-"""``nas bench train``: how fast the platform trains one candidate, against a bare PyTorch loop, and how
-much packing several trials on one GPU raises the aggregate throughput.
+"""``nas bench train``: our trainer against a bare PyTorch loop, and trials packed on one GPU.
+
+How fast the platform trains one candidate, against a bare PyTorch loop, and how much packing several trials on
+one GPU raises the aggregate throughput.
 
 One command prints, side by side:
 
@@ -33,7 +35,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -49,8 +50,9 @@ from nas.train.augment import Augment
 from nas.train.data import Dataset, load_dataset
 from nas.train.trainer import TorchTrainer, TrainSettings
 
+from . import add_experiment
 from .bare import Marks, Phases, bare_loop, max_weight_diff
-from .harness import text_table
+from .harness import at_least, text_table, write_json
 
 #: The default models: a mid-size nb201 cell (3 convolutions, a pool and two skips) and a 2-block CNN.
 DEFAULT_ARCHS = {
@@ -194,11 +196,8 @@ def run_trials(ex: Any, space: SearchSpace, arch: Arch, count: int, first_id: in
 
 
 def handler(args: argparse.Namespace) -> int:
-    for name, value, low in (("epochs", args.epochs, 1), ("repeats", args.repeats, 1),
-                             ("batch-size", args.batch_size, 1), ("samples", args.samples, 20),
-                             ("pack-trials", args.pack_trials, 1)):
-        if value < low:
-            raise ValueError(f"--{name} must be >= {low}, got {value}")
+    at_least(1, epochs=args.epochs, repeats=args.repeats, batch_size=args.batch_size, pack_trials=args.pack_trials)
+    at_least(20, samples=args.samples)
     try:
         packs = [int(v) for v in str(args.pack).split(",") if v.strip()]
     except ValueError:
@@ -218,8 +217,7 @@ def handler(args: argparse.Namespace) -> int:
             raise ValueError(f"space {spec!r} has no default architecture here: give one with --arch")
         cases.append((space, space.parse(text)))
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        at_least(1, threads=args.threads)
         torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
     if args.device == "cuda" and not cuda:
@@ -279,16 +277,12 @@ def handler(args: argparse.Namespace) -> int:
                 prows.append([str(p["trials"]), f"{p['gpus_per_trial']:.3g}", f"{p['aggregate']:,.0f}",
                               f"{p['per_trial']:,.0f}", f"{p['speedup']:.2f}"])
                 print(text_table(prows).splitlines()[-1] if len(prows) > 2 else text_table(prows), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, out)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="our trainer against a bare PyTorch loop; trials packed on one GPU",
-                       description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = add_experiment(sub, __doc__, handler)
     p.add_argument("--space", action="append", help="nb201, macro or module:attr (repeatable; default: nb201 "
                    "and macro)")
     p.add_argument("--arch", help="the architecture, in the space's format (default: a fixed mid-size one)")
@@ -308,4 +302,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pack-trials", type=int, default=2, help="timed trials per packed actor (default 2)")
     p.add_argument("--address", help="Ray cluster for the packing table (default: start a local one)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.set_defaults(handler=handler)

@@ -1,5 +1,7 @@
-"""``nas bench inherit``: what weight inheritance (Real et al. 2017) buys a child: validation accuracy after
-one epoch with and without its parent's weights, mean over many children of one parent, side by side.
+"""``nas bench inherit``: what weight inheritance (Real et al. 2017) buys a child after one epoch of training.
+
+Validation accuracy after one epoch with and without its parent's weights, mean over many children of one parent,
+side by side.
 
 For each task (scikit-learn's 8x8 digits, and a generated 32x32 RGB image task, :mod:`nas.train.synthetic`):
 a parent NAS-Bench-201 cell is trained for ``--parent-epochs`` epochs by :class:`nas.train.trainer.TorchTrainer`;
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import json
 import statistics
 import time
 from typing import Any
@@ -35,7 +36,8 @@ from nas.train.hparams import make_optimizer
 from nas.train.inherit import inherit_optimizer_state, inherit_weights, optimizer_param_names
 from nas.train.trainer import TorchTrainer, TrainSettings
 
-from .harness import text_table
+from . import add_experiment
+from .harness import at_least, text_table, write_json
 
 PARENT = "334131"  # a mid-size cell: 3 convolutions, a pool and two skips (NAS-Bench-201 op code)
 
@@ -130,11 +132,9 @@ def summary(task: dict[str, Any]) -> dict[str, float]:
 def handler(args: argparse.Namespace) -> int:
     if args.quick:
         args.children, args.parent_epochs, args.samples = 2, 1, 200
-    for name, value, low in (("children", args.children, 1), ("parent-epochs", args.parent_epochs, 1),
-                             ("samples", args.samples, 100), ("channels", args.channels, 1),
-                             ("threads", args.threads, 1)):
-        if value < low:
-            raise ValueError(f"--{name} must be >= {low}, got {value}")
+    at_least(1, children=args.children, parent_epochs=args.parent_epochs)
+    at_least(100, samples=args.samples)
+    at_least(1, channels=args.channels, threads=args.threads)
     torch.set_num_threads(args.threads)
     settings = TrainSettings(epochs=1, seed=args.seed, device=args.device, threads=args.threads)
     print(f"nas bench inherit: {args.children} one-edge mutations of the NAS-Bench-201 cell {PARENT} "
@@ -162,16 +162,12 @@ def handler(args: argparse.Namespace) -> int:
     print(f"validation accuracy after 1 epoch, mean ± sd over {args.children} children per task (parent: after "
           f"{args.parent_epochs}); inheriting took {ms:.0f} ms per child (build, copy, evaluate); "
           f"{time.perf_counter() - t0:.1f} s in all")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"seed": args.seed, "channels": args.channels, "tasks": results}, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, {"seed": args.seed, "channels": args.channels, "tasks": results})
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inherit", help="weight inheritance: children's accuracy after 1 epoch with and without "
-                       "their parent's weights", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = add_experiment(sub, __doc__, handler)
     p.add_argument("--children", type=int, default=6, help="mutated children of the parent per task (default 6)")
     p.add_argument("--parent-epochs", type=int, default=3, help="epochs the parent trains (default 3)")
     p.add_argument("--samples", type=int, default=600, help="images in the 32x32 task (default 600)")
@@ -182,4 +178,3 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "threads of small convolutions ran 20x slower)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.set_defaults(handler=handler)
