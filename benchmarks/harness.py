@@ -67,6 +67,32 @@ def simulated_search(strategy: Any, benchmark: Any, *, seed: int, workers: int =
     return loop, executor
 
 
+def scoring_executor(space: Any, score: Callable[[Any], float], *, slots: int = 1) -> Any:
+    """The in-process executor with ``slots`` trials outstanding, each scored by ``score(arch)`` at once (no
+    training), for experiments that time the loop or the strategy rather than training."""
+    import functools
+
+    from nas.engine.inprocess import InProcessExecutor
+
+    return InProcessExecutor(space, None, trainer=functools.partial(Scored, score=score), slots=slots)
+
+
+class Scored:
+    """A training function that scores an architecture at once and hands back an empty checkpoint, so that a trial
+    starting from another's (PBT's exploit) finds it there, as on a real worker."""
+
+    reports = False
+
+    def __init__(self, data: Any, settings: Any, *, score: Callable[[Any], float]) -> None:
+        self.score = score
+
+    def run(self, trial: Any, space: Any, checkpoint: bytes | None, **_: Any) -> tuple[Any, bytes]:
+        from nas.core.types import Result, TrialState
+
+        value = float(self.score(trial.arch))
+        return Result(trial.trial_id, TrialState.COMPLETE, score=value, scores=[value], epoch=1), b""
+
+
 def run_seeds(fn: Callable[..., Any], methods: Sequence[Any], seeds: Sequence[int], *, jobs: int = 1,
               options: Mapping[Any, Mapping[str, Any]] | None = None, **kwargs: Any) -> list[Any]:
     """``fn(method, seed, **kwargs)`` for every method and seed (method by method), in ``jobs`` processes (results
