@@ -36,8 +36,6 @@ import argparse
 import dataclasses
 import io
 import statistics
-import time
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -45,13 +43,13 @@ import torch
 
 from nas.core.space import SearchSpace
 from nas.core.types import Arch, Trial
-from nas.engine.protocol import finished
 from nas.train.augment import Augment
 from nas.train.data import Dataset, load_dataset
 from nas.train.trainer import TorchTrainer, TrainSettings
 
 from . import add_experiment
 from .bare import Marks, Phases, bare_loop, max_weight_diff
+from .gpu_packing import print_packing
 from .harness import at_least, text_table, write_json
 
 #: The default models: a mid-size nb201 cell (3 convolutions, a pool and two skips) and a 2-block CNN.
@@ -149,52 +147,6 @@ def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, ep
             "amp": bool(trainer.autocast), "augment": dataclasses.asdict(aug) if aug.active else None}
 
 
-def packing(space: SearchSpace, arch: Arch, dataset: Dataset, *, epochs: int, batch_size: int, lr: float,
-            packs: Sequence[int], trials_per_worker: int, amp: bool) -> list[dict[str, Any]]:
-    """Aggregate samples/s of k trainer actors sharing one GPU (``gpus_per_trial = 1/k``)."""
-    import ray
-
-    from nas.engine.ray_pool import RayExecutor
-
-    settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device="cuda", amp=amp)
-    cpus = ray.cluster_resources().get("CPU", 1)
-    rows = []
-    for k in packs:
-        ex = RayExecutor(space, dataset, settings, workers=k, gpus_per_trial=1 / k,
-                         cpus_per_trial=min(1.0, cpus / k), namespace=f"nas-bench-train-{k}")
-        try:
-            run_trials(ex, space, arch, k, 0)  # warm-up: one trial per actor (CUDA context, cuDNN tuning)
-            t0 = time.perf_counter()
-            results = run_trials(ex, space, arch, k * trials_per_worker, 1000)
-            wall = time.perf_counter() - t0
-        finally:
-            ex.shutdown()
-        bad = [r for r in results if not r.ok or r.metrics.get("device") != "cuda"]
-        if bad:
-            raise RuntimeError(f"{len(bad)} packed trials failed or ran off the GPU: {bad[0].error}")
-        per_trial = statistics.median(r.metrics["samples_per_second"] for r in results)
-        rows.append({"trials": k, "gpus_per_trial": 1 / k, "aggregate": len(results) * len(dataset.x_train)
-                     * epochs / wall, "per_trial": per_trial, "wall": wall})
-    for row in rows:
-        row["speedup"] = row["aggregate"] / rows[0]["aggregate"]
-    return rows
-
-
-def run_trials(ex: Any, space: SearchSpace, arch: Arch, count: int, first_id: int) -> list[Any]:
-    """Keep every slot of ``ex`` busy until ``count`` trials of ``arch`` are done."""
-    submitted = 0
-    results: list[Any] = []
-    while len(results) < count:
-        while submitted < count and ex.free_slots():
-            ex.submit(Trial(first_id + submitted, arch))
-            submitted += 1
-        done = ex.poll(timeout=60)
-        if not done and not ex.in_flight():
-            raise RuntimeError(f"the trainer pool stopped with {len(results)} of {count} trials done")
-        results += [result for _, result in finished(done)]
-    return results
-
-
 def handler(args: argparse.Namespace) -> int:
     at_least(1, epochs=args.epochs, repeats=args.repeats, batch_size=args.batch_size, pack_trials=args.pack_trials)
     at_least(20, samples=args.samples)
@@ -259,24 +211,9 @@ def handler(args: argparse.Namespace) -> int:
     if "cuda" not in devices:
         print("packing trials on one GPU needs a GPU: skipped" + ("" if cuda else " (torch sees no CUDA device)"))
     else:
-        from nas.api import connect
-
-        connect(args.address)
-        import ray
-
-        if not ray.cluster_resources().get("GPU"):
-            print("packing trials on one GPU needs a GPU in the Ray cluster: skipped (it has none)")
-        else:
-            space, arch = cases[0]
-            print(f"\ntrials packed on one GPU ({space.registered_name} {space.format(arch)}; "
-                  f"{args.pack_trials} timed trials per actor after one warm-up each):")
-            prows = [["trials", "gpus/trial", "aggregate samples/s", "per-trial samples/s", "speedup vs 1"]]
-            for p in packing(space, arch, dataset, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                             packs=packs, trials_per_worker=args.pack_trials, amp=args.amp):
-                out["packing"].append(p)
-                prows.append([str(p["trials"]), f"{p['gpus_per_trial']:.3g}", f"{p['aggregate']:,.0f}",
-                              f"{p['per_trial']:,.0f}", f"{p['speedup']:.2f}"])
-                print(text_table(prows).splitlines()[-1] if len(prows) > 2 else text_table(prows), flush=True)
+        out["packing"] = print_packing(*cases[0], dataset, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                                       packs=packs, trials_per_worker=args.pack_trials, amp=args.amp,
+                                       address=args.address)
     write_json(args.json, out)
     return 0
 
