@@ -8,8 +8,8 @@ import argparse
 import numpy as np
 import pytest
 
-from nas.bench import asha_sim
-from nas.bench.nb201data import load_table
+from nas.engine.tabular.nb201 import load_table
+from nas_benchmarks import asha_sim
 
 
 @pytest.fixture(scope="module")

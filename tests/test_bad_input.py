@@ -131,8 +131,8 @@ def finished_run(tmp_path):
 
 
 def resume(run_dir, **kw):
-    args = {"budget": 6, "executor": "inprocess", "trainer": TOY, "strategy_options": {"population": 2,
-                                                                                       "sample_size": 2}}
+    args = {"budget": 6, "executor": "inprocess", "data": None, "train": TOY,
+            "strategy_options": {"population": 2, "sample_size": 2}}
     return nas.search(ToySpace(), kw.pop("strategy", "evolution"), run_dir=run_dir, resume=True, **{**args, **kw})
 
 

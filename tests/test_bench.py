@@ -7,28 +7,20 @@ import csv
 import numpy as np
 import pytest
 
-from nas.bench.nb201data import load_table
-from nas.bench.plot import curves_on_grid
-from nas.bench.scaling import scaling_rows, target_for
-from nas.bench.strategies import (
-    PROTOCOL_OPTIONS,
-    Outcome,
-    format_table,
-    parse_strategy_options,
-    run_all,
-    run_search,
-    summary_rows,
-)
 from nas.cli import main
+from nas.engine.tabular.nb201 import load_table
+from nas_benchmarks.harness import PROTOCOL_OPTIONS, parse_strategy_options, run_seeds, values_at
+from nas_benchmarks.nb201_strategies import SearchOutcome, format_table, run_search, summary_rows
+from nas_benchmarks.scaling import scaling_rows, target_for
 
 
 @pytest.fixture(scope="module")
 def random_and_evolution():
-    return run_all(["random", "evolution"], range(30), options=PROTOCOL_OPTIONS)
+    return run_seeds(run_search, ["random", "evolution"], range(30), options=PROTOCOL_OPTIONS)
 
 
 def test_evolution_beats_random_on_average_over_fixed_seeds(random_and_evolution):
-    by = {s: [o for o in random_and_evolution if o.strategy == s] for s in ("random", "evolution")}
+    by = {s: [o for o in random_and_evolution if o.method == s] for s in ("random", "evolution")}
     assert np.mean([o.reward for o in by["evolution"]]) > np.mean([o.reward for o in by["random"]])
     assert np.mean([o.valid200 for o in by["evolution"]]) > np.mean([o.valid200 for o in by["random"]])
 
@@ -52,7 +44,7 @@ def test_reported_dataset_judges_the_cell_searched_on_cifar10():
 
 
 def test_summary_table_puts_the_published_figures_beside_ours(random_and_evolution):
-    na = Outcome("pbt", 0, not_applicable="trial 3 asks for checkpoint_from=1; the tabular benchmark answers ...")
+    na = SearchOutcome("pbt", 0, not_applicable="trial 3 asks for checkpoint_from=1; the tabular benchmark answers ...")
     rows = summary_rows([*random_and_evolution, na], "cifar10", "cifar10")
     text = format_table(rows)
     assert "REA 91.19 +- 0.31" in text and "RS 90.93 +- 0.36" in text and "BOHB 90.82 +- 0.53" in text
@@ -64,23 +56,23 @@ def test_summary_table_puts_the_published_figures_beside_ours(random_and_evoluti
 
 
 def test_curves_on_a_grid_are_step_functions():
-    o = Outcome("x", 0, curve=[(100.0, 80.0), (300.0, 90.0)])
-    values = curves_on_grid([o], np.array([0.0, 100.0, 200.0, 300.0, 1000.0]))
+    o = SearchOutcome("x", 0, curve=[(100.0, 80.0), (300.0, 90.0)])
+    values = values_at([o], np.array([0.0, 100.0, 200.0, 300.0, 1000.0]))
     assert np.isnan(values[0, 0]) and values[0, 1:].tolist() == [80.0, 80.0, 90.0, 90.0]
 
 
 def test_strategy_options_parse_over_the_protocol_defaults():
-    opts = parse_strategy_options(["evolution.population=20", "rl.lr=0.01"])
+    opts = parse_strategy_options(["evolution.population=20", "rl.lr=0.01"], PROTOCOL_OPTIONS)
     assert opts["evolution"] == {"population": 20, "sample_size": 3} and opts["rl"] == {"lr": 0.01}
     with pytest.raises(ValueError, match="is not STRATEGY.KEY=VALUE"):
         parse_strategy_options(["population=20"])
 
 
 def test_results_do_not_depend_on_the_number_of_processes():
-    one = run_all(["random", "evolution"], [0, 1], time_budget=3_000, options=PROTOCOL_OPTIONS)
-    two = run_all(["random", "evolution"], [0, 1], time_budget=3_000, options=PROTOCOL_OPTIONS, jobs=2)
-    assert [(o.strategy, o.seed, o.best_index, o.trials) for o in one] == \
-           [(o.strategy, o.seed, o.best_index, o.trials) for o in two]
+    one = run_seeds(run_search, ["random", "evolution"], [0, 1], time_budget=3_000, options=PROTOCOL_OPTIONS)
+    two = run_seeds(run_search, ["random", "evolution"], [0, 1], time_budget=3_000, options=PROTOCOL_OPTIONS, jobs=2)
+    assert [(o.method, o.seed, o.best_index, o.trials) for o in one] == \
+           [(o.method, o.seed, o.best_index, o.trials) for o in two]
 
 
 def test_cli_strategies_writes_csv_and_png(tmp_path, capsys):
@@ -127,7 +119,7 @@ def test_cli_scaling_writes_its_table(tmp_path, capsys):
 
 @pytest.mark.ray
 def test_overhead_of_our_executor_on_trivial_trials(ray_local):
-    from nas.bench.overhead import derive, ours
+    from nas_benchmarks.overhead import derive, ours
 
     row = derive(ours(20, 0.0, 2))
     assert row["complete"] == 20 and row["wall"] > 0

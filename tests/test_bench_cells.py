@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from nas.bench.cells import pick_cells
-from nas.bench.nb201data import load_table
 from nas.cli import main
+from nas.engine.tabular.nb201 import load_table
+from nas_benchmarks.nb201_cells import pick_cells
 
 
 @pytest.fixture

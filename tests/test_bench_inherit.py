@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from nas.bench import inherit
+from nas_benchmarks import weight_inheritance
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def keep_threads():
 
 def run(argv):
     parser = argparse.ArgumentParser()
-    inherit.register(parser.add_subparsers())
+    weight_inheritance.register(parser.add_subparsers())
     args = parser.parse_args(["inherit", *argv])
     return args.handler(args)
 
@@ -54,7 +54,7 @@ def test_bad_input_is_named(argv, message, keep_threads):
 
 
 def test_quick_search_bench_runs_both_sides(tmp_path, capsys, keep_threads):
-    from nas.bench import inherit_search
+    from nas_benchmarks import inherit_search
 
     parser = argparse.ArgumentParser()
     inherit_search.register(parser.add_subparsers())
@@ -76,10 +76,10 @@ def test_quick_search_bench_runs_both_sides(tmp_path, capsys, keep_threads):
 
 
 def test_quick_warm_start_bench_prints_every_side(capsys):
-    from nas.bench import warmstart
+    from nas_benchmarks import warm_start
 
     parser = argparse.ArgumentParser()
-    warmstart.register(parser.add_subparsers())
+    warm_start.register(parser.add_subparsers())
     args = parser.parse_args(["warm-start", "--quick"])
     assert args.handler(args) == 0
     out = capsys.readouterr().out

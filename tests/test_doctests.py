@@ -1,4 +1,5 @@
-"""Every docstring example in the package runs, so the documentation cannot drift from the code."""
+"""Every docstring example in the package (and in the benchmarks) runs, so the documentation cannot drift from the
+code."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import pkgutil
 import pytest
 
 import nas
+import nas_benchmarks
 
 
 def modules() -> list[str]:
     names = []
-    for info in pkgutil.walk_packages(nas.__path__, "nas."):
-        names.append(info.name)
+    for package in (nas, nas_benchmarks):
+        names += [info.name for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
     for pkg in ("nas.strategies", "nas.search_spaces"):
         module = importlib.import_module(pkg)
         names += [f"{pkg}.{m.name}" for m in pkgutil.iter_modules(module.__path__)]

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from nas.cli import main
+from nas.core.types import Outcome, Result
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_format2"
 
@@ -39,5 +40,6 @@ def test_a_format_2_run_resumes_to_a_raised_budget(tmp_path, capsys):
     assert {i: latest[i] for i in before if finished.count(i) == 1} == {
         i: before[i] for i in before if finished.count(i) == 1}
     assert set(latest) >= set(range(8))
-    assert sum(1 for r in latest.values() if r["state"] in ("COMPLETE", "FAILED")) >= 8
+    assert all(Result.from_dict(r).outcome in (Outcome.COMPLETE, Outcome.FAILED, Outcome.STOPPED, Outcome.PAUSED)
+               for r in latest.values())  # old records (state + reason) and new ones (outcome) both read
     assert "results in" in capsys.readouterr().out

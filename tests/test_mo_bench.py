@@ -8,17 +8,11 @@ import csv
 import numpy as np
 import pytest
 
-from nas.bench.mo_sim import (
-    METHODS,
-    cell_scores,
-    make_executor,
-    optimum,
-    reference,
-    run_mo,
-)
 from nas.cli import main
 from nas.core import objectives as core
 from nas.core.front import hypervolume
+from nas_benchmarks.harness import simulated_search
+from nas_benchmarks.nb201_mo import METHODS, cell_scores, optimum, reference, run_mo
 
 LATENCY = ("val_acc:max", "latency_ms:min")
 PARAMS = ("val_acc:max", "params:min")
@@ -58,18 +52,11 @@ def test_same_seed_same_front_and_objectives_change_it():
 
 
 def test_strategies_are_told_every_objective():
-    from nas.api import build_strategy
-    from nas.engine.loop import SearchLoop
-    from nas.search_spaces.nb201 import NB201Space
-
-    space = NB201Space()
-    strategy = build_strategy("evolution", space, 0, {"population": 5, "sample_size": 2}, list(LATENCY))
-    executor = make_executor(space, seed=0, workers=1, objectives=list(LATENCY))
-    loop = SearchLoop(strategy, executor, budget=8, journal=None)
-    loop.run()
+    loop, _ = simulated_search("evolution", "nb201-cifar10", seed=0, options={"population": 5, "sample_size": 2},
+                               objectives=LATENCY, budget=8)
     _, result = loop.results()[0]
     assert result.scores == [result.metrics["val_acc"], -result.metrics["latency_ms"]]
-    told = strategy.population[0].scores
+    told = loop.strategy.population[0].scores
     assert told is not None and len(told) == 2 and told[1] < 0  # latency minimised -> negated
 
 

@@ -10,16 +10,16 @@ import ray
 import torch
 
 import nas
-from nas.bench.train import bench_dataset
 from nas.cli import main
 from nas.core.types import Trial
 from nas.engine.inprocess import InProcessExecutor
-from nas.engine.protocol import finished
+from nas.engine.protocol import KeepRule, finished
 from nas.engine.ray_pool import RayExecutor
 from nas.run.reader import read_journal
 from nas.search_spaces.macro import MacroSpace
 from nas.train.runner import TrialRunner
 from nas.train.settings import TrainSettings
+from nas_benchmarks.trainer_speed import bench_dataset
 
 ARCH = {"depth": 1, "width_0": 16, "width_1": 16, "width_2": 16, "kernel_0": 3, "kernel_1": 3, "kernel_2": 3,
         "activation": "relu", "norm": "none", "dropout": 0.0}
@@ -38,7 +38,7 @@ def keep_threads():
 
 
 def run_one(ex, trial_id: int = 0):
-    ex.submit(Trial(trial_id, ARCH))
+    ex.submit(Trial(trial_id, ARCH), keep=KeepRule())
     results = []
     while not results:
         results = finished(ex.poll(timeout=60))
@@ -106,8 +106,9 @@ def test_in_process_trials_use_their_threads_and_restore_the_process_count(digit
 
 def test_trainer_on_cpu_keeps_the_data_on_the_device_it_trains_on(digits):
     trainer = TrialRunner(digits, TrainSettings(epochs=1, device="cpu"))
-    assert trainer.device.type == "cpu" and trainer.x_train.device.type == "cpu"
-    assert not trainer.autocast and trainer.memory_format == torch.contiguous_format
+    side = trainer.side
+    assert side.device.type == "cpu" and side.feed.x_train.device.type == "cpu"
+    assert not side.autocast_on and side.memory_format == torch.contiguous_format
 
 
 def test_bench_train_prints_both_columns(tmp_path, capsys, keep_threads):

@@ -1,20 +1,17 @@
-"""``nas bench ...``: each benchmark module adds its own subcommand through ``register(subparsers)``."""
+"""``nas bench ...``: each experiment of the ``nas_benchmarks`` package adds its own subcommand."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-
-#: One module per benchmark; each defines ``register(subparsers)`` and sets ``handler`` on its parser.
-BENCH_MODULES: list[str] = ["nas.bench.strategies", "nas.bench.scaling", "nas.bench.overhead", "nas.bench.train",
-                            "nas.bench.strategy_speed", "nas.bench.cells", "nas.bench.driver", "nas.bench.ray_poll",
-                            "nas.bench.reports", "nas.bench.asha_sim", "nas.bench.inherit", "nas.bench.inherit_search",
-                            "nas.bench.warmstart", "nas.bench.mo_train"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks: strategies on NAS-Bench-201, scaling, overhead, training",
                        description="Benchmarks that print their figures side by side with a baseline.")
     bench_sub = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
-    for module in BENCH_MODULES:
-        importlib.import_module(module).register(bench_sub)
+    # The one import from the product up into the benchmarks: an entry point that discovers plugins (the
+    # experiments nas_benchmarks lists); nothing else in nas/ imports them, and they import nas freely.
+    import nas_benchmarks
+
+    for module in nas_benchmarks.experiments():
+        module.register(bench_sub)

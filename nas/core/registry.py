@@ -68,3 +68,7 @@ register_scheduler = schedulers.register
 executors: Registry[Any] = Registry("executor", modules=(
     "nas.engine.inprocess", "nas.engine.ray_pool", "nas.engine.simulated"))
 register_executor = executors.register
+#: tabular benchmarks by name (``nb201-cifar10``, ...): factories ``() -> benchmark`` that the simulated executor
+#: (``nas.engine.simulated``) is handed the result of
+tables: Registry[Any] = Registry("tabular benchmark", modules=("nas.engine.tabular.nb201",))
+register_table = tables.register

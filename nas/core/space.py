@@ -21,7 +21,7 @@ True
 >>> space.validate({"width": 48, "act": "relu"})
 Traceback (most recent call last):
 ...
-nas.core.space.InvalidArchitecture: decision 'width' has value 48; allowed: [16, 32, 64]
+nas.core.types.InvalidArchitecture: decision 'width' has value 48; allowed: [16, 32, 64]
 """
 
 from __future__ import annotations

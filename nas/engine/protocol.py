@@ -207,7 +207,8 @@ class ExecutorClass(Protocol):
 class ExecutorConfig:
     """Everything a registered executor may be built from; each takes what it uses. ``train``: the training
     function every trial runs (None: the built-in :func:`nas.train.fit.fit`). ``options`` are executor-specific
-    (ray: ``prefetch``, ``start_timeout``; simulated: ``benchmark``, ``noise``, ``round_trip``, ``prefetch``)."""
+    (ray: ``prefetch``, ``start_timeout``; simulated: ``benchmark`` (an object with ``query``/``epochs`` or a name
+    in ``nas.core.registry.tables``), ``noise``, ``round_trip``, ``prefetch``)."""
 
     space: SearchSpace
     data: Dataset | None = None

@@ -13,7 +13,7 @@ A benchmark is any object with ``query(arch) -> (reward, seconds, metrics)`` and
 the reward is reported as the metric ``val_acc`` (plus Gaussian ``noise``), and ``objectives``
 (:class:`nas.core.objectives.Objectives`) turn the metrics into the scores. One that also has
 ``fidelities`` (epoch counts it answers, e.g. 12 and 200) and ``query_epochs(arch, epochs)``, as
-:class:`nas.bench.nb201data.NB201Fidelities`, answers intermediate reports: a trial of ``epochs`` e
+:class:`nas.engine.tabular.nb201.NB201Fidelities`, answers intermediate reports: a trial of ``epochs`` e
 reports at each fidelity below e that is one of its ``wait_epochs`` (a scheduler's rungs, given with the trial),
 waits there for the loop's answer (:meth:`stop` with STOPPED or PAUSED ends it at the report's time, with that
 report's metrics as its result), and reports at e when it finishes. Every
@@ -25,7 +25,7 @@ trial that paused or finished here runs the longer schedule likewise, charged it
 table cannot answer (other hyperparameters, another epoch count, another trial's checkpoint) raise
 :class:`UnsupportedTrial` at ``submit``: a simulated answer to them would be made up.
 
->>> from nas.bench.nb201data import NB201Benchmark
+>>> from nas.engine.tabular.nb201 import NB201Benchmark
 >>> from nas.search_spaces.nb201 import NB201Space
 >>> from nas.strategies.random import RandomSearch
 >>> from nas.engine.loop import SearchLoop
@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from nas.core.objectives import Objectives
-from nas.core.registry import register_executor
+from nas.core.registry import register_executor, tables
 from nas.core.space import SearchSpace
 from nas.core.types import Arch, FailureKind, Outcome, Report, Result, Trial
 from nas.engine.protocol import BoundedCheckpoints, Event, EventKind, ExecutorConfig, KeepRule, PrefetchRule
@@ -129,15 +129,15 @@ class SimulatedExecutor:
 
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> SimulatedExecutor:
-        """Options as the constructor's; a ``benchmark`` name is a NAS-Bench-201 dataset (both fidelities).
-        The run's objectives, and its epochs where the table has that schedule, are the defaults."""
+        """Options as the constructor's; a ``benchmark`` name is one of :data:`nas.core.registry.tables`
+        (default ``nb201-cifar10``: NAS-Bench-201 on CIFAR-10, both fidelities; an unknown name is a ValueError
+        naming the known ones). The run's objectives, and its epochs where the table has that schedule, are the
+        defaults."""
         opts = cfg.checked_options("simulated", "benchmark", "noise", "round_trip", "prefetch", "objectives",
                                    "epochs")
-        bench = opts.pop("benchmark", "cifar10")
+        bench = opts.pop("benchmark", "nb201-cifar10")
         if isinstance(bench, str):
-            from nas.bench.nb201data import NB201Fidelities
-
-            bench = NB201Fidelities(bench)
+            bench = tables.get(bench)()
         if cfg.settings is not None:
             opts.setdefault("objectives", list(cfg.settings.objectives))
             if cfg.settings.epochs in getattr(bench, "fidelities", (bench.epochs,)):

@@ -7,9 +7,10 @@ by its 200-epoch validation accuracy, the mean over the table's seeds, on the re
 The paper searches on CIFAR-10 and reports the same cells on CIFAR-100 and ImageNet16-120; so does
 ``--dataset`` here (``--search-dataset`` changes what is searched on).
 
-Each (strategy, seed) is one :class:`nas.engine.loop.SearchLoop` over a :class:`nas.engine.simulated.SimulatedExecutor`,
-without a journal. A strategy whose trials the table cannot answer (PBT: checkpoints, hyperparameters)
-is listed as not applicable, with the reason.
+Each (strategy, seed) is one :func:`nas_benchmarks.harness.simulated_search` (the real loop on the simulated
+executor, without a journal); ``--objective`` runs the multi-objective version instead (:mod:`.nb201_mo`). A
+strategy whose trials the table cannot answer (PBT: checkpoints, hyperparameters) is listed as not applicable,
+with the reason.
 
 >>> out = run_search("evolution", 0, time_budget=3000, options={"population": 10, "sample_size": 3})
 >>> out.trials > 20, 80 < out.valid200 < 92, out.curve[0][0] > 0
@@ -19,18 +20,27 @@ is listed as not applicable, with the reason.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
-import multiprocessing
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nas.core import registry
+from . import add_experiment
+from .harness import (
+    PROTOCOL_OPTIONS,
+    Outcome,
+    add_simulation_arguments,
+    check_runs,
+    parse_strategy_options,
+    plot_bands,
+    run_seeds,
+    simulated_search,
+    strategy_names,
+    values_at,
+)
 
 #: NAS-Bench-201, Table 5: validation accuracy (%) after 200 epochs of the cell each method found,
 #: searching on CIFAR-10, mean +- std over 500 runs; "optimum" is the best cell of the benchmark.
@@ -44,38 +54,33 @@ PUBLISHED: dict[str, dict[str, tuple[float, float]]] = {
 }
 #: our strategy -> the paper's method it implements
 PAPER_NAME = {"evolution": "REA", "rl": "REINFORCE", "random": "RS"}
-#: options the paper's runs used (its R-EA script: population 10, tournament of 3), where they apply
-PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {"evolution": {"population": 10, "sample_size": 3}}
 
 
 @dataclasses.dataclass
-class Outcome:
-    strategy: str
-    seed: int
-    trials: int = 0
+class SearchOutcome(Outcome):
+    """One seeded search (``method``: the strategy); ``curve``: (time, valid200 of the best so far) on change."""
+
     best_index: int = -1
     best_arch: str = ""
     reward: float = float("nan")  # 12-epoch validation (%) on the search dataset: what the search saw
     valid200: float = float("nan")  # 200-epoch validation (%) on the reported dataset: what is judged
-    strategy_seconds: float = 0.0
-    real_seconds: float = 0.0
-    curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (time, valid200) on change
+    real_seconds: float = dataclasses.field(default=0.0, compare=False)
     not_applicable: str = ""
 
 
 def run_search(strategy: str, seed: int, *, dataset: str = "cifar10", search_dataset: str = "cifar10",
                time_budget: float = 12_000.0, workers: int = 1, options: Mapping[str, Any] | None = None,
-               noise: float = 0.0) -> Outcome:
+               noise: float = 0.0) -> SearchOutcome:
     """One seeded run of the protocol. Only trials finished within ``time_budget`` count (as in the
     paper's code, a query that would end past the budget is not paid for and not seen)."""
-    from nas.bench.nb201data import load_table, simulate
     from nas.engine.simulated import UnsupportedTrial
+    from nas.engine.tabular.nb201 import NB201Benchmark, load_table
 
-    out = Outcome(strategy, seed)
+    out = SearchOutcome(strategy, seed)
     t0 = time.perf_counter()
     try:
-        loop, _ = simulate(strategy, seed, options=options, search_dataset=search_dataset, workers=workers,
-                           time_budget=time_budget, noise=noise)
+        loop, _ = simulated_search(strategy, NB201Benchmark(search_dataset), seed=seed, options=options,
+                                   workers=workers, time_budget=time_budget, noise=noise)
     except UnsupportedTrial as e:
         out.not_applicable = str(e)
         return out
@@ -97,41 +102,11 @@ def run_search(strategy: str, seed: int, *, dataset: str = "cifar10", search_dat
     return out
 
 
-def _init_worker() -> None:
-    import torch
-
-    from nas.bench.nb201data import load_table
-
-    torch.set_num_threads(1)  # one process per core; strategies with torch models stay on theirs
-    load_table()
-
-
-def _run(job: tuple[str, int, dict[str, Any]]) -> Outcome:
-    strategy, seed, kwargs = job
-    return run_search(strategy, seed, **kwargs)
-
-
-def run_all(strategies: Sequence[str], seeds: Sequence[int], *, jobs: int = 1, **kwargs: Any) -> list[Outcome]:
-    """Every (strategy, seed), in ``jobs`` processes (1: in this one). Results do not depend on ``jobs``."""
-    options = kwargs.pop("options", {})
-    work = [(s, seed, {**kwargs, "options": options.get(s, {})}) for s in strategies for seed in seeds]
-    return pool_map(_run, work, jobs)
-
-
-def pool_map(fn: Callable[[Any], Any], work: Sequence[Any], jobs: int) -> list[Any]:
-    """``[fn(w) for w in work]``, in ``jobs`` fresh processes when ``jobs`` > 1 (same results, in order)."""
-    if jobs <= 1 or len(work) <= 1:
-        return [fn(w) for w in work]
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process that has imported torch
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker) as pool:
-        return list(pool.map(fn, work, chunksize=max(1, len(work) // (8 * jobs))))
-
-
-def summary_rows(outcomes: Sequence[Outcome], dataset: str, search_dataset: str) -> list[dict[str, Any]]:
+def summary_rows(outcomes: Sequence[SearchOutcome], dataset: str, search_dataset: str) -> list[dict[str, Any]]:
     rows = []
     published = PUBLISHED[dataset] if search_dataset == "cifar10" else {}
-    for name in dict.fromkeys(o.strategy for o in outcomes):
-        runs = [o for o in outcomes if o.strategy == name]
+    for name in dict.fromkeys(o.method for o in outcomes):
+        runs = [o for o in outcomes if o.method == name]
         ok = [o for o in runs if not o.not_applicable and o.best_index >= 0]
         paper = PAPER_NAME.get(name, "")
         ref = published.get(paper)
@@ -155,7 +130,7 @@ def summary_rows(outcomes: Sequence[Outcome], dataset: str, search_dataset: str)
 
 
 def _valid200(dataset: str) -> np.ndarray:
-    from nas.bench.nb201data import load_table
+    from nas.engine.tabular.nb201 import load_table
 
     return load_table().valid200[dataset]
 
@@ -178,56 +153,41 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_csv(outcomes: Sequence[Outcome], path: Path, **meta: Any) -> None:
+def write_csv(outcomes: Sequence[SearchOutcome], path: Path, **meta: Any) -> None:
     import pandas as pd
 
-    cols = [f.name for f in dataclasses.fields(Outcome) if f.name != "curve"]
-    df = pd.DataFrame([{**meta, **{c: getattr(o, c) for c in cols}} for o in outcomes])
-    df.to_csv(path, index=False, float_format="%.4f")
+    cols = ["seed", "trials", "best_index", "best_arch", "reward", "valid200", "strategy_seconds", "real_seconds",
+            "not_applicable"]
+    rows = [{**meta, "strategy": o.method, **{c: getattr(o, c) for c in cols}} for o in outcomes]
+    pd.DataFrame(rows).to_csv(path, index=False, float_format="%.4f")
 
 
-def parse_strategy_options(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``["evolution.population=20"]`` -> ``{"evolution": {"population": 20}}``, over the protocol's."""
-    from nas.cli import parse_value
+def plot(outcomes: Sequence[SearchOutcome], path: Path, *, time_budget: float, title: str, optimum: float) -> None:
+    """Best-so-far 200-epoch accuracy against simulated time: per strategy the mean over seeds (drawn once most
+    runs have a result) with a band of one standard deviation."""
+    import warnings
 
-    out = {k: dict(v) for k, v in PROTOCOL_OPTIONS.items()}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        strategy, dot, option = key.partition(".")
-        if not sep or not dot or not strategy or not option:
-            raise ValueError(f"option {pair!r} is not STRATEGY.KEY=VALUE (e.g. -o evolution.population=20)")
-        out.setdefault(strategy, {})[option] = parse_value(value)
-    return out
-
-
-def strategy_names(text: str | None) -> list[str]:
-    known = registry.strategies.names()
-    if not text:
-        return known
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    for name in names:
-        registry.strategies.get(name)  # ValueError naming the known ones
-    return names
-
-
-def add_common(p: argparse.ArgumentParser) -> None:
-    from nas.bench.nb201data import DATASETS
-
-    p.add_argument("--search-dataset", choices=list(DATASETS), default="cifar10",
-                   help="whose 12-epoch validation accuracy is the reward and whose time is charged "
-                        "(default: cifar10, as the paper)")
-    p.add_argument("-o", "--option", action="append", default=[], metavar="STRATEGY.KEY=VALUE",
-                   help="a strategy option, e.g. -o evolution.population=20 (repeatable; "
-                        f"protocol defaults: {PROTOCOL_OPTIONS})")
-    p.add_argument("--noise", type=float, default=0.0,
-                   help="std of Gaussian noise added to each reward, in accuracy points (default 0)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
-    p.add_argument("--out", default="bench-results", help="directory for the CSV and the plot")
+    grid = np.linspace(0, time_budget, 301)
+    bands, lows = {}, []
+    for name in dict.fromkeys(o.method for o in outcomes):
+        runs = [o for o in outcomes if o.method == name and o.curve]
+        if not runs:
+            continue
+        values = values_at(runs, grid)
+        with warnings.catch_warnings():  # the columns before any run's first result are all NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, std = np.nanmean(values, axis=0), np.nanstd(values, axis=0)
+        mean[np.isnan(values).mean(axis=0) > 0.5] = np.nan
+        bands[f"{name} ({len(runs)} runs)"] = (mean, std)
+        lows.append(np.nanmin((mean - std)[grid >= 0.15 * time_budget]))
+    plot_bands(grid, bands, path, xlabel="simulated time (s)",
+               ylabel="200-epoch validation accuracy of the best cell so far (%)", title=title,
+               lines=[(optimum, f"optimum {optimum:.2f}", ":")],
+               ylim=(min(lows) - 0.3, optimum + 0.3) if lows else None)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("strategies", help="every strategy on NAS-Bench-201, beside the published figures",
-                       description=__doc__.split("\n\n>>>")[0])
+    p = add_experiment(sub, __doc__, cmd_strategies)
     p.add_argument("--dataset", choices=list(PUBLISHED), default="cifar10",
                    help="whose 200-epoch validation accuracy judges the cell found (default cifar10)")
     p.add_argument("--strategies", help="comma-separated names (default: every registered strategy)")
@@ -235,33 +195,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-budget", type=float, default=12_000.0, help="simulated seconds (default 12000)")
     p.add_argument("--workers", type=int, default=1, help="simulated workers (default 1, as the paper)")
     p.add_argument("--objective", action="append", default=[], metavar="METRIC[:max|min]",
-                   help="two or more (repeatable): a multi-objective run of nas.bench.mo_sim's methods, e.g. "
-                        "--objective val_acc:max --objective latency_ms:min (metrics: val_acc, latency_ms, params)")
+                   help="two or more (repeatable): a multi-objective run of nas_benchmarks.nb201_mo's methods, "
+                        "e.g. --objective val_acc:max --objective latency_ms:min (metrics: val_acc, latency_ms, "
+                        "params)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 seeds, 3000 simulated s")
-    add_common(p)
-    p.set_defaults(handler=cmd_strategies)
+    add_simulation_arguments(p)
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:
-    if args.quick:
-        args.seeds, args.time_budget = 3, 3000.0
-    for name in ("seeds", "workers", "jobs"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if not args.time_budget > 0:
-        raise ValueError(f"--time-budget must be > 0, got {args.time_budget}")
+    check_runs(args, quick=(3, 3000.0))
     if args.objective:
-        from nas.bench.mo_sim_cmd import cmd_mo
+        from .nb201_mo import cmd_mo
 
         return cmd_mo(args)
     names = strategy_names(args.strategies)
-    options = parse_strategy_options(args.option)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    outcomes = run_all(names, range(args.seeds), jobs=args.jobs, dataset=args.dataset,
-                       search_dataset=args.search_dataset, time_budget=args.time_budget, workers=args.workers,
-                       options=options, noise=args.noise)
+    outcomes = run_seeds(run_search, names, range(args.seeds), jobs=args.jobs,
+                         options=parse_strategy_options(args.option, PROTOCOL_OPTIONS), dataset=args.dataset,
+                         search_dataset=args.search_dataset, time_budget=args.time_budget, workers=args.workers,
+                         noise=args.noise)
     wall = time.perf_counter() - t0
     title = (f"NAS-Bench-201 {args.dataset} (search on {args.search_dataset} 12-epoch validation, "
              f"{args.time_budget:g} simulated s, {args.workers} worker(s), {args.seeds} seeds)")
@@ -270,8 +224,6 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     stem = out_dir / f"strategies-{args.dataset}"
     write_csv(outcomes, stem.with_suffix(".csv"), dataset=args.dataset, search_dataset=args.search_dataset,
               time_budget=args.time_budget, workers=args.workers, noise=args.noise)
-    from nas.bench.plot import plot
-
     plot(outcomes, stem.with_suffix(".png"), time_budget=args.time_budget, title=title,
          optimum=float(_valid200(args.dataset).max()))
     print(f"{len(outcomes)} runs in {wall:.1f} s real time; wrote {stem}.csv and {stem}.png")

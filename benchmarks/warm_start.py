@@ -1,6 +1,7 @@
-"""``nas bench warm-start``: a search warm-started from an earlier run against cold ones, on the simulated
-NAS-Bench-201 (Dong & Yang 2020; the table in ``nas/bench/data/nb201.csv``, 12-epoch CIFAR-10 validation
-accuracy as the reward, the incumbent judged by its 200-epoch accuracy).
+"""``nas bench warm-start``: a search warm-started from an earlier run against cold ones (simulated NAS-Bench-201).
+
+On the simulated NAS-Bench-201 (Dong & Yang 2020; the table in ``nas/engine/tabular/data/nb201.csv``, 12-epoch
+CIFAR-10 validation accuracy as the reward, the incumbent judged by its 200-epoch accuracy).
 
 Per seed: an earlier run of ``--first`` trials is written to a run directory (``nas.search``, simulated
 executor); then, side by side, with the same strategy and options:
@@ -20,7 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nas.bench import text_table
+from . import add_experiment
+from .harness import at_least, simulated_search, text_table, write_json
 
 
 def incumbent(pairs: list[tuple[Any, Any]]) -> float:
@@ -33,9 +35,7 @@ def run_seed(strategy: str, seed: int, *, first: int, budget: int, options: dict
              ) -> dict[str, float]:
     import nas
     from nas.api import make_strategy
-    from nas.bench.nb201data import NB201Benchmark
-    from nas.engine.loop import SearchLoop
-    from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201 import NB201Benchmark
     from nas.run.warmstart import load_warm_start, tell_warm_start
     from nas.search_spaces.nb201 import NB201Space
 
@@ -45,8 +45,7 @@ def run_seed(strategy: str, seed: int, *, first: int, budget: int, options: dict
         strat = make_strategy(strategy, space, seed=s, options=options)
         if warm:
             tell_warm_start(strat, warm)
-        executor = SimulatedExecutor(space, NB201Benchmark("cifar10"), seed=s)
-        return list(SearchLoop(strat, executor, budget=n, journal=None).run())
+        return simulated_search(strat, NB201Benchmark("cifar10"), seed=s, budget=n)[0].results()
 
     run_dir = root / f"first-{seed}"
     nas.search(space, strategy, budget=first, executor="simulated", seed=10_000 + seed, run_dir=run_dir,
@@ -64,9 +63,7 @@ def handler(args: argparse.Namespace) -> int:
 
     if args.quick:
         args.seeds, args.first, args.budget = 2, 10, 10
-    for name, value in (("seeds", args.seeds), ("first", args.first), ("budget", args.budget)):
-        if value < 1:
-            raise ValueError(f"--{name} must be >= 1, got {value}")
+    at_least(1, seeds=args.seeds, first=args.first, budget=args.budget)
     default = {"population": 20, "sample_size": 5} if args.strategy == "evolution" else {}
     options = json.loads(args.options) if args.options else default
     if not isinstance(options, dict):
@@ -87,16 +84,12 @@ def handler(args: argparse.Namespace) -> int:
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         table.append([label, f"{statistics.fmean(values):.2f} ± {sd:.2f}"])
     print(text_table(table, rule=True))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"strategy": args.strategy, "options": options, "rows": rows}, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, {"strategy": args.strategy, "options": options, "rows": rows})
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("warm-start", help="a search warm-started from an earlier run against cold ones "
-                       "(simulated NAS-Bench-201)", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = add_experiment(sub, __doc__, handler)
     p.add_argument("--strategy", default="evolution", help="evolution (default), random, rl or optuna")
     p.add_argument("--options", help='strategy options as JSON (default for evolution: {"population": 20, '
                    '"sample_size": 5})')
@@ -105,4 +98,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=int, default=50, help="trials of the new searches (default 50)")
     p.add_argument("--quick", action="store_true", help="2 seeds, 10 + 10 trials")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.set_defaults(handler=handler)

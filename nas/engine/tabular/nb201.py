@@ -1,7 +1,7 @@
 """The NAS-Bench-201 table (Dong & Yang, "NAS-Bench-201", ICLR 2020) shipped with the package, and the
 benchmark protocol that answers a query from it.
 
-``nas/bench/data/nb201.csv`` holds all 15,625 cells (its README and licences are beside it): for
+``nas/engine/tabular/data/nb201.csv`` holds all 15,625 cells (its README and licences are beside it): for
 CIFAR-10 (the ``cifar10-valid`` split), CIFAR-100 and ImageNet16-120, the 12-epoch validation accuracy
 (mean over seeds), the 200-epoch validation accuracy of each seed, and the 200-epoch training time.
 :func:`load_table` reads it once per process (about 0.1 s) and caches it.
@@ -9,9 +9,10 @@ CIFAR-10 (the ``cifar10-valid`` split), CIFAR-100 and ImageNet16-120, the 12-epo
 The protocol (:class:`NB201Benchmark`), as in the paper's searches with a time budget: a query of a
 cell returns its 12-epoch validation accuracy as the reward and costs its 12-epoch training time,
 0.06 x the 200-epoch training time; the cell a search ends with is judged by its 200-epoch
-validation accuracy, the mean over the seeds of the table (what the paper reports). :func:`simulate`
-runs one search on it: a registered strategy, the search loop and a
-:class:`nas.engine.simulated.SimulatedExecutor`.
+validation accuracy, the mean over the seeds of the table (what the paper reports).
+:class:`NB201Fidelities` answers both schedules (12 and 200 epochs) as two fidelities; one per dataset is
+registered in :data:`nas.core.registry.tables` as ``nb201-cifar10``, ``nb201-cifar100`` and
+``nb201-imagenet16``, the names ``SimulatedExecutor.from_config`` resolves.
 
 >>> bench = NB201Benchmark("cifar10")
 >>> from nas.search_spaces.nb201 import from_op_code
@@ -20,19 +21,22 @@ runs one search on it: a registered strategy, the search loop and a
 (0.8283, 130.18, 90.77)
 >>> load_table().best("cifar10")
 (6111, 91.60666666666667)
+>>> from nas.core.registry import tables
+>>> tables.names(), tables.get("nb201-cifar100")()
+(['nb201-cifar10', 'nb201-cifar100', 'nb201-imagenet16'], NB201Fidelities(dataset='cifar100'))
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from nas.core.registry import register_table
 from nas.core.types import Arch
 from nas.search_spaces.nb201 import EDGE_NAMES, OPS, NB201Space
 
@@ -43,7 +47,7 @@ EPOCHS_FRACTION_12 = 12 / 200  # the 12-epoch schedule trains 0.06 of the 200-ep
 
 def data_path() -> Path:
     """The csv inside the installed package."""
-    return Path(str(resources.files("nas.bench") / "data" / "nb201.csv"))
+    return Path(str(resources.files("nas.engine.tabular") / "data" / "nb201.csv"))
 
 
 def check_dataset(name: str) -> str:
@@ -121,6 +125,7 @@ class NB201Benchmark:
     """
 
     epochs = 12
+    space = "nb201"  # the registered search space whose cells it answers
 
     def __init__(self, dataset: str = "cifar10", table: NB201Table | None = None) -> None:
         self.dataset = check_dataset(dataset)
@@ -136,30 +141,8 @@ class NB201Benchmark:
             metrics[key] = float(self.table.valid200[name][i])
         return float(self._reward[i]), float(self._cost[i]), metrics
 
-    def mean_cost(self) -> float:
-        return float(self._cost.mean())
-
     def __repr__(self) -> str:
-        return f"NB201Benchmark(dataset={self.dataset!r})"
-
-
-def simulate(strategy: str, seed: int, *, options: Mapping[str, Any] | None = None, search_dataset: str = "cifar10",
-             workers: int = 1, time_budget: float | None = 12_000.0, budget: int | None = None,
-             noise: float = 0.0) -> tuple[Any, Any]:
-    """One search on the simulated NAS-Bench-201: returns the finished loop and its executor. ``noise``:
-    std of Gaussian noise on each reward, in accuracy points (the executor's scores are fractions)."""
-    from nas.api import make_strategy
-    from nas.engine.loop import SearchLoop
-    from nas.engine.simulated import SimulatedExecutor
-    from nas.search_spaces.nb201 import NB201Space
-
-    space = NB201Space()
-    executor = SimulatedExecutor(space, NB201Benchmark(search_dataset), workers=workers, seed=seed,
-                                 noise=noise / 100)
-    loop = SearchLoop(make_strategy(strategy, space, seed=seed, options=options), executor, budget=budget,
-                      time_budget=time_budget, journal=None)
-    loop.run()
-    return loop, executor
+        return f"{type(self).__name__}(dataset={self.dataset!r})"
 
 
 #: the two training schedules the table holds, as two fidelities (rungs) of one cell
@@ -255,5 +238,8 @@ class NB201Fidelities(NB201Benchmark):
         return query_epochs(arch, epochs, dataset=self.dataset, table=self.table)
 
 
+for _dataset in DATASETS:  # one table name per dataset, both fidelities: nb201-cifar10, ...
+    register_table(f"nb201-{_dataset}")(functools.partial(NB201Fidelities, _dataset))
+
 __all__ = ["DATASETS", "FIDELITY_EPOCHS", "NB201Benchmark", "NB201Fidelities", "NB201Table", "arch_code",
-           "load_cell_costs", "load_table", "query_epochs", "simulate", "step_epochs"]
+           "load_cell_costs", "load_table", "query_epochs", "step_epochs"]

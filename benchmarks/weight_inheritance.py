@@ -1,8 +1,10 @@
-"""``nas bench inherit``: what weight inheritance (Real et al. 2017) buys a child: validation accuracy after
-one epoch with and without its parent's weights, mean over many children of one parent, side by side.
+"""``nas bench inherit``: what weight inheritance (Real et al. 2017) buys a child after one epoch of training.
+
+Validation accuracy after one epoch with and without its parent's weights, mean over many children of one parent,
+side by side.
 
 For each task (scikit-learn's 8x8 digits, and a generated 32x32 RGB image task, :mod:`nas.train.synthetic`):
-a parent NAS-Bench-201 cell is trained for ``--parent-epochs`` epochs by :class:`nas.train.trainer.TorchTrainer`;
+a parent NAS-Bench-201 cell is trained for ``--parent-epochs`` epochs by :class:`nas.train.runner.TrialRunner`;
 then ``--children`` one-edge mutations of it (``space.mutate``, seeded) are each trained for ONE epoch twice,
 by the same trainer, with the same seed (so every tensor not inherited starts from the same initialisation):
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import json
 import statistics
 import time
 from typing import Any
@@ -28,13 +29,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.bench import text_table
 from nas.core.types import Trial
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.train.data import Dataset, load_dataset
 from nas.train.hparams import make_optimizer
 from nas.train.inherit import inherit_optimizer_state, inherit_weights, optimizer_param_names
-from nas.train.trainer import TorchTrainer, TrainSettings
+from nas.train.runner import TrialRunner
+from nas.train.settings import TrainSettings
+
+from . import add_experiment
+from .harness import at_least, text_table, write_json
 
 PARENT = "334131"  # a mid-size cell: 3 convolutions, a pool and two skips (NAS-Bench-201 op code)
 
@@ -46,22 +50,24 @@ def tasks(samples: int, seed: int) -> list[Dataset]:
     return [load_dataset("digits", seed=seed), images]
 
 
-def parent_param_names(trainer: TorchTrainer, space: NB201Space, parent: dict[str, Any]) -> list[str]:
+def parent_param_names(trainer: TrialRunner, space: NB201Space, parent: dict[str, Any]) -> list[str]:
     """The names of the parent optimizer's parameters in its order, from the parent rebuilt (a checkpoint of
-    TorchTrainer holds the optimizer's state by index only)."""
-    model, _ = trainer.build(parent["arch"], space)
+    TrialRunner holds the optimizer's state by index only)."""
+    assert trainer.side is not None
+    model, _ = trainer.side.build(parent["arch"], space)
     return optimizer_param_names(model, make_optimizer(model, trainer.settings.for_trial(Trial(0, parent["arch"]))))
 
 
-def inherited_checkpoint(trainer: TorchTrainer, trial: Trial, space: NB201Space, parent: dict[str, Any],
+def inherited_checkpoint(trainer: TrialRunner, trial: Trial, space: NB201Space, parent: dict[str, Any],
                          names: list[str] | None) -> tuple[bytes, float, float]:
     """The child built as the trainer builds it (same seed, so the same fresh tensors), with the parent's
     tensors inherited (and, given ``names``, its optimizer state), as checkpoint bytes at epoch 0 that
-    TorchTrainer starts from; also the share of parameters inherited and the accuracy before training."""
-    torch.manual_seed(trainer.settings.seed * 1_000_003 + trial.trial_id)  # what TorchTrainer seeds first
-    model, _ = trainer.build(trial.arch, space)
+    TrialRunner starts from; also the share of parameters inherited and the accuracy before training."""
+    torch.manual_seed(trainer.settings.seed * 1_000_003 + trial.trial_id)  # what TrialRunner seeds first
+    assert trainer.side is not None
+    model, _ = trainer.side.build(trial.arch, space)
     stats = inherit_weights(model, parent["model"])
-    _, acc0 = trainer.evaluate(model)
+    _, acc0 = trainer.side.evaluate(model)
     state: dict[str, Any] = {"model": {k: v.cpu() for k, v in model.state_dict().items()}, "epoch": 0}
     if names is not None:
         hp = trainer.settings.for_trial(trial)
@@ -77,7 +83,7 @@ def run_task(data: Dataset, settings: TrainSettings, *, children: int, parent_ep
              channels: int = 8) -> dict[str, Any]:
     """The parent's figures and, per child, accuracy after one epoch from scratch and inherited."""
     space, rng = NB201Space(channels=channels), np.random.default_rng(seed)
-    trainer = TorchTrainer(data, settings)
+    trainer = TrialRunner(data, settings)
     parent_arch = from_op_code(PARENT)
     parent, ckpt = trainer.run(Trial(0, parent_arch, epochs=parent_epochs), space, None)
     if not parent.ok or ckpt is None:
@@ -129,11 +135,9 @@ def summary(task: dict[str, Any]) -> dict[str, float]:
 def handler(args: argparse.Namespace) -> int:
     if args.quick:
         args.children, args.parent_epochs, args.samples = 2, 1, 200
-    for name, value, low in (("children", args.children, 1), ("parent-epochs", args.parent_epochs, 1),
-                             ("samples", args.samples, 100), ("channels", args.channels, 1),
-                             ("threads", args.threads, 1)):
-        if value < low:
-            raise ValueError(f"--{name} must be >= {low}, got {value}")
+    at_least(1, children=args.children, parent_epochs=args.parent_epochs)
+    at_least(100, samples=args.samples)
+    at_least(1, channels=args.channels, threads=args.threads)
     torch.set_num_threads(args.threads)
     settings = TrainSettings(epochs=1, seed=args.seed, device=args.device, threads=args.threads)
     print(f"nas bench inherit: {args.children} one-edge mutations of the NAS-Bench-201 cell {PARENT} "
@@ -161,16 +165,12 @@ def handler(args: argparse.Namespace) -> int:
     print(f"validation accuracy after 1 epoch, mean ± sd over {args.children} children per task (parent: after "
           f"{args.parent_epochs}); inheriting took {ms:.0f} ms per child (build, copy, evaluate); "
           f"{time.perf_counter() - t0:.1f} s in all")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"seed": args.seed, "channels": args.channels, "tasks": results}, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, {"seed": args.seed, "channels": args.channels, "tasks": results})
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inherit", help="weight inheritance: children's accuracy after 1 epoch with and without "
-                       "their parent's weights", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = add_experiment(sub, __doc__, handler)
     p.add_argument("--children", type=int, default=6, help="mutated children of the parent per task (default 6)")
     p.add_argument("--parent-epochs", type=int, default=3, help="epochs the parent trains (default 3)")
     p.add_argument("--samples", type=int, default=600, help="images in the 32x32 task (default 600)")
@@ -181,4 +181,3 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "threads of small convolutions ran 20x slower)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.set_defaults(handler=handler)

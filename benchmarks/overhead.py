@@ -1,5 +1,6 @@
-"""``nas bench overhead``: the marginal cost per trial of our Ray executor against Ray Tune's ``Tuner``, with
-each side's fixed start-up cancelled and shown apart.
+"""``nas bench overhead``: the marginal cost per trial of our Ray executor against Ray Tune's ``Tuner``.
+
+Each side's fixed start-up is cancelled and shown apart.
 
 Each side runs the same trivial trial (it returns at once; ``--sleep-ms`` adds a sleep) on the same number
 of 1-CPU workers (default 2) on the same local Ray cluster, twice: with a small and a large number of
@@ -32,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nas.bench import text_table
+from . import add_experiment
+from .harness import text_table
 
 
 def ours(n: int, seconds: float, workers: int, *, journal: bool = True) -> dict[str, Any]:
@@ -41,22 +43,25 @@ def ours(n: int, seconds: float, workers: int, *, journal: bool = True) -> dict[
     building the actor pool to the last result; ``wall``: the loop alone."""
     from nas.engine.loop import SearchLoop
     from nas.engine.ray_pool import RayExecutor
-    from nas.run.journal import JournalWriter
+    from nas.run.store import RunStore
     from nas.search_spaces.toy import ToySpace
     from nas.strategies.random import RandomSearch
-    from nas.train.trainer import SleepTrainer
+    from nas.train.simple import sleeping
 
     space = ToySpace()
     t0 = time.perf_counter()
-    executor = RayExecutor(space, None, None, workers=workers,
-                           trainer=functools.partial(SleepTrainer, seconds=seconds))  # type: ignore[arg-type]
+    executor = RayExecutor(space, None, None, workers=workers, train=sleeping(seconds))
     started = time.perf_counter() - t0
     try:
-        with tempfile.TemporaryDirectory() as tmp, JournalWriter(Path(tmp) / "trials.jsonl") as journal_file:
-            loop = SearchLoop(RandomSearch(space, seed=0), executor, budget=n, poll_timeout=10.0,
-                              journal=journal_file if journal else None)
+        with tempfile.TemporaryDirectory() as tmp:
+            store = RunStore.create(Path(tmp) / "run", {"space": "toy", "strategy": "random"}) if journal else None
+            loop = SearchLoop(RandomSearch(space, seed=0), executor, budget=n, poll_timeout=10.0, store=store)
             t1 = time.perf_counter()
-            results = loop.run()
+            try:
+                results = loop.run()
+            finally:
+                if store is not None:
+                    store.close()
             wall = time.perf_counter() - t1
     finally:
         executor.shutdown()
@@ -133,8 +138,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("overhead", help="marginal cost per trial: our Ray executor against Ray Tune",
-                       description=__doc__)
+    p = add_experiment(sub, __doc__, cmd_overhead)
     p.add_argument("--trials", default="100,500", help="the small and the large run's trials (default 100,500)")
     p.add_argument("--workers", type=int, default=2, help="workers / concurrent trials, 1 CPU each (default 2)")
     p.add_argument("--sleep-ms", default="0", help="trial lengths in ms, comma-separated (default 0: trivial)")
@@ -142,7 +146,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Tune with reuse_actors=True (default), with its default (an actor per trial), both, "
                         "or not at all")
     p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
-    p.set_defaults(handler=cmd_overhead)
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:

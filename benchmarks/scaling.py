@@ -25,9 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from nas.bench import text_table
-from nas.bench.nb201data import simulate
-from nas.bench.strategies import add_common, parse_strategy_options, pool_map
+from . import add_experiment
+from .harness import (
+    PROTOCOL_OPTIONS,
+    add_simulation_arguments,
+    int_list,
+    parse_strategy_options,
+    run_seeds,
+    simulated_search,
+    text_table,
+)
 
 
 @dataclasses.dataclass
@@ -43,11 +50,14 @@ class ScalingRun:
     real_seconds: float
 
 
-def run_scaling(strategy: str, workers: int, seed: int, *, trials: int, target: float, search_dataset: str = "cifar10",
-                options: dict[str, Any] | None = None, noise: float = 0.0) -> ScalingRun:
+def run_scaling(workers: int, seed: int, *, strategy: str, trials: int, target: float,
+                search_dataset: str = "cifar10", options: dict[str, Any] | None = None,
+                noise: float = 0.0) -> ScalingRun:
+    from nas.engine.tabular.nb201 import NB201Benchmark
+
     t0 = time.perf_counter()
-    loop, executor = simulate(strategy, seed, options=options, search_dataset=search_dataset, workers=workers,
-                              time_budget=None, budget=trials, noise=noise)
+    loop, executor = simulated_search(strategy, NB201Benchmark(search_dataset), seed=seed, options=options,
+                                      workers=workers, budget=trials, noise=noise)
     real = time.perf_counter() - t0
     ends = sorted((r.end_time, r.metrics.get("valid_acc_12", -1.0)) for _, r in loop.results() if r.ok)
     hit = next((k for k, (_, acc) in enumerate(ends) if acc >= target), None)
@@ -58,7 +68,7 @@ def run_scaling(strategy: str, workers: int, seed: int, *, trials: int, target: 
 
 def target_for(top: float, search_dataset: str) -> float:
     """The 12-epoch validation accuracy (%) of the table's top ``top`` fraction of cells."""
-    from nas.bench.nb201data import load_table
+    from nas.engine.tabular.nb201 import load_table
 
     if not 0 < top < 1:
         raise ValueError(f"--target-top must be a fraction in (0, 1), got {top}")
@@ -66,15 +76,10 @@ def target_for(top: float, search_dataset: str) -> float:
     return float(v[max(0, int(np.ceil(top * len(v))) - 1)])
 
 
-def _run(job: tuple[str, int, int, dict[str, Any]]) -> ScalingRun:
-    strategy, workers, seed, kwargs = job
-    return run_scaling(strategy, workers, seed, **kwargs)
-
-
 def scaling_rows(strategy: str, workers: Sequence[int], *, seeds: Sequence[int], trials: int, target: float,
-                 jobs: int = 1, **kwargs: Any) -> list[dict[str, Any]]:
-    work = [(strategy, w, seed, {"trials": trials, "target": target, **kwargs}) for w in workers for seed in seeds]
-    done = pool_map(_run, work, jobs)
+                 jobs: int = 1, options: dict[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+    done = run_seeds(run_scaling, workers, seeds, jobs=jobs, options={w: options or {} for w in workers},
+                     strategy=strategy, trials=trials, target=target, **kwargs)
     rows: list[dict[str, Any]] = []
     for w in workers:
         runs = [r for r in done if r.workers == w]
@@ -107,30 +112,25 @@ def format_rows(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scaling", help="a search on the simulated NAS-Bench-201 at 1..256 workers",
-                       description=__doc__.split("\n\n>>>")[0])
+    p = add_experiment(sub, __doc__, cmd_scaling)
     p.add_argument("--strategy", default="evolution", help="a registered strategy (default evolution)")
     p.add_argument("--workers", default="1,4,16,64,256", help="comma-separated worker counts (default 1,4,16,64,256)")
     p.add_argument("--seeds", type=int, default=10, help="seeded runs per worker count (default 10)")
     p.add_argument("--trials", type=int, default=1500, help="trials each run finishes (default 1500)")
     p.add_argument("--target-top", type=float, default=0.001,
                    help="target: reach a cell of this top fraction by 12-epoch validation (default 0.001)")
-    add_common(p)
-    p.set_defaults(handler=cmd_scaling)
+    add_simulation_arguments(p)
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
     from nas.core import registry
 
     registry.strategies.get(args.strategy)
-    try:
-        workers = [int(w) for w in args.workers.split(",")]
-    except ValueError:
-        raise ValueError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
+    workers = int_list(args.workers, "--workers")
     if any(w < 1 for w in workers) or args.seeds < 1 or args.trials < 1:
         raise ValueError(f"workers, --seeds and --trials must be >= 1, got {workers}, {args.seeds}, {args.trials}")
     target = target_for(args.target_top, args.search_dataset)
-    options = parse_strategy_options(args.option).get(args.strategy, {})
+    options = parse_strategy_options(args.option, PROTOCOL_OPTIONS).get(args.strategy, {})
     print(f"{args.strategy} on NAS-Bench-201 ({args.search_dataset}), {args.trials} trials per run, "
           f"{args.seeds} seeds; target: 12-epoch validation >= {target:.2f}% (top {args.target_top:.1%} of cells); "
           f"options {options}")

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nas.bench import text_table
+from . import add_experiment
+from .harness import int_list, text_table
 
 CAP = 200_000
 OPTIONS = {"population": 100, "sample_size": 10}
@@ -46,8 +47,8 @@ def _record(strategy: str, workers: int, budget: int) -> dict[str, Any]:
 
 def _parts(strategy: str, workers: int) -> tuple[Any, Any]:
     from nas.api import make_strategy
-    from nas.bench.nb201data import NB201Benchmark
     from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201 import NB201Benchmark
     from nas.search_spaces.nb201 import NB201Space
 
     space = NB201Space()
@@ -58,7 +59,8 @@ def _parts(strategy: str, workers: int) -> tuple[Any, Any]:
 
 def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int, out: str) -> None:
     """The search, in its own process: figures to ``out`` once the N-th result is told, then wait to be killed."""
-    from nas.engine.loop import Callback, SearchLoop
+    from nas.engine.interfaces import Callback, LoopStatus
+    from nas.engine.loop import SearchLoop
     from nas.run.store import RunStore
 
     strat, executor = _parts(strategy, workers)
@@ -70,13 +72,13 @@ def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0
 
     class Marks(Callback):
-        def on_start(self, loop: SearchLoop) -> None:
+        def on_start(self, status: LoopStatus) -> None:
             marks[0] = (time.perf_counter(), 0.0, 0.0, time.process_time(), rss())
 
-        def on_result(self, loop: SearchLoop, trial: Any, result: Any) -> None:
-            done = loop.finished
+        def on_result(self, status: LoopStatus, trial: Any, result: Any) -> None:
+            done = status.finished
             if done in (tenth, n - tenth, n):
-                marks[done] = (time.perf_counter(), store.journal.fsync_seconds, loop.strategy_seconds,
+                marks[done] = (time.perf_counter(), store.journal.fsync_seconds, status.strategy_seconds,
                                time.process_time(), rss())
             if done == n:
                 figures = {"marks": {str(k): v for k, v in marks.items()}, "tenth": tenth,
@@ -94,6 +96,7 @@ def child(run_dir: str, strategy: str, workers: int, n: int, snapshot_every: int
 def resume_seconds(run_dir: str, strategy: str, workers: int, n: int) -> tuple[float, float, int]:
     """Time to load a killed run for resuming: the lock, run.json, the journal, the snapshot and the replay."""
     from nas.engine.loop import SearchLoop
+    from nas.run.journal import bulk_load
     from nas.run.store import RunStore
 
     strat, executor = _parts(strategy, workers)  # (the NB201 table's loading is no part of the resume)
@@ -101,7 +104,8 @@ def resume_seconds(run_dir: str, strategy: str, workers: int, n: int) -> tuple[f
     store = RunStore.resume(run_dir, _record(strategy, workers, n + workers))
     assert store.restored is not None
     loop = SearchLoop(strat, executor, budget=n + workers, store=store)
-    loop.restore(store.restored)
+    with bulk_load(freeze=True):
+        loop.restore(store.restored)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.close()
     return seconds, cpu, loop.finished
@@ -111,7 +115,7 @@ def measure(strategy: str, workers: int, n: int, snapshot_every: int, where: str
     with tempfile.TemporaryDirectory(prefix="nas-bench-driver-", dir=where) as tmp:
         run_dir, out = os.path.join(tmp, "run"), os.path.join(tmp, "figures.json")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nas.bench.driver", "--child", run_dir, strategy, str(workers), str(n),
+            [sys.executable, "-m", "nas_benchmarks.driver", "--child", run_dir, strategy, str(workers), str(n),
              str(snapshot_every), out], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -153,8 +157,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("driver", help="the driver's cost per trial against workers and run length (simulated)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_experiment(sub, __doc__, cmd_driver)
     p.add_argument("--workers", default="100,1000,10000,20000", help="comma-separated worker counts")
     p.add_argument("--trials-per-worker", type=int, default=10, help=f"N = this x W, capped at {CAP:,} (default 10)")
     p.add_argument("--trials", type=int, help="N for every W instead (the same run length on each row: the "
@@ -164,14 +167,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshot-every", type=int, default=1000, help="K: results between snapshots (default 1000)")
     p.add_argument("--dir", help="where the run directories go (default: the system's temporary directory); "
                    "its disk's fsync time is the 'fsync ms' column")
-    p.set_defaults(handler=cmd_driver)
 
 
 def cmd_driver(args: argparse.Namespace) -> int:
-    try:
-        workers = [int(w) for w in args.workers.split(",")]
-    except ValueError:
-        raise ValueError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
+    workers = int_list(args.workers, "--workers")
     if any(w < 1 for w in workers) or args.trials_per_worker < 1 or args.snapshot_every < 1 or (
             args.trials is not None and args.trials < 10):
         raise ValueError(f"--workers, --trials-per-worker and --snapshot-every must be >= 1 and --trials >= 10, got "

@@ -2,8 +2,8 @@
 
 Every method is regularized evolution (Real et al. 2019; population 10, tournament 3, as the
 NAS-Bench-201 protocol) on :class:`nas.engine.simulated.SimulatedExecutor` over the table's two schedules
-(:class:`nas.bench.nb201data.NB201Fidelities`), through :class:`nas.engine.loop.SearchLoop`, side by side on the
-same seeds, workers and simulated time budget:
+(:class:`nas.engine.tabular.nb201.NB201Fidelities`), through :class:`nas.engine.loop.SearchLoop`
+(:func:`.harness.simulated_search`), side by side on the same seeds, workers and simulated time budget:
 
 - ``evolution 200``: evolution alone, every candidate trained the 200-epoch schedule (the baseline);
 - ``evolution 12``: evolution alone on the 12-epoch proxy (the NAS-Bench-201 paper's protocol);
@@ -29,12 +29,16 @@ import argparse
 import dataclasses
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from nas.engine.loop import Callback, SearchLoop
+from nas.engine.interfaces import Callback, LoopStatus
+
+from . import add_experiment
+from .harness import PROTOCOL_OPTIONS, Outcome, check_runs, run_seeds, simulated_search, values_at
 
 #: method -> (epochs per candidate, ASHA variant or None)
 METHODS: dict[str, tuple[int, str | None]] = {
@@ -43,18 +47,16 @@ METHODS: dict[str, tuple[int, str | None]] = {
 }
 BASELINE = "evolution 200"
 LEVELS = [12, 200]
-EVOLUTION = {"population": 10, "sample_size": 3}
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
 
 
 @dataclasses.dataclass
-class Outcome:
-    method: str
-    seed: int
-    trials: int = 0  # candidates the strategy proposed that ended within the budget
-    full: int = 0  # of them, trained the 200-epoch schedule
+class AshaOutcome(Outcome):
+    """One seeded search (``trials``: candidates that ended within the budget); ``curve``: (time, valid-200 of
+    the pick) on change."""
+
+    full: int = 0  # of the trials, trained the 200-epoch schedule
     work: float = 0.0  # simulated training seconds charged
-    curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (time, valid-200 of the pick)
 
 
 class _Ended(Callback):
@@ -65,8 +67,8 @@ class _Ended(Callback):
         self.ended: list[tuple[float, int, float, int]] = []
         self.trials: set[int] = set()
 
-    def on_result(self, loop: SearchLoop, trial: Any, result: Any) -> None:
-        if result.ok and result.end_time <= (loop.time_budget or np.inf):
+    def on_result(self, status: LoopStatus, trial: Any, result: Any) -> None:
+        if result.ok and result.end_time <= (status.time_budget or np.inf):
             self.ended.append((result.end_time, result.epoch, result.score, result.metrics["index"]))
             self.trials.add(trial.trial_id)
 
@@ -92,42 +94,31 @@ def pick_curve(ended: Sequence[tuple[float, int, float, int]], valid200: np.ndar
 
 
 def run_method(method: str, seed: int, *, time_budget: float = 50_000.0, workers: int = 4,
-               eta: float = 3.0) -> Outcome:
+               eta: float = 3.0) -> AshaOutcome:
     """One seeded search of ``method`` (a key of :data:`METHODS`) within ``time_budget`` simulated seconds."""
-    from nas.api import make_strategy
-    from nas.bench.nb201data import NB201Fidelities
     from nas.core.scheduler import make_scheduler
-    from nas.engine.simulated import SimulatedExecutor
-    from nas.search_spaces.nb201 import NB201Space
+    from nas.engine.tabular.nb201 import NB201Fidelities
 
     epochs, variant = METHODS[method]
-    space, bench = NB201Space(), NB201Fidelities("cifar10")
-    executor = SimulatedExecutor(space, bench, workers=workers, seed=seed, epochs=epochs)
+    bench = NB201Fidelities("cifar10")
     scheduler = None
     if variant is not None:
         scheduler = make_scheduler("asha", max_epochs=200, seed=seed,
                                    options={"levels": LEVELS, "variant": variant, "eta": eta})
     ended = _Ended()
-    loop = SearchLoop(make_strategy("evolution", space, seed=seed, options=EVOLUTION), executor,
-                      time_budget=time_budget, scheduler=scheduler, callbacks=[ended])
-    loop.run()
-    return Outcome(method, seed, trials=len(ended.trials), full=sum(e[1] == 200 for e in ended.ended),
-                   work=executor.work, curve=pick_curve(ended.ended, bench.table.valid200["cifar10"], time_budget))
+    loop, executor = simulated_search("evolution", bench, seed=seed, workers=workers, time_budget=time_budget,
+                                      options=PROTOCOL_OPTIONS["evolution"], epochs=epochs, scheduler=scheduler,
+                                      callbacks=[ended])
+    return AshaOutcome(method, seed, trials=len(ended.trials), strategy_seconds=loop.strategy_seconds,
+                       full=sum(e[1] == 200 for e in ended.ended), work=executor.work,
+                       curve=pick_curve(ended.ended, bench.table.valid200["cifar10"], time_budget))
 
 
-def value_at(curve: Sequence[tuple[float, float]], t: float) -> float:
-    """The pick's valid-200 at time ``t`` (NaN before the first result)."""
-    value = float("nan")
-    for when, v in curve:
-        if when > t:
-            break
-        value = v
-    return value
-
-
-def mean_curve(outcomes: Sequence[Outcome], grid: np.ndarray) -> np.ndarray:
-    return np.array([np.nanmean([value_at(o.curve, t) for o in outcomes]) if any(
-        o.curve and o.curve[0][0] <= t for o in outcomes) else np.nan for t in grid])
+def mean_curve(outcomes: Sequence[AshaOutcome], grid: np.ndarray) -> np.ndarray:
+    """The mean over runs of the pick's valid-200 at each time of ``grid`` (NaN before any run's first result)."""
+    with warnings.catch_warnings():  # the columns before every run's first result are all NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values_at(outcomes, grid), axis=0)
 
 
 def time_to_reach(grid: np.ndarray, curve: np.ndarray, target: float) -> float:
@@ -136,18 +127,11 @@ def time_to_reach(grid: np.ndarray, curve: np.ndarray, target: float) -> float:
     return float(grid[hits[0]]) if len(hits) else float("inf")
 
 
-def _run(job: tuple[str, int, dict[str, Any]]) -> Outcome:
-    method, seed, kwargs = job
-    return run_method(method, seed, **kwargs)
-
-
 def compare(seeds: Sequence[int], *, time_budget: float = 50_000.0, workers: int = 4, jobs: int = 1,
-            eta: float = 3.0) -> tuple[dict[str, Any], list[Outcome]]:
+            eta: float = 3.0) -> tuple[dict[str, Any], list[AshaOutcome]]:
     """Every method on every seed; the summary rows (by method) and the outcomes."""
-    from nas.bench.strategies import pool_map
-
-    work = [(m, s, {"time_budget": time_budget, "workers": workers, "eta": eta}) for m in METHODS for s in seeds]
-    outcomes: list[Outcome] = pool_map(_run, work, jobs)
+    outcomes: list[AshaOutcome] = run_seeds(run_method, list(METHODS), seeds, jobs=jobs, time_budget=time_budget,
+                                            workers=workers, eta=eta)
     grid = np.linspace(0.0, time_budget, 401)
     by_method = {m: [o for o in outcomes if o.method == m] for m in METHODS}
     curves = {m: mean_curve(runs, grid) for m, runs in by_method.items()}
@@ -181,25 +165,17 @@ def format_table(summary: dict[str, Any], time_budget: float) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("asha", help="evolution + ASHA (rungs 12, 200 epochs) against evolution alone, NAS-Bench-201",
-                       description=__doc__.split("\n\n>>>")[0])
+    p = add_experiment(sub, __doc__, cmd_asha)
     p.add_argument("--seeds", type=int, default=100, help="seeded runs per method (default 100)")
     p.add_argument("--time-budget", type=float, default=50_000.0, help="simulated seconds (default 50000)")
     p.add_argument("--workers", type=int, default=4, help="simulated workers (default 4)")
     p.add_argument("--eta", type=float, default=3.0, help="ASHA's reduction factor (default 3)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     p.add_argument("--quick", action="store_true", help="3 seeds, 10000 simulated s: a smoke test")
-    p.set_defaults(handler=cmd_asha)
 
 
 def cmd_asha(args: argparse.Namespace) -> int:
-    if args.quick:
-        args.seeds, args.time_budget = 3, 10_000.0
-    for name in ("seeds", "workers", "jobs"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if not args.time_budget > 0:
-        raise ValueError(f"--time-budget must be > 0 simulated seconds, got {args.time_budget}")
+    check_runs(args, quick=(3, 10_000.0))
     from nas.schedulers.asha import ASHA
 
     ASHA(max_epochs=200, levels=LEVELS, eta=args.eta)  # a bad eta: its one-line error before any run
@@ -213,4 +189,4 @@ def cmd_asha(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["METHODS", "Outcome", "compare", "format_table", "pick_curve", "run_method"]
+__all__ = ["METHODS", "AshaOutcome", "compare", "format_table", "pick_curve", "run_method"]

@@ -33,6 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import add_experiment
+from .harness import at_least, figure, text_table
+
 OBJECTIVES = ("val_acc:max", "latency_ms:min")
 #: method label -> (registered strategy, its options), sized for a budget of about 8 trials
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -53,7 +56,7 @@ def run_method(method: str, *, budget: int, epochs: int, seed: int, executor: st
                run_dir: Path, cost_repeats: int = 25) -> tuple[pd.DataFrame, float]:
     """One real search of ``method``: its results frame and its wall time (s)."""
     import nas
-    from nas.train.trainer import TrainSettings
+    from nas.train.settings import TrainSettings
 
     name, options = METHODS[method]
     t0 = time.perf_counter()
@@ -126,8 +129,7 @@ def front_rows(frames: Mapping[str, pd.DataFrame]) -> list[list[str]]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("mo-train", help="real searches for accuracy and measured latency, the fronts in one figure",
-                       description=__doc__.split("\n\n>>>")[0])
+    p = add_experiment(sub, __doc__, cmd_mo_train)
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated (default {','.join(METHODS)})")
     p.add_argument("--budget", type=int, default=8, help="trials per method (default 8)")
     p.add_argument("--epochs", type=int, default=2, help="training epochs per trial (default 2)")
@@ -141,22 +143,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "move visibly under load)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 trials of 1 epoch per method")
     p.add_argument("--out", default="bench-results/mo-train.png", help="the figure")
-    p.set_defaults(handler=cmd_mo_train)
 
 
 def cmd_mo_train(args: argparse.Namespace) -> int:
-    from nas.bench import text_table
-    from nas.bench.mo_plot import plot_fronts
-
     if args.quick:
         args.budget, args.epochs = 3, 1
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; known: {', '.join(METHODS)}")
-    for name in ("budget", "epochs", "workers", "cost_repeats"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    at_least(1, budget=args.budget, epochs=args.epochs, workers=args.workers, cost_repeats=args.cost_repeats)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     frames, walls = {}, {}
@@ -190,3 +186,18 @@ def _front_values(df: pd.DataFrame) -> np.ndarray:
 
     front = pareto_front(df, list(OBJECTIVES))
     return front[["latency_ms", "val_acc"]].to_numpy(float).reshape(-1, 2)
+
+
+def plot_fronts(points: Mapping[str, np.ndarray], fronts: Mapping[str, np.ndarray], path: Path, *, xlabel: str,
+                ylabel: str, title: str) -> None:
+    """Every trial of each method (faint) and its front (a step line, markers), in one figure (log x axis);
+    ``points`` and ``fronts`` are (n, 2) arrays of (x, y) in the metrics' own units."""
+    with figure(path, xlabel=xlabel, ylabel=ylabel, title=title, log_x=True, small=True) as ax:
+        for k, (name, pts) in enumerate(points.items()):
+            if len(pts):
+                ax.scatter(pts[:, 0], pts[:, 1], s=12, alpha=0.3, color=f"C{k}")
+            front = fronts[name]
+            if len(front):
+                order = np.argsort(front[:, 0])
+                ax.step(front[order, 0], front[order, 1], where="post", color=f"C{k}", lw=1.6, marker="o",
+                        label=f"{name} ({len(front)} on front / {len(pts)} trials)")

@@ -1,13 +1,15 @@
-"""``nas bench train``: how fast the platform trains one candidate, against a bare PyTorch loop, and how
-much packing several trials on one GPU raises the aggregate throughput.
+"""``nas bench train``: our trainer against a bare PyTorch loop, and trials packed on one GPU.
+
+How fast the platform trains one candidate, against a bare PyTorch loop, and how much packing several trials on
+one GPU raises the aggregate throughput.
 
 One command prints, side by side:
 
 1. per device (the CPU; CUDA where present) and per model: samples per second of a *bare loop* (the
-   minimal loop a user writes, :func:`nas.bench.bare.bare_loop`: data moved to the device once, ``randperm``
-   + index slicing, fused Adam, a validation pass per epoch) and of :class:`nas.train.trainer.TorchTrainer` on the
+   minimal loop a user writes, :func:`nas_benchmarks.bare.bare_loop`: data moved to the device once, ``randperm``
+   + index slicing, fused Adam, a validation pass per epoch) and of :class:`nas.train.runner.TrialRunner` on the
    same model, data, batch size, optimizer, learning rate and epochs, like-for-like: the same seed, initial
-   weights, batches, augmentation draws and normalisation (:mod:`nas.bench.bare` lists them; the largest
+   weights, batches, augmentation draws and normalisation (:mod:`nas_benchmarks.bare` lists them; the largest
    difference of the final weights is printed: 0 on the CPU); interleaved ``--repeats`` times after a
    warm-up round, medians reported, and their ratio (ours / bare; > 1 is faster);
 2. on a GPU only: the aggregate samples per second of 1, 2, 4 and 8 trials packed on it through
@@ -33,23 +35,23 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import json
 import statistics
-import time
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from nas.bench import text_table
-from nas.bench.bare import Marks, Phases, bare_loop, max_weight_diff
 from nas.core.space import SearchSpace
 from nas.core.types import Arch, Trial
-from nas.engine.protocol import finished
 from nas.train.augment import Augment
 from nas.train.data import Dataset, load_dataset
-from nas.train.trainer import TorchTrainer, TrainSettings
+from nas.train.runner import TrialRunner
+from nas.train.settings import TrainSettings
+
+from . import add_experiment
+from .bare import Marks, Phases, bare_loop, max_weight_diff
+from .gpu_packing import print_packing
+from .harness import at_least, text_table, write_json
 
 #: The default models: a mid-size nb201 cell (3 convolutions, a pool and two skips) and a 2-block CNN.
 DEFAULT_ARCHS = {
@@ -79,25 +81,27 @@ def bench_dataset(name: str, *, samples: int = 10_000, seed: int = 0) -> Dataset
 
 def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, epochs: int, batch_size: int,
             lr: float, repeats: int, amp: bool, seed: int = 0, augment: Augment | None = None) -> dict[str, Any]:
-    """Bare loop and TorchTrainer, interleaved ``repeats`` times after one warm-up round of each; samples/s over
+    """Bare loop and TrialRunner, interleaved ``repeats`` times after one warm-up round of each; samples/s over
     each side's loop (training + validation), start-up and end apart; the last round's accuracies and weights."""
     aug = augment or Augment()
     settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device=device, amp=amp, seed=seed,
                              crop_padding=aug.crop_padding, flip=aug.flip, cutout=aug.cutout)
-    trainer = TorchTrainer(dataset, settings)  # puts the data on the device, as the bare loop's copy below
+    trainer = TrialRunner(dataset, settings)  # puts the data on the device, as the bare loop's copy below
+    side = trainer.side
+    assert side is not None
     dev = torch.device(device)
     tensors = {k: torch.from_numpy(np.asarray(getattr(dataset, k))).to(dev)
                for k in ("x_train", "y_train", "x_val", "y_val")}
     ours_marks, bare_marks = Marks(dev), Marks(dev)
-    build = trainer.build
+    build = side.build
 
     def marked_build(arch: Arch, space: SearchSpace) -> tuple[torch.nn.Module, int]:
         model, n_params = build(arch, space)
         ours_marks.attach(model)
         return model, n_params
 
-    trainer.build = marked_build  # type: ignore[method-assign]  # the same forward hooks as the bare loop's
-    samples = trainer.feed.train_samples(batch_size) * epochs
+    side.build = marked_build  # type: ignore[method-assign]  # the same forward hooks as the bare loop's
+    samples = side.feed.train_samples(batch_size) * epochs
     trial_seed = seed * 1_000_003  # the trainer's per-trial seed for trial 0
     bare_ph: list[Phases] = []
     ours_ph: list[Phases] = []
@@ -105,8 +109,8 @@ def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, ep
 
     def run_bare() -> tuple[float, dict[str, torch.Tensor], Phases]:
         acc, weights = bare_loop(space, arch, tensors, dataset.task, epochs=epochs, batch_size=batch_size, lr=lr,
-                                 seed=trial_seed, augment=augment, amp=bool(trainer.autocast),
-                                 channels_last=trainer.memory_format == torch.channels_last, marks=bare_marks)
+                                 seed=trial_seed, augment=augment, amp=bool(side.autocast_on),
+                                 channels_last=side.memory_format == torch.channels_last, marks=bare_marks)
         return acc, weights, bare_marks.stop()
 
     def run_ours() -> tuple[Any, bytes | None, Phases]:
@@ -122,7 +126,7 @@ def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, ep
             bare_acc, bare_w, b = run_bare()
             result, ckpt, o = run_ours()
         if not result.ok or ckpt is None:
-            raise RuntimeError(f"TorchTrainer failed on {space.format(arch)}: {result.error}")
+            raise RuntimeError(f"TrialRunner failed on {space.format(arch)}: {result.error}")
         ours_acc = float(result.score or 0.0)
         diff = max_weight_diff(bare_w, torch.load(io.BytesIO(ckpt), weights_only=True)["model"])
         if r:  # round 0 warms up both (kernels, allocator, autotuning)
@@ -143,61 +147,12 @@ def compare(space: SearchSpace, arch: Arch, dataset: Dataset, device: str, *, ep
             "cpu_time_ratio": med(bare_ph, "loop_cpu") / max(med(ours_ph, "loop_cpu"), 1e-9),
             "trial_ratio": sum(phases["bare"][f] for f in ("start_wall", "loop_wall", "end_wall"))
             / sum(phases["ours"][f] for f in ("start_wall", "loop_wall", "end_wall")),
-            "amp": bool(trainer.autocast), "augment": dataclasses.asdict(aug) if aug.active else None}
-
-
-def packing(space: SearchSpace, arch: Arch, dataset: Dataset, *, epochs: int, batch_size: int, lr: float,
-            packs: Sequence[int], trials_per_worker: int, amp: bool) -> list[dict[str, Any]]:
-    """Aggregate samples/s of k trainer actors sharing one GPU (``gpus_per_trial = 1/k``)."""
-    import ray
-
-    from nas.engine.ray_pool import RayExecutor
-
-    settings = TrainSettings(epochs=epochs, batch_size=batch_size, lr=lr, device="cuda", amp=amp)
-    cpus = ray.cluster_resources().get("CPU", 1)
-    rows = []
-    for k in packs:
-        ex = RayExecutor(space, dataset, settings, workers=k, gpus_per_trial=1 / k,
-                         cpus_per_trial=min(1.0, cpus / k), namespace=f"nas-bench-train-{k}")
-        try:
-            run_trials(ex, space, arch, k, 0)  # warm-up: one trial per actor (CUDA context, cuDNN tuning)
-            t0 = time.perf_counter()
-            results = run_trials(ex, space, arch, k * trials_per_worker, 1000)
-            wall = time.perf_counter() - t0
-        finally:
-            ex.shutdown()
-        bad = [r for r in results if not r.ok or r.metrics.get("device") != "cuda"]
-        if bad:
-            raise RuntimeError(f"{len(bad)} packed trials failed or ran off the GPU: {bad[0].error}")
-        per_trial = statistics.median(r.metrics["samples_per_second"] for r in results)
-        rows.append({"trials": k, "gpus_per_trial": 1 / k, "aggregate": len(results) * len(dataset.x_train)
-                     * epochs / wall, "per_trial": per_trial, "wall": wall})
-    for row in rows:
-        row["speedup"] = row["aggregate"] / rows[0]["aggregate"]
-    return rows
-
-
-def run_trials(ex: Any, space: SearchSpace, arch: Arch, count: int, first_id: int) -> list[Any]:
-    """Keep every slot of ``ex`` busy until ``count`` trials of ``arch`` are done."""
-    submitted = 0
-    results: list[Any] = []
-    while len(results) < count:
-        while submitted < count and ex.free_slots():
-            ex.submit(Trial(first_id + submitted, arch))
-            submitted += 1
-        done = ex.poll(timeout=60)
-        if not done and not ex.in_flight():
-            raise RuntimeError(f"the trainer pool stopped with {len(results)} of {count} trials done")
-        results += [result for _, result in finished(done)]
-    return results
+            "amp": bool(side.autocast_on), "augment": dataclasses.asdict(aug) if aug.active else None}
 
 
 def handler(args: argparse.Namespace) -> int:
-    for name, value, low in (("epochs", args.epochs, 1), ("repeats", args.repeats, 1),
-                             ("batch-size", args.batch_size, 1), ("samples", args.samples, 20),
-                             ("pack-trials", args.pack_trials, 1)):
-        if value < low:
-            raise ValueError(f"--{name} must be >= {low}, got {value}")
+    at_least(1, epochs=args.epochs, repeats=args.repeats, batch_size=args.batch_size, pack_trials=args.pack_trials)
+    at_least(20, samples=args.samples)
     try:
         packs = [int(v) for v in str(args.pack).split(",") if v.strip()]
     except ValueError:
@@ -217,8 +172,7 @@ def handler(args: argparse.Namespace) -> int:
             raise ValueError(f"space {spec!r} has no default architecture here: give one with --arch")
         cases.append((space, space.parse(text)))
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        at_least(1, threads=args.threads)
         torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
     if args.device == "cuda" and not cuda:
@@ -260,34 +214,15 @@ def handler(args: argparse.Namespace) -> int:
     if "cuda" not in devices:
         print("packing trials on one GPU needs a GPU: skipped" + ("" if cuda else " (torch sees no CUDA device)"))
     else:
-        from nas.api import connect
-
-        connect(args.address)
-        import ray
-
-        if not ray.cluster_resources().get("GPU"):
-            print("packing trials on one GPU needs a GPU in the Ray cluster: skipped (it has none)")
-        else:
-            space, arch = cases[0]
-            print(f"\ntrials packed on one GPU ({space.registered_name} {space.format(arch)}; "
-                  f"{args.pack_trials} timed trials per actor after one warm-up each):")
-            prows = [["trials", "gpus/trial", "aggregate samples/s", "per-trial samples/s", "speedup vs 1"]]
-            for p in packing(space, arch, dataset, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                             packs=packs, trials_per_worker=args.pack_trials, amp=args.amp):
-                out["packing"].append(p)
-                prows.append([str(p["trials"]), f"{p['gpus_per_trial']:.3g}", f"{p['aggregate']:,.0f}",
-                              f"{p['per_trial']:,.0f}", f"{p['speedup']:.2f}"])
-                print(text_table(prows).splitlines()[-1] if len(prows) > 2 else text_table(prows), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"wrote {args.json}")
+        out["packing"] = print_packing(*cases[0], dataset, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                                       packs=packs, trials_per_worker=args.pack_trials, amp=args.amp,
+                                       address=args.address)
+    write_json(args.json, out)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="our trainer against a bare PyTorch loop; trials packed on one GPU",
-                       description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = add_experiment(sub, __doc__, handler)
     p.add_argument("--space", action="append", help="nb201, macro or module:attr (repeatable; default: nb201 "
                    "and macro)")
     p.add_argument("--arch", help="the architecture, in the space's format (default: a fixed mid-size one)")
@@ -307,4 +242,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pack-trials", type=int, default=2, help="timed trials per packed actor (default 2)")
     p.add_argument("--address", help="Ray cluster for the packing table (default: start a local one)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.set_defaults(handler=handler)

@@ -1,9 +1,9 @@
 """``nas bench cells``: do our NAS-Bench-201 cells train like the benchmark's? A real-training sanity check.
 
 A handful of cells chosen evenly across the table's range of 200-epoch CIFAR-10 accuracy (Dong & Yang,
-"NAS-Bench-201", ICLR 2020; the table ships in ``nas/bench/data/nb201.csv``) are trained for a few epochs
+"NAS-Bench-201", ICLR 2020; the table ships in ``nas/engine/tabular/data/nb201.csv``) are trained for a few epochs
 with the ``nb201`` recipe (:mod:`nas.train.recipes`: the paper's Table 1, SGD + Nesterov, lr 0.1 cosine,
-weight decay 5e-4, crop + flip) by our :class:`nas.train.trainer.TorchTrainer`, and the command prints the
+weight decay 5e-4, crop + flip) by our :class:`nas.train.runner.TrialRunner`, and the command prints the
 Spearman rank correlation between our validation accuracies and the table's (12- and 200-epoch).
 
 Data: by default a generated 32x32 10-class image task (:mod:`nas.train.synthetic`; no download), so the
@@ -16,7 +16,6 @@ A few epochs on a synthetic task cannot reproduce 200 epochs on CIFAR: read the 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import time
@@ -25,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from nas.bench import text_table
+from . import add_experiment
+from .harness import at_least, text_table, write_json
 
 
 def pick_cells(count: int, dataset: str = "cifar10") -> list[int]:
     """Table rows at evenly spaced quantiles (5% .. 100%) of the 200-epoch accuracy on ``dataset``."""
-    from nas.bench.nb201data import load_table
+    from nas.engine.tabular.nb201 import load_table
 
     acc = load_table().valid200[dataset]
     order = np.argsort(acc, kind="stable")
@@ -41,13 +41,13 @@ def pick_cells(count: int, dataset: str = "cifar10") -> list[int]:
 def run_cells(rows: list[int], data: Any, settings: Any, table_dataset: str, seeds: int = 1) -> list[dict[str, Any]]:
     """Train each table row's cell ``seeds`` times (trial ids, hence torch seeds, differ); our mean validation
     accuracy (and each seed's) beside the table's."""
-    from nas.bench.nb201data import load_table
     from nas.core.types import Trial
+    from nas.engine.tabular.nb201 import load_table
     from nas.search_spaces.nb201 import NB201Space
-    from nas.train.trainer import TorchTrainer
+    from nas.train.runner import TrialRunner
 
     table, space = load_table(), NB201Space()
-    trainer = TorchTrainer(data, settings)
+    trainer = TrialRunner(data, settings)
     out = []
     for i, row in enumerate(rows):
         arch = space.parse(table.arch_str[row])
@@ -116,16 +116,15 @@ def handler(args: argparse.Namespace) -> int:
 
     from nas.train.data import load_dataset
     from nas.train.recipes import recipe_settings
+    from nas.train.settings import TrainSettings
     from nas.train.synthetic import synthetic_images
-    from nas.train.trainer import TrainSettings
 
-    for name, value, low in (("cells", args.cells, 3), ("epochs", args.epochs, 1), ("samples", args.samples, 100),
-                             ("seeds", args.seeds, 1)):
-        if value < low:
-            raise ValueError(f"--{name} must be >= {low}, got {value}")
+    at_least(3, cells=args.cells)
+    at_least(1, epochs=args.epochs)
+    at_least(100, samples=args.samples)
+    at_least(1, seeds=args.seeds)
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        at_least(1, threads=args.threads)
         torch.set_num_threads(args.threads)
     table_dataset = "cifar100" if args.dataset.startswith("cifar100:") else "cifar10"
     if args.dataset == "synthetic":
@@ -172,18 +171,14 @@ def handler(args: argparse.Namespace) -> int:
               f"(p={float(rho12.pvalue):.3f}); {len(results)} cells")
     print(f"{steps:,} SGD steps per cell (the table's accuracies took thousands: 12 and 200 epochs of CIFAR at "
           f"batch 256); {verdict or 'the cells are apart by more than the validation noise'}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"dataset": data.name, "epochs": settings.epochs, "steps": steps, "verdict": verdict,
-                       "cells": results,
-                       "spearman_200": float(rho200.statistic), "spearman_12": float(rho12.statistic)}, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, {"dataset": data.name, "epochs": settings.epochs, "steps": steps, "verdict": verdict,
+                           "cells": results, "spearman_200": float(rho200.statistic),
+                           "spearman_12": float(rho12.statistic)})
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cells", help="NAS-Bench-201 cells trained with the nb201 recipe: rank correlation with "
-                       "the table", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = add_experiment(sub, __doc__, handler)
     p.add_argument("--cells", type=int, default=6, help="cells to train, across the accuracy range (default 6)")
     p.add_argument("--epochs", type=int, default=2, help="epochs per cell (default 2)")
     p.add_argument("--dataset", default="synthetic", help="synthetic (default: generated 32x32 images), "
@@ -199,4 +194,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=1, help="trainings per cell, averaged; 2+ also says whether the "
                    "cells differ by more than the seeds do (default 1)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.set_defaults(handler=handler)

@@ -22,55 +22,60 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
-from nas.bench import text_table
-from nas.core.types import Result, Trial, TrialState
+from nas.core.types import Trial
+
+from . import add_experiment
+from .harness import int_list, text_table
 
 
-class NoopTrainer:
-    """A trainer that answers at once, without torch: the light actors' workload."""
-
-    makes_checkpoints = False  # the Ray executor sends it no checkpoint item
-
-    def __init__(self, data: Any, settings: Any) -> None:
-        self.worker = ""
-
-    def run(self, trial: Trial, space: Any, checkpoint: bytes | None) -> tuple[Result, None]:
-        now = time.time()
-        return Result(trial.trial_id, TrialState.COMPLETE, score=0.0, epoch=1, start_time=now, end_time=now,
-                      worker=self.worker), None
+def drive(trials: int, submit: Callable[[int], bool], in_flight: Callable[[], int],
+          poll: Callable[[], int]) -> dict[str, Any]:
+    """Until ``trials`` are done: ``submit(trial_id)`` while it takes one (False: no free slot), then ``poll()`` (the
+    trials it saw end). The driver's CPU time in each, apart; the wall time; the most trials in flight."""
+    submitted = done = most = 0
+    poll_cpu = submit_cpu = 0.0
+    t1 = time.perf_counter()
+    while done < trials:
+        c = time.process_time()
+        while submitted < trials and submit(submitted):
+            submitted += 1
+        submit_cpu += time.process_time() - c
+        most = max(most, in_flight())
+        c = time.process_time()
+        done += poll()
+        poll_cpu += time.process_time() - c
+    return {"in_flight": most, "trials": trials, "wall": time.perf_counter() - t1, "poll_cpu": poll_cpu,
+            "submit_cpu": submit_cpu}
 
 
 def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
     """N trials through our RayExecutor on W light actors (Ray must be initialised)."""
+    from nas.engine.protocol import KeepRule
     from nas.engine.ray_pool import RayExecutor
+    from nas.train.simple import noop
 
+    KEEP = KeepRule()
     t0 = time.perf_counter()
-    ex = RayExecutor(None, None, None, workers=workers, trainer=NoopTrainer, cpus_per_trial=cpus,  # type: ignore[arg-type]
+    ex = RayExecutor(None, None, None, workers=workers, train=noop, cpus_per_trial=cpus,
                      prefetch=prefetch, name_prefix=f"nas-light-{workers}-{int(prefetch)}-{os.getpid()}",
                      start_timeout=900.0)  # many actors on a small, busy machine start slowly
     start_up = time.perf_counter() - t0
-    submitted = done = most = 0
-    poll_cpu = submit_cpu = 0.0
+
+    def submit(trial_id: int) -> bool:
+        if ex.free_slots() <= 0:
+            return False
+        ex.submit(Trial(trial_id, {"x": 0}), keep=KEEP)
+        return True
+
     try:
-        t1 = time.perf_counter()
-        while done < trials:
-            c = time.process_time()
-            while submitted < trials and ex.free_slots() > 0:
-                ex.submit(Trial(submitted, {"x": 0}))
-                submitted += 1
-            submit_cpu += time.process_time() - c
-            most = max(most, ex.in_flight())
-            c = time.process_time()
-            events = ex.poll(timeout=30.0)
-            poll_cpu += time.process_time() - c
-            done += sum(e.result is not None and e.result.ok for e in events)
-        wall = time.perf_counter() - t1
+        figures = drive(trials, submit, ex.in_flight,
+                        lambda: sum(e.result is not None and e.result.ok for e in ex.poll(timeout=30.0)))
     finally:
         ex.shutdown()
-    return {"side": "ours", "workers": workers, "in_flight": most, "trials": trials, "wall": wall,
-            "poll_cpu": poll_cpu, "submit_cpu": submit_cpu, "start_up": start_up}
+    return {"side": "ours", "workers": workers, "start_up": start_up, **figures}
 
 
 def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
@@ -92,34 +97,30 @@ def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str
     depth = 2 if prefetch else 1
     free = [i for _ in range(depth) for i in range(workers)][::-1]
     running: dict[Any, int] = {}
-    submitted = done = most = 0
-    poll_cpu = submit_cpu = 0.0
+
+    def submit(trial_id: int) -> bool:
+        if not free:
+            return False
+        slot = free.pop()
+        running[actors[slot].run.remote(trial_id)] = slot
+        return True
+
+    def poll() -> int:
+        ready, rest = ray.wait(list(running), num_returns=1, timeout=30.0)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        for ref in ready:
+            ray.get(ref)
+            free.append(running.pop(ref))
+        return len(ready)
+
     try:
-        t1 = time.perf_counter()
-        while done < trials:
-            c = time.process_time()
-            while submitted < trials and free:
-                slot = free.pop()
-                running[actors[slot].run.remote(submitted)] = slot
-                submitted += 1
-            submit_cpu += time.process_time() - c
-            most = max(most, len(running))
-            c = time.process_time()
-            ready, rest = ray.wait(list(running), num_returns=1, timeout=30.0)
-            if ready and rest:
-                more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-                ready += more
-            for ref in ready:
-                ray.get(ref)
-                free.append(running.pop(ref))
-            done += len(ready)
-            poll_cpu += time.process_time() - c
-        wall = time.perf_counter() - t1
+        figures = drive(trials, submit, lambda: len(running), poll)
     finally:
         for a in actors:
             ray.kill(a)
-    return {"side": "ray.wait over all", "workers": workers, "in_flight": most, "trials": trials, "wall": wall,
-            "poll_cpu": poll_cpu, "submit_cpu": submit_cpu, "start_up": start_up}
+    return {"side": "ray.wait over all", "workers": workers, "start_up": start_up, **figures}
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
@@ -148,21 +149,16 @@ def run(trials: int, workers: list[int], cpus: float, *, baseline_too: bool = Tr
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ray-poll", help="driver cost per trial against trials in flight, on light Ray actors",
-                       description=__doc__)
+    p = add_experiment(sub, __doc__, cmd_ray_poll)
     p.add_argument("--trials", type=int, default=10_000, help="trials per measurement (default 10,000)")
     p.add_argument("--workers", default="16,64", help="light actors, comma-separated (default 16,64)")
     p.add_argument("--cpus-per-actor", type=float, default=0.03, help="CPUs per light actor (default 0.03)")
     p.add_argument("--no-baseline", action="store_true", help="skip the ray.wait-over-all baseline")
     p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
-    p.set_defaults(handler=cmd_ray_poll)
 
 
 def cmd_ray_poll(args: argparse.Namespace) -> int:
-    try:
-        workers = [int(x) for x in args.workers.split(",")]
-    except ValueError:
-        raise ValueError(f"--workers must be comma-separated integers, got {args.workers!r}") from None
+    workers = int_list(args.workers, "--workers")
     if args.trials < 1 or any(w < 1 for w in workers) or not 0 < args.cpus_per_actor <= 1:
         raise ValueError(f"--trials and --workers must be >= 1 and --cpus-per-actor in (0, 1], got {args.trials}, "
                          f"{args.workers}, {args.cpus_per_actor}")

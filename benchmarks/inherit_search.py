@@ -1,15 +1,18 @@
-"""``nas bench inherit-search``: regularized evolution with weight inheritance and ``--child-epochs`` per child
-against evolution from scratch with ``--epochs`` per trial: best validation accuracy against total training
-seconds, several seeds, both sides in one command (Real et al. 2017's weight inheritance inside Real et al.
-2019's aging evolution).
+"""``nas bench inherit-search``: evolution with weight inheritance against evolution from scratch, accuracy vs time.
+
+Regularized evolution with weight inheritance and ``--child-epochs`` per child against evolution from scratch with
+``--epochs`` per trial: best validation accuracy against total training seconds, several seeds, both sides in one
+command (Real et al. 2017's weight inheritance inside Real et al. 2019's aging evolution).
 
 Both sides run the same :class:`~nas.strategies.evolution.RegularizedEvolution` (same seed, population and
-tournament) and the same :class:`nas.train.trainer.TorchTrainer` on the same NAS-Bench-201 cell space and data, one
-trial at a time (training time is what is compared, so no parallelism blurs it). With inheritance the initial
-population trains ``--epochs`` (it has no parent), each child starts from its parent's kept checkpoint
-(:func:`nas.train.inherit.inherit_weights`, done here as the trial runner does it) and trains
-``--child-epochs``. Seconds are each trial's training seconds (its ``train_seconds`` metric) plus, with
-inheritance, the time to inherit; start-up (the trainer, the data) is paid once per side, outside the figure.
+tournament) through :class:`nas.engine.loop.SearchLoop` on the in-process executor with one
+:class:`nas.train.runner.TrialRunner`, on the same NAS-Bench-201 cell space and data, one trial at a time
+(training time is what is compared, so no parallelism blurs it). With inheritance the initial population trains
+``--epochs`` (it has no parent); each child starts from its parent's checkpoint, kept by the executor, as the
+platform inherits (:mod:`nas.train.inherit`: weights, and optimizer state where it fits) and trains
+``--child-epochs``. Seconds are each trial's whole time on the worker (build, inheritance, training, checkpoint;
+cost measurement off), from its result's start and end times; start-up (the trainer, the data) is paid once per
+side, outside the figure.
 The table gives each side's mean best accuracy at the end and its total training seconds, and the ratio;
 ``--plot FILE`` draws both best-so-far curves (mean over seeds, one standard deviation band).
 """
@@ -17,45 +20,34 @@ The table gives each side's mean best accuracy at the end and its total training
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import statistics
-import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from nas.bench import text_table
-from nas.bench.inherit import inherited_checkpoint
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import SearchLoop
+from nas.engine.protocol import BoundedCheckpoints
 from nas.search_spaces.nb201 import NB201Space
 from nas.strategies.evolution import RegularizedEvolution
 from nas.train.data import Dataset, load_dataset
-from nas.train.trainer import TorchTrainer, TrainSettings
+from nas.train.settings import TrainSettings
+
+from . import add_experiment
+from .harness import Outcome, at_least, plot_bands, text_table, values_at, write_json
 
 
-def evolve(trainer: TorchTrainer, space: NB201Space, *, budget: int, population: int, sample_size: int,
+def evolve(executor: InProcessExecutor, space: NB201Space, *, budget: int, population: int, sample_size: int,
            inherit: bool, child_epochs: int, seed: int) -> list[tuple[float, float]]:
-    """One search, one trial at a time: the (cumulative training seconds, best accuracy so far) after each."""
+    """One search, one trial at a time: the (cumulative seconds, best accuracy so far) after each trial. The
+    executor (its data already on the device) serves every search; each starts with no checkpoint kept."""
     evo = RegularizedEvolution(space, population=population, sample_size=sample_size, inherit=inherit,
                                child_epochs=child_epochs if inherit else None, seed=seed)
-    kept: dict[int, bytes] = {}  # checkpoints of the living population (the parents to be)
+    executor.checkpoints = BoundedCheckpoints()
     seconds, best, curve = 0.0, 0.0, []
-    for _ in range(budget):
-        trial = evo.ask()
-        start = None
-        t0 = time.perf_counter()
-        if trial.inherit_from is not None:
-            parent = torch.load(io.BytesIO(kept[trial.inherit_from]), map_location="cpu", weights_only=True)
-            start = inherited_checkpoint(trainer, trial, space, parent, None)[0]
-        inherit_seconds = time.perf_counter() - t0
-        result, ckpt = trainer.run(trial, space, start)
-        evo.tell(trial, result)
-        if inherit and ckpt is not None and result.ok:
-            kept[trial.trial_id] = ckpt
-        living = {m.trial_id for m in evo.population}
-        kept = {k: v for k, v in kept.items() if k in living}
-        seconds += float(result.metrics.get("train_seconds", 0.0)) + inherit_seconds
+    for _, result in SearchLoop(evo, executor, budget=budget).run():
+        seconds += (result.end_time or 0.0) - (result.start_time or 0.0)
         best = max(best, float(result.score or 0.0)) if result.ok else best
         curve.append((seconds, best))
     return curve
@@ -72,51 +64,34 @@ def bench_data(name: str, samples: int, seed: int) -> Dataset:
 
 
 def plot(curves: dict[str, list[list[tuple[float, float]]]], path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    end = max(c[-1][0] for runs in curves.values() for c in runs)
-    grid = np.linspace(0, end, 401)
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    """Best accuracy so far against seconds: per side the mean over seeds (drawn once every seed has a result,
+    until the side's last run ends) with a band of one standard deviation."""
+    grid = np.linspace(0, max(c[-1][0] for runs in curves.values() for c in runs), 401)
+    bands = {}
     for name, runs in curves.items():
-        side_end = max(c[-1][0] for c in runs)
-        values = np.full((len(runs), len(grid)), np.nan)
-        for k, c in enumerate(runs):  # each run's best so far, held until the side's last run ends
-            t, v = np.array(c).T
-            idx = np.searchsorted(t, grid, side="right") - 1
-            values[k] = np.where((idx >= 0) & (grid <= side_end), v[np.clip(idx, 0, None)], np.nan)
-        shown = ~np.isnan(values).any(axis=0)  # drawn once every seed has a result
+        values = values_at([Outcome(name, k, curve=c) for k, c in enumerate(runs)], grid)
+        values[:, grid > max(c[-1][0] for c in runs)] = np.nan
+        shown = ~np.isnan(values).any(axis=0)
         mean, std = np.full(len(grid), np.nan), np.full(len(grid), np.nan)
         mean[shown], std[shown] = values[:, shown].mean(0), values[:, shown].std(0)
-        ax.plot(grid, mean, label=f"{name} ({len(runs)} seeds)", lw=1.8)
-        ax.fill_between(grid, mean - std, mean + std, alpha=0.15)
-    ax.set_xlabel("total training seconds")
-    ax.set_ylabel("best validation accuracy so far")
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+        bands[f"{name} ({len(runs)} seeds)"] = (mean, std)
+    plot_bands(grid, bands, path, xlabel="total training seconds", ylabel="best validation accuracy so far",
+               title=title)
 
 
 def handler(args: argparse.Namespace) -> int:
     if args.quick:
         args.seeds, args.budget, args.population, args.sample_size, args.epochs = 1, 4, 2, 2, 2
-    for name, value, low in (("seeds", args.seeds, 1), ("budget", args.budget, 1), ("population", args.population, 1),
-                             ("sample-size", args.sample_size, 1), ("epochs", args.epochs, 1),
-                             ("child-epochs", args.child_epochs, 1), ("threads", args.threads, 1),
-                             ("samples", args.samples, 100)):
-        if value < low:
-            raise ValueError(f"--{name} must be >= {low}, got {value}")
+    at_least(1, seeds=args.seeds, budget=args.budget, population=args.population, sample_size=args.sample_size,
+             epochs=args.epochs, child_epochs=args.child_epochs, threads=args.threads)
+    at_least(100, samples=args.samples)
     if args.sample_size > args.population:
         raise ValueError(f"--sample-size must be <= --population, got {args.sample_size} > {args.population}")
     torch.set_num_threads(args.threads)
     data = bench_data(args.dataset, args.samples, 0)
     space = NB201Space(channels=args.channels)
-    trainer = TorchTrainer(data, TrainSettings(epochs=args.epochs, device=args.device, threads=args.threads))
+    executor = InProcessExecutor(space, data, TrainSettings(epochs=args.epochs, device=args.device,
+                                                            threads=args.threads, measure_costs=False))
     sides = {f"from scratch, {args.epochs} epochs": False, f"inherited, {args.child_epochs} epoch(s) per child": True}
     print(f"nas bench inherit-search: evolution (P={args.population}, S={args.sample_size}, {args.budget} trials) on "
           f"{data.name} ({len(data.x_train):,} train), NAS-Bench-201 cells ({args.channels} channels), {args.seeds} "
@@ -124,7 +99,7 @@ def handler(args: argparse.Namespace) -> int:
     curves: dict[str, list[list[tuple[float, float]]]] = {name: [] for name in sides}
     for seed in range(args.seeds):
         for name, inherit in sides.items():  # interleaved: a change in the machine's load hits both sides
-            curves[name].append(evolve(trainer, space, budget=args.budget, population=args.population,
+            curves[name].append(evolve(executor, space, budget=args.budget, population=args.population,
                                        sample_size=args.sample_size, inherit=inherit,
                                        child_epochs=args.child_epochs, seed=seed))
     table = [["side", "best accuracy (mean ± sd)", "training seconds (mean)", "seconds / scratch's"]]
@@ -140,17 +115,12 @@ def handler(args: argparse.Namespace) -> int:
     if args.plot:
         plot(curves, args.plot, f"evolution on {data.name}: inheritance vs scratch ({args.seeds} seeds)")
         print(f"wrote {args.plot}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"dataset": data.name, "summary": summary, "curves": curves}, f, indent=2)
-        print(f"wrote {args.json}")
+    write_json(args.json, {"dataset": data.name, "summary": summary, "curves": curves})
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inherit-search", help="evolution with weight inheritance against evolution from scratch: "
-                       "best accuracy against training seconds",
-                       description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = add_experiment(sub, __doc__, handler)
     p.add_argument("--dataset", default="digits", help="digits (default) or images-32 (generated 32x32 images)")
     p.add_argument("--samples", type=int, default=600, help="images in images-32 (default 600)")
     p.add_argument("--seeds", type=int, default=3)
@@ -165,4 +135,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--plot", metavar="FILE", help="the figure (PNG)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    p.set_defaults(handler=handler)
