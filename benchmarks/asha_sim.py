@@ -2,7 +2,7 @@
 
 Every method is regularized evolution (Real et al. 2019; population 10, tournament 3, as the
 NAS-Bench-201 protocol) on :class:`nas.engine.simulated.SimulatedExecutor` over the table's two schedules
-(:class:`nas.engine.tabular.nb201.NB201Fidelities`), through :class:`nas.engine.loop.SearchLoop`
+(:class:`nas.engine.tabular.nb201_table.NB201Fidelities`), through :class:`nas.engine.loop.SearchLoop`
 (:func:`.harness.simulated_search`), side by side on the same seeds, workers and simulated time budget:
 
 - ``evolution 200``: evolution alone, every candidate trained the 200-epoch schedule (the baseline);
@@ -97,7 +97,7 @@ def run_method(method: str, seed: int, *, time_budget: float = 50_000.0, workers
                eta: float = 3.0) -> AshaOutcome:
     """One seeded search of ``method`` (a key of :data:`METHODS`) within ``time_budget`` simulated seconds."""
     from nas.core.scheduler import make_scheduler
-    from nas.engine.tabular.nb201 import NB201Fidelities
+    from nas.engine.tabular.nb201_table import NB201Fidelities
 
     epochs, variant = METHODS[method]
     bench = NB201Fidelities("cifar10")

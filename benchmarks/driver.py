@@ -48,7 +48,7 @@ def _record(strategy: str, workers: int, budget: int) -> dict[str, Any]:
 def _parts(strategy: str, workers: int) -> tuple[Any, Any]:
     from nas.api import make_strategy
     from nas.engine.simulated import SimulatedExecutor
-    from nas.engine.tabular.nb201 import NB201Benchmark
+    from nas.engine.tabular.nb201_table import NB201Benchmark
     from nas.search_spaces.nb201 import NB201Space
 
     space = NB201Space()

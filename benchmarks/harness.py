@@ -113,7 +113,7 @@ def pool_map(fn: Callable[[Any], Any], work: Sequence[Any], jobs: int) -> list[A
 def _init_worker() -> None:
     import torch
 
-    from nas.engine.tabular.nb201 import load_table
+    from nas.engine.tabular.nb201_table import load_table
 
     torch.set_num_threads(1)  # one process per core; strategies with torch models stay on theirs
     load_table()
@@ -204,7 +204,7 @@ def check_runs(args: Any, *, quick: tuple[int, float]) -> None:
 def add_simulation_arguments(p: Any) -> None:
     """The options of an experiment on the simulated NAS-Bench-201: the search dataset, strategy options, reward
     noise, processes and the output directory."""
-    from nas.engine.tabular.nb201 import DATASETS
+    from nas.engine.tabular.nb201_table import DATASETS
 
     p.add_argument("--search-dataset", choices=list(DATASETS), default="cifar10",
                    help="whose 12-epoch validation accuracy is the reward and whose time is charged "

@@ -30,7 +30,7 @@ from .harness import at_least, text_table, write_json
 
 def pick_cells(count: int, dataset: str = "cifar10") -> list[int]:
     """Table rows at evenly spaced quantiles (5% .. 100%) of the 200-epoch accuracy on ``dataset``."""
-    from nas.engine.tabular.nb201 import load_table
+    from nas.engine.tabular.nb201_table import load_table
 
     acc = load_table().valid200[dataset]
     order = np.argsort(acc, kind="stable")
@@ -42,7 +42,7 @@ def run_cells(rows: list[int], data: Any, settings: Any, table_dataset: str, see
     """Train each table row's cell ``seeds`` times (trial ids, hence torch seeds, differ); our mean validation
     accuracy (and each seed's) beside the table's."""
     from nas.core.types import Trial
-    from nas.engine.tabular.nb201 import load_table
+    from nas.engine.tabular.nb201_table import load_table
     from nas.search_spaces.nb201 import NB201Space
     from nas.train.runner import TrialRunner
 

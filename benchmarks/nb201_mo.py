@@ -84,7 +84,7 @@ def check_objectives(specs: Sequence[str]) -> Objectives:
 def cell_scores(dataset: str, search_dataset: str, objectives: tuple[str, ...], judged: bool) -> np.ndarray:
     """Every cell's higher-is-better scores (cells x objectives): as the search sees them (``val_acc`` at 12
     epochs on ``search_dataset``) or judged (``val_acc`` at 200 epochs on ``dataset``)."""
-    from nas.engine.tabular.nb201 import load_cell_costs, load_table
+    from nas.engine.tabular.nb201_table import load_cell_costs, load_table
 
     table = load_table()
     params, latency = load_cell_costs()[search_dataset]

@@ -74,7 +74,7 @@ def run_search(strategy: str, seed: int, *, dataset: str = "cifar10", search_dat
     """One seeded run of the protocol. Only trials finished within ``time_budget`` count (as in the
     paper's code, a query that would end past the budget is not paid for and not seen)."""
     from nas.engine.simulated import UnsupportedTrial
-    from nas.engine.tabular.nb201 import NB201Benchmark, load_table
+    from nas.engine.tabular.nb201_table import NB201Benchmark, load_table
 
     out = SearchOutcome(strategy, seed)
     t0 = time.perf_counter()
@@ -130,7 +130,7 @@ def summary_rows(outcomes: Sequence[SearchOutcome], dataset: str, search_dataset
 
 
 def _valid200(dataset: str) -> np.ndarray:
-    from nas.engine.tabular.nb201 import load_table
+    from nas.engine.tabular.nb201_table import load_table
 
     return load_table().valid200[dataset]
 

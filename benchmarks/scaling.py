@@ -53,7 +53,7 @@ class ScalingRun:
 def run_scaling(workers: int, seed: int, *, strategy: str, trials: int, target: float,
                 search_dataset: str = "cifar10", options: dict[str, Any] | None = None,
                 noise: float = 0.0) -> ScalingRun:
-    from nas.engine.tabular.nb201 import NB201Benchmark
+    from nas.engine.tabular.nb201_table import NB201Benchmark
 
     t0 = time.perf_counter()
     loop, executor = simulated_search(strategy, NB201Benchmark(search_dataset), seed=seed, options=options,
@@ -68,7 +68,7 @@ def run_scaling(workers: int, seed: int, *, strategy: str, trials: int, target: 
 
 def target_for(top: float, search_dataset: str) -> float:
     """The 12-epoch validation accuracy (%) of the table's top ``top`` fraction of cells."""
-    from nas.engine.tabular.nb201 import load_table
+    from nas.engine.tabular.nb201_table import load_table
 
     if not 0 < top < 1:
         raise ValueError(f"--target-top must be a fraction in (0, 1), got {top}")

@@ -67,7 +67,7 @@ def measure(name: str, options: dict[str, Any], marks: Sequence[int], *, in_flig
     """One row per mark: the snapshot's bytes (and the optuna journal's, with ``journal``) after that many
     trials, and the time to write and read it."""
     from nas.api import make_strategy
-    from nas.engine.tabular.nb201 import NB201Benchmark
+    from nas.engine.tabular.nb201_table import NB201Benchmark
     from nas.search_spaces.nb201 import NB201Space
 
     space, bench = NB201Space(), NB201Benchmark("cifar10")

@@ -35,7 +35,7 @@ def run_seed(strategy: str, seed: int, *, first: int, budget: int, options: dict
              ) -> dict[str, float]:
     import nas
     from nas.api import make_strategy
-    from nas.engine.tabular.nb201 import NB201Benchmark
+    from nas.engine.tabular.nb201_table import NB201Benchmark
     from nas.run.warmstart import load_warm_start, tell_warm_start
     from nas.search_spaces.nb201 import NB201Space
 

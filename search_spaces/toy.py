@@ -18,27 +18,9 @@ import torch
 
 from nas.core.registry import register_space
 from nas.core.space import SearchSpace, Task
-from nas.core.strategy import Strategy
 from nas.core.types import Arch
 
 TOY_OPTIMUM = {"d0": 3, "d1": 1, "d2": 4, "d3": 2, "d4": 3}
-
-
-def toy_search(strategy: Strategy, budget: int, *, in_flight: int = 1) -> float:
-    """The best :func:`toy_score` that ``strategy`` finds in ``budget`` trials with ``in_flight`` trials
-    outstanding (the real loop on the in-process executor, ``in_flight`` slots: a strategy study).
-
-    >>> from nas.strategies.random import RandomSearch
-    >>> toy_search(RandomSearch(ToySpace(), seed=0), 3125, in_flight=4)  # every cell, once
-    0.0
-    """
-    from nas.engine.inprocess import InProcessExecutor
-    from nas.engine.loop import SearchLoop
-    from nas.train.simple import scored
-
-    executor = InProcessExecutor(strategy.space, None, train=scored(toy_score), slots=in_flight)
-    results = SearchLoop(strategy, executor, budget=budget).run()
-    return max((r.score for _, r in results if r.ok and r.score is not None), default=-math.inf)
 
 
 def toy_score(arch: Arch) -> float:

@@ -28,9 +28,9 @@ TPE's and GP's constrained acquisitions steer away from infeasible ones. An infe
 the worst value of each objective among the feasible ones (Optuna needs values; it never enters
 ``study.best_trials``, which keeps feasible trials only), or FAIL while none has completed.
 
-State, as data (never a pickle; see :mod:`nas.run.optuna_state`): with ``storage`` (a file path) the
+State, as data (never a pickle; see :mod:`nas.strategies.optuna_storage`): with ``storage`` (a file path) the
 study lives in Optuna's own append-only journal file (``JournalStorage`` over a
-:class:`~nas.run.optuna_state.SnapshotJournalBackend`: one fsync per snapshot, not ten per trial; O(1) per
+:class:`~nas.strategies.optuna_storage.SnapshotJournalBackend`: one fsync per snapshot, not ten per trial; O(1) per
 trial), and :meth:`state_dict` holds only the trials in flight (our id -> Optuna number), the
 sampler's random state and the journal's length; :meth:`load_state_dict` cuts the journal back to that
 length (the asks and tells made after the snapshot are undone, as for every other strategy, whose state
@@ -84,7 +84,7 @@ from nas.core.registry import register_strategy
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy, check_positive_int, one_torch_thread
 from nas.core.types import FailureKind, Result, Trial
-from nas.run.optuna_state import (
+from nas.strategies.optuna_storage import (
     DataCmaEsSampler,
     SnapshotJournalBackend,
     load_sampler,

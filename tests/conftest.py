@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import time
@@ -9,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from nas.core.strategy import Strategy
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.simple import scored
 
@@ -17,6 +21,16 @@ from nas.train.simple import scored
 # the developer's ~/.ray. tests/test_cluster_security.py removes it to test the production set-up.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def toy_search(strategy: Strategy, budget: int, *, in_flight: int = 1) -> float:
+    """The best :func:`toy_score` that ``strategy`` finds in ``budget`` trials with ``in_flight`` trials
+    outstanding (the real loop on the in-process executor, ``in_flight`` slots: a strategy study).
+
+    """
+    executor = InProcessExecutor(strategy.space, None, train=scored(toy_score), slots=in_flight)
+    results = SearchLoop(strategy, executor, budget=budget).run()
+    return max((r.score for _, r in results if r.ok and r.score is not None), default=-math.inf)
 
 
 @pytest.fixture(scope="session")

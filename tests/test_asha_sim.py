@@ -8,7 +8,7 @@ import argparse
 import numpy as np
 import pytest
 
-from nas.engine.tabular.nb201 import load_table
+from nas.engine.tabular.nb201_table import load_table
 from nas_benchmarks import asha_sim
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from nas.cli import main
-from nas.engine.tabular.nb201 import load_table
+from nas.engine.tabular.nb201_table import load_table
 from nas_benchmarks.harness import PROTOCOL_OPTIONS, parse_strategy_options, run_seeds, values_at
 from nas_benchmarks.nb201_strategies import SearchOutcome, format_table, run_search, summary_rows
 from nas_benchmarks.scaling import scaling_rows, target_for

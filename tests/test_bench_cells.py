@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nas.cli import main
-from nas.engine.tabular.nb201 import load_table
+from nas.engine.tabular.nb201_table import load_table
 from nas_benchmarks.nb201_cells import pick_cells
 
 

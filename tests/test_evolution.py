@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import toy_search
 
 from nas.core.types import Outcome, Result
-from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
+from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
 

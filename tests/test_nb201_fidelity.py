@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nas.engine.tabular.nb201 import FIDELITY_EPOCHS, NB201Benchmark, load_table, query_epochs, step_epochs
+from nas.engine.tabular.nb201_table import FIDELITY_EPOCHS, NB201Benchmark, load_table, query_epochs, step_epochs
 from nas.search_spaces.nb201 import NB201Space
 
 

@@ -7,15 +7,16 @@ import pickle
 import numpy as np
 import optuna
 import pytest
+from conftest import toy_search
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState as OptunaState
 
 from nas.core.registry import spaces
 from nas.core.types import Outcome, Result
-from nas.run.optuna_state import CMA_ATTR, DataCmaEsSampler
 from nas.run.snapshot import read_snapshot, write_snapshot
-from nas.search_spaces.toy import ToySpace, toy_score, toy_search
+from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.optuna_sampler import SAMPLERS, OptunaStrategy
+from nas.strategies.optuna_storage import CMA_ATTR, DataCmaEsSampler
 from nas.strategies.random import RandomSearch
 
 

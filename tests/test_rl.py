@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import toy_search
 
 from nas.core.registry import spaces
 from nas.core.types import Outcome, Result
-from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score, toy_search
+from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score
 from nas.strategies.random import RandomSearch
 from nas.strategies.rl import RLController
 

@@ -13,7 +13,7 @@ from nas.engine.interfaces import Callback
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import finished
 from nas.engine.simulated import SimulatedExecutor, UnsupportedTrial
-from nas.engine.tabular.nb201 import DATASETS, NB201Benchmark, data_path, load_table
+from nas.engine.tabular.nb201_table import DATASETS, NB201Benchmark, data_path, load_table
 from nas.run.store import RunStore
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.strategies.evolution import RegularizedEvolution

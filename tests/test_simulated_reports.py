@@ -11,7 +11,7 @@ from nas.core.types import Decision, Outcome, Trial, TrialState
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import EventKind, ExecutorConfig, KeepRule, build_executor
 from nas.engine.simulated import SimulatedExecutor, UnsupportedTrial
-from nas.engine.tabular.nb201 import NB201Fidelities, query_epochs
+from nas.engine.tabular.nb201_table import NB201Fidelities, query_epochs
 from nas.schedulers.asha import ASHA
 from nas.schedulers.hyperband import Hyperband
 from nas.search_spaces.nb201 import NB201Space, from_op_code

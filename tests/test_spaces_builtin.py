@@ -11,7 +11,7 @@ import torch
 
 from nas.core.registry import spaces
 from nas.core.space import InvalidArchitecture, Task
-from nas.engine.tabular.nb201 import data_path
+from nas.engine.tabular.nb201_table import data_path
 from nas.search_spaces import macro, nb201
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import EDGE_NAMES, OPS, NB201Space, from_op_code, op_code

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from conftest import toy_search
 
 import nas
 from nas.api import make_strategy
@@ -15,7 +16,7 @@ from nas.core.types import Outcome, Result
 from nas.run.reader import load_run, read_journal
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.run.warmstart import kept_checkpoint, load_warm_start, tell_warm_start, warm_checkpoint
-from nas.search_spaces.toy import ToySpace, toy_score, toy_search
+from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
 

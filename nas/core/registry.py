@@ -70,5 +70,5 @@ executors: Registry[Any] = Registry("executor", modules=(
 register_executor = executors.register
 #: tabular benchmarks by name (``nb201-cifar10``, ...): factories ``() -> benchmark`` that the simulated executor
 #: (``nas.engine.simulated``) is handed the result of
-tables: Registry[Any] = Registry("tabular benchmark", modules=("nas.engine.tabular.nb201",))
+tables: Registry[Any] = Registry("tabular benchmark", modules=("nas.engine.tabular.nb201_table",))
 register_table = tables.register

@@ -1,6 +1,7 @@
 """The loop's book of trials: one record per trial id with its state (one place, an Enum), a tally kept in step
 (O(1) counts at 100,000 trials), and the best result so far. The loop and its replay on resume change it only
-through :meth:`TrialBook.add` and :meth:`TrialBook.move`.
+through :meth:`TrialBook.add`, :meth:`TrialBook.move` and :meth:`TrialBook.finish`. :class:`FailureWatch` counts
+the failures that mean a misconfigured search (a space that never builds, an objective never reported).
 
 >>> from nas.core.types import Outcome
 >>> book = TrialBook()
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Callable
 
-from nas.core.types import Decision, Result, Trial, TrialState
+from nas.core.types import Decision, FailureKind, Result, Trial, TrialState
 
 FINISHED = (TrialState.COMPLETE, TrialState.FAILED)
 
@@ -92,4 +94,23 @@ class TrialBook:
         return [(r.trial, r.result) for r in self.records.values() if r.result is not None]
 
 
-__all__ = ["TrialBook", "TrialRecord"]
+class FailureWatch:
+    """Stops a misconfigured search early: once each of the first ``limit`` finished trials failed with ``kind``
+    and none got past it (``clears`` says which result does), :meth:`see` answers with the first one's error."""
+
+    def __init__(self, kind: FailureKind, limit: int | None, clears: Callable[[Result], bool]) -> None:
+        self.kind, self.limit, self.clears = kind, limit, clears
+        self.count, self.cleared, self.first = 0, limit is None, ""
+
+    def see(self, result: Result) -> str | None:
+        if self.cleared:
+            return None
+        if result.failure is not self.kind:
+            self.cleared = self.clears(result)
+            return None
+        self.count += 1
+        self.first = self.first or (result.error or "").splitlines()[0]
+        return self.first if self.limit is not None and self.count >= self.limit else None
+
+
+__all__ = ["FailureWatch", "TrialBook", "TrialRecord"]

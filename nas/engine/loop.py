@@ -21,13 +21,13 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nas.core.space import InvalidSpace
 from nas.core.strategy import Strategy
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, TrialState
-from nas.engine.book import TrialBook, TrialRecord
+from nas.engine.book import FailureWatch, TrialBook, TrialRecord
 from nas.engine.interfaces import Callback, LoopStatus, RunWriter, SnapshotState
 from nas.engine.protocol import Event, EventKind, Executor, KeepRule
 
@@ -35,25 +35,6 @@ if TYPE_CHECKING:
     from nas.core.scheduler import Scheduler
     from nas.engine.replay import Restored
     from nas.engine.stop import StopSignal
-
-
-class FailureWatch:
-    """Stops a misconfigured search early: once each of the first ``limit`` finished trials failed with ``kind``
-    and none got past it (``clears`` says which result does), :meth:`see` answers with the first one's error."""
-
-    def __init__(self, kind: FailureKind, limit: int | None, clears: Callable[[Result], bool]) -> None:
-        self.kind, self.limit, self.clears = kind, limit, clears
-        self.count, self.cleared, self.first = 0, limit is None, ""
-
-    def see(self, result: Result) -> str | None:
-        if self.cleared:
-            return None
-        if result.failure is not self.kind:
-            self.cleared = self.clears(result)
-            return None
-        self.count += 1
-        self.first = self.first or (result.error or "").splitlines()[0]
-        return self.first if self.limit is not None and self.count >= self.limit else None
 
 
 class SearchLoop:
@@ -394,4 +375,4 @@ class SearchLoop:
         self.resumed = self.finished
 
 
-__all__ = ["FailureWatch", "SearchLoop"]
+__all__ = ["SearchLoop"]

@@ -13,7 +13,7 @@ A benchmark is any object with ``query(arch) -> (reward, seconds, metrics)`` and
 the reward is reported as the metric ``val_acc`` (plus Gaussian ``noise``), and ``objectives``
 (:class:`nas.core.objectives.Objectives`) turn the metrics into the scores. One that also has
 ``fidelities`` (epoch counts it answers, e.g. 12 and 200) and ``query_epochs(arch, epochs)``, as
-:class:`nas.engine.tabular.nb201.NB201Fidelities`, answers intermediate reports: a trial of ``epochs`` e
+:class:`nas.engine.tabular.nb201_table.NB201Fidelities`, answers intermediate reports: a trial of ``epochs`` e
 reports at each fidelity below e that is one of its ``wait_epochs`` (a scheduler's rungs, given with the trial),
 waits there for the loop's answer (:meth:`stop` with STOPPED or PAUSED ends it at the report's time, with that
 report's metrics as its result), and reports at e when it finishes. Every
@@ -25,7 +25,7 @@ trial that paused or finished here runs the longer schedule likewise, charged it
 table cannot answer (other hyperparameters, another epoch count, another trial's checkpoint) raise
 :class:`UnsupportedTrial` at ``submit``: a simulated answer to them would be made up.
 
->>> from nas.engine.tabular.nb201 import NB201Benchmark
+>>> from nas.engine.tabular.nb201_table import NB201Benchmark
 >>> from nas.search_spaces.nb201 import NB201Space
 >>> from nas.strategies.random import RandomSearch
 >>> from nas.engine.loop import SearchLoop

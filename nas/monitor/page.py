@@ -1,7 +1,7 @@
 """``nas report RUN_DIR [RUN_DIR ...]``: one self-contained HTML page (plotly's JavaScript embedded once,
 works offline) about a run, or several runs compared.
 
-Everything comes from :func:`nas.api.load_run` (the config and the results frame); no user code is
+Everything comes from :func:`nas.run.reader.load_run` (the config and the results frame); no user code is
 imported (architectures are parsed and drawn only for registered spaces). Sections: status; best so far
 and every trial against time; learning curves; genealogy; decisions against the score; decision
 importance; the multi-objective front (:func:`objective_front_section`, a hook: empty while a run has one
@@ -199,7 +199,7 @@ def comparison(runs: dict[str, tuple[dict[str, Any], pd.DataFrame]], usages: dic
 def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  out: str | os.PathLike[str] | None = None, top: int = 10) -> Path:
     """Write the page (default ``<first run>/report.html``) and return its path."""
-    from nas.api import load_run
+    from nas.run.reader import load_run
 
     dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
     runs: dict[str, tuple[dict[str, Any], pd.DataFrame]] = {}
