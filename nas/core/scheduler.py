@@ -1,14 +1,22 @@
 """The scheduler interface: a pure, seeded object that decides on a trial's intermediate results.
 
 A scheduler composes with any strategy: the strategy proposes trials, the scheduler decides, epoch by
-epoch, whether each one goes on. It never sees Ray, threads or clocks; the loop calls it at named points:
+epoch, whether each one goes on. It never sees Ray, threads or clocks. Everything the loop uses of it:
 
+- ``rungs`` (the epochs where a worker waits for the answer to its report) and ``pauses`` (whether it ever
+  says PAUSE, so every trial must keep a checkpoint);
+- ``on_start(trial_id)`` when a trial is submitted (a promoted one again);
 - ``on_report(trial_id, epoch, score)`` after each epoch (``epoch`` = epochs trained so far, from 1;
   ``score`` higher is better) answers CONTINUE, STOP or PAUSE (PAUSE: end the run and keep the
   checkpoint; only schedulers with ``pauses`` True say it);
 - ``on_result`` when a trial ends by itself, ``on_failed`` when it failed;
 - ``promote()`` when a worker is free, before asking the strategy: a paused trial to continue from
-  its checkpoint, or None (always None unless ``pauses``).
+  its checkpoint, or None (always None unless ``pauses``);
+- ``state_dict()`` / ``load_state_dict()`` for snapshots and resume (replay calls the same points again).
+
+A new scheduler is one file in ``nas/schedulers`` with a ``@register_scheduler("name")`` subclass implementing
+``_decide`` (and ``_promote`` where it pauses); tests/test_schedulers.py runs every registered one through the same
+contract.
 
 Reports are tolerated in any state: a trial the scheduler never saw starts on its first report; a
 late report of a trial already stopped, finished or failed gets STOP (a stop lands within an epoch);
