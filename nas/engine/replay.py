@@ -65,9 +65,10 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
         tid, after = rec.trial.trial_id, i >= start  # after the snapshot: replay it into the strategy
         if rec.kind == "submit":
             if tid in loop.book and rec.trial.checkpoint_from == tid:  # a promotion continued it
-                submitted[tid] = rec.trial
-                if after:
-                    _replay_promotion(loop, tid, rec.line)
+                if tid not in submitted:  # (journaled again when a resume re-queued it: the same promotion)
+                    submitted[tid] = rec.trial
+                    if after:
+                        _replay_promotion(loop, tid, rec.line)
                 continue
             first = tid not in submitted and tid not in loop.book
             if first:
@@ -88,7 +89,9 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
             if after and loop.scheduler is not None and rec.report.score is not None:
                 loop.scheduler.on_report(tid, rec.report.epoch, rec.report.score)
         elif rec.kind == "result" and rec.result is not None:
-            submitted.pop(tid, None)
+            continued = submitted.pop(tid, None)
+            if continued is not None and continued.checkpoint_from == tid and tid in loop.book:
+                loop.book.records[tid].runs += 1  # a promotion's result (one not finished re-runs: the loop counts it)
             _restore_result(loop, rec.trial, rec.result, after)
     loop.requeue.extend(submitted.values())
     if loop.store is not None:
@@ -106,7 +109,6 @@ def _replay_promotion(loop: SearchLoop, trial_id: int, line: int) -> None:
         raise ValueError(f"cannot resume: replaying the journal (line {line}), the scheduler promoted "
                          f"{None if promotion is None else promotion.trial_id} where the journal continues "
                          f"trial {trial_id}: it does not replay deterministically")
-    loop.book.records[trial_id].runs += 1
 
 
 def _restore_result(loop: SearchLoop, trial: Trial, result: Result, after: bool) -> None:
