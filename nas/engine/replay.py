@@ -9,10 +9,11 @@ resume=True)`` or ``nas search --resume RUN``) ends with exactly ``budget`` fini
 journaled once (a promoted trial once per run of it).
 
 The strategy (and the scheduler) are loaded from the snapshot, then every record after it is replayed into
-them in order: each first submission asked again and checked to be the same trial, each report given to the
-scheduler, each promotion checked to be the one the scheduler makes again, each result told. Finished
-trials become records of the loop's book; trials submitted (or continued) and never finished are re-queued
-under their own ids; kept checkpoints go back to the executor. :meth:`nas.engine.loop.SearchLoop.restore`
+them in order: each first submission asked again and checked to be the same trial (id and architecture), each
+report given to the scheduler, each promotion checked to be the one the scheduler makes again (a promotion
+journaled again when an earlier resume re-queued it is the same one), each result told. Finished trials become
+records of the loop's book; trials submitted (or continued) and never finished are re-queued under their own
+ids; kept checkpoints go back to the executor. :meth:`nas.engine.loop.SearchLoop.restore`
 calls :func:`replay`, which uses only the loop's public operations.
 """
 
@@ -22,7 +23,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nas.core.types import Report, Result, Trial
+from nas.core.types import Report, Result, Trial, arch_key
 
 if TYPE_CHECKING:
     from nas.engine.loop import SearchLoop
@@ -75,11 +76,12 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
                 submitted[tid] = rec.trial
             if first and after:  # asked after the snapshot: ask again, so the strategy knows it
                 asked = loop.strategy.ask()
-                if asked is None or asked.trial_id != tid:
+                if asked is None or asked.trial_id != tid or dict(asked.arch) != dict(rec.trial.arch):
+                    what = "nothing" if asked is None else f"trial {asked.trial_id} {arch_key(asked.arch)}"
                     raise ValueError(
-                        f"cannot resume: replaying the journal (line {rec.line}), strategy "
-                        f"{loop.strategy.name!r} asked {None if asked is None else asked.trial_id} where the "
-                        f"journal has trial {tid}: it does not replay deterministically")
+                        f"cannot resume: replaying the journal (line {rec.line}), strategy {loop.strategy.name!r} "
+                        f"asked {what} where the journal has trial {tid} {arch_key(rec.trial.arch)}: it does not "
+                        "replay deterministically")
                 if loop.scheduler is not None:
                     loop.scheduler.on_start(tid)
         elif rec.kind == "report" and rec.report is not None:
