@@ -17,6 +17,7 @@ nas.run.schema.SchemaError: .../status.json: pid: Expected `int` >= 1
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -146,7 +147,7 @@ def explain(e: msgspec.MsgspecError) -> str:
     return f"{where.rstrip('`').lstrip('.') or '(the record)'}: {what}"
 
 
-def read_status(run_dir: str | Path) -> Status | None:
+def read_status(run_dir: str | os.PathLike[str]) -> Status | None:
     """``status.json`` of ``run_dir`` checked against :class:`Status`: None when there is none, a
     :class:`SchemaError` naming the file and field when it does not fit."""
     path = Path(run_dir) / "status.json"
