@@ -124,6 +124,8 @@ class RunStore:
         otherwise). Nothing is left behind when it fails (a full disk included): one line says why."""
         path = Path(path)
         made = first_missing(path)
+        if path.is_dir() and (probe := write_probe(path)) is not None:
+            raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
         check_empty(path, run_ok=True)
         try:
             path.mkdir(parents=True, exist_ok=True)
