@@ -13,8 +13,10 @@ holding one trial queued behind the one it runs, so 2 x W trials are in flight. 
 
 It prints, per row, the driver process's CPU time (``time.process_time``: all its threads, Ray's
 callback threads included; the waiting is not counted) per trial in poll (ours) or wait+get (baseline)
-and in submit, and the wall time per trial; the last column is the
-baseline's poll cost over ours. The actors' start-up is shown apart (it is not in the per-trial figures).
+and in submit, their sum, ours over the baseline's at the same number in flight (``x baseline``), each side over
+its own first row (``x first row``: how the cost grows with the number in flight), the wall time per trial, and
+the resident memory the driver gained per finished trial after the first tenth (what it retains per trial). The
+actors' start-up is shown apart (it is not in the per-trial figures).
 """
 
 from __future__ import annotations
@@ -31,12 +33,20 @@ from . import add_experiment
 from .harness import int_list, text_table
 
 
+def rss() -> int:
+    """This process's resident memory now, bytes (what it retains, unlike the peak)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def drive(trials: int, submit: Callable[[int], bool], in_flight: Callable[[], int],
           poll: Callable[[], int]) -> dict[str, Any]:
     """Until ``trials`` are done: ``submit(trial_id)`` while it takes one (False: no free slot), then ``poll()`` (the
-    trials it saw end). The driver's CPU time in each, apart; the wall time; the most trials in flight."""
+    trials it saw end). The driver's CPU time in each, apart; the wall time; the most trials in flight; the resident
+    memory it gained per finished trial after the first tenth (what it retains per trial)."""
     submitted = done = most = 0
     poll_cpu = submit_cpu = 0.0
+    tenth, rss_tenth, done_tenth = max(trials // 10, 1), -1, 0
     t1 = time.perf_counter()
     while done < trials:
         c = time.process_time()
@@ -47,8 +57,11 @@ def drive(trials: int, submit: Callable[[int], bool], in_flight: Callable[[], in
         c = time.process_time()
         done += poll()
         poll_cpu += time.process_time() - c
+        if rss_tenth < 0 and done >= tenth:
+            rss_tenth, done_tenth = rss(), done
+    retained = (rss() - rss_tenth) / max(trials - done_tenth, 1)
     return {"in_flight": most, "trials": trials, "wall": time.perf_counter() - t1, "poll_cpu": poll_cpu,
-            "submit_cpu": submit_cpu}
+            "submit_cpu": submit_cpu, "rss_per_trial": retained}
 
 
 def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
@@ -124,18 +137,24 @@ def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
-    head = ["side", "actors", "in flight", "trials", "poll CPU us/trial", "submit CPU us/trial", "wall ms/trial",
-            "start-up (s)", "baseline/ours poll"]
+    head = ["side", "actors", "in flight", "trials", "poll CPU us/trial", "submit CPU us/trial", "CPU us/trial",
+            "x baseline", "x first row", "wall ms/trial", "RSS B/trial", "start-up (s)"]
     out = [head]
+    first = {side: next(r for r in rows if r["side"] == side) for side in {r["side"] for r in rows}}
+
+    def cpu(r: dict[str, Any]) -> float:
+        return (r["poll_cpu"] + r["submit_cpu"]) / r["trials"]
+
     for r in rows:
         ratio = ""
         if r["side"] == "ours":
             base = next((b for b in rows if b["side"] != "ours" and b["in_flight"] == r["in_flight"]), None)
             if base is not None:
-                ratio = f"{base['poll_cpu'] / max(r['poll_cpu'], 1e-9):.1f}x"
+                ratio = f"{cpu(r) / max(cpu(base), 1e-12):.2f}x"
         out.append([r["side"], str(r["workers"]), str(r["in_flight"]), str(r["trials"]),
                     f"{1e6 * r['poll_cpu'] / r['trials']:.0f}", f"{1e6 * r['submit_cpu'] / r['trials']:.0f}",
-                    f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['start_up']:.1f}", ratio])
+                    f"{1e6 * cpu(r):.0f}", ratio, f"{cpu(r) / max(cpu(first[r['side']]), 1e-12):.2f}x",
+                    f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['rss_per_trial']:.0f}", f"{r['start_up']:.1f}"])
     return text_table(out, rule=True)
 
 

@@ -1,11 +1,15 @@
 """The local cluster a `nas search` starts, attacked as another machine and another user would.
 
 One real `nas search --keep-dashboard` runs in a subprocess with Ray's authentication as in production (no
-RAY_AUTH_MODE in its environment; its own HOME, where Ray writes the token). Once it says it is keeping the cluster
-up, clients try to join it: without the token, through a non-loopback address of this machine and through
-127.0.0.1 (both refused, and the task each would run never writes its marker), and with the token through
-127.0.0.1 (joins: the control showing that a joined client's task would be seen). Then the listening sockets of
-the processes it started are compared with nas.engine.cluster.LOCAL_LISTENERS, which the README mirrors.
+RAY_AUTH_MODE in its environment; its own HOME, where Ray writes the token). Where the test can (as root, with `ip`),
+it runs inside a network namespace the test creates, joined to this one by a veth pair whose inner end has an
+address of its own: "another machine" then connects to that address, which exists only inside the test's namespace
+(no traffic leaves for any other address: only loopback, and that namespace). Clients on "the machine" itself run
+inside the namespace and use its 127.0.0.1. Once the search says it is keeping the cluster up, clients try to join
+it: without the token, through the namespace's outer address and through 127.0.0.1 (both refused, and the task each
+would run never writes its marker), and with the token through 127.0.0.1 (joins: the control showing that a joined
+client's task would be seen). The listening sockets of the processes it started (read with psutil) are compared
+with nas.engine.cluster.LOCAL_LISTENERS, which the README mirrors: all on loopback.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import contextlib
 import ipaddress
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,15 +58,45 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     return {**env, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0", **extra}
 
 
-def external_ipv4() -> str | None:
-    """A non-loopback IPv4 address of this machine (the one its default route uses, else any of its names')."""
-    candidates = []
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
-        candidates.append(s.getsockname()[0])
-    with contextlib.suppress(OSError):
-        candidates += socket.gethostbyname_ex(socket.gethostname())[2]
-    return next((ip for ip in candidates if not ipaddress.ip_address(ip).is_loopback), None)
+class Namespace:
+    """A network namespace of this test's own with a veth pair: ``address`` (inside it) is reachable from here
+    through the pair and nowhere else. ``prefix`` runs a command inside it. Removed on :meth:`close`."""
+
+    def __init__(self) -> None:
+        tag = f"{os.getpid() % 100000}"
+        self.name, self.outer, self.inner = f"nas-sec-{tag}", f"nsh{tag}", f"nsn{tag}"
+        self.address, self.host = "169.254.213.2", "169.254.213.1"
+        steps = [["ip", "netns", "add", self.name],
+                 ["ip", "link", "add", self.outer, "type", "veth", "peer", "name", self.inner],
+                 ["ip", "link", "set", self.inner, "netns", self.name],
+                 ["ip", "addr", "add", f"{self.host}/30", "dev", self.outer],
+                 ["ip", "link", "set", self.outer, "up"],
+                 [*self.prefix, "ip", "addr", "add", f"{self.address}/30", "dev", self.inner],
+                 [*self.prefix, "ip", "link", "set", self.inner, "up"],
+                 [*self.prefix, "ip", "link", "set", "lo", "up"]]
+        for step in steps:
+            proc = subprocess.run(step, capture_output=True, text=True)
+            if proc.returncode != 0:
+                self.close()
+                raise OSError(f"{' '.join(step)}: {proc.stderr.strip()}")
+
+    @property
+    def prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.name]
+
+    def close(self) -> None:
+        subprocess.run(["ip", "link", "del", self.outer], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def make_namespace() -> tuple[Namespace | None, str]:
+    """The test's namespace, or None and why not (not root, no `ip`, no namespaces in this sandbox)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return None, "needs root and `ip` to create a network namespace of its own"
+    try:
+        return Namespace(), ""
+    except OSError as e:
+        return None, f"cannot create a network namespace here: {e}"
 
 
 def tree(pid: int) -> list:
@@ -81,15 +116,26 @@ def kill_session(sid: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def search(tmp_path_factory):
-    """A finished `nas search --keep-dashboard`, its cluster still up: (process, its tree, tmp dir, home)."""
+def namespace():
+    ns, why = make_namespace()
+    yield ns, why
+    if ns is not None:
+        ns.close()
+
+
+@pytest.fixture(scope="module")
+def search(tmp_path_factory, namespace):
+    """A finished `nas search --keep-dashboard`, its cluster still up: (process, its tree, tmp dir, home, output,
+    the command prefix that runs a client beside it: inside the test's namespace where there is one)."""
+    ns, _ = namespace
+    prefix = ns.prefix if ns is not None else []
     tmp = tmp_path_factory.mktemp("secure")
     home = tmp / "home"
     home.mkdir()
     stderr = (tmp / "stderr.txt").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nas.cli", "search", "--space", "toy", "--strategy", "random", "--budget", "2",
-         "--workers", "1", "--epochs", "1", "--quiet", "--keep-dashboard", "--run-dir", str(tmp / "run")],
+        [*prefix, sys.executable, "-m", "nas.cli", "search", "--space", "toy", "--strategy", "random", "--budget",
+         "2", "--workers", "1", "--epochs", "1", "--quiet", "--keep-dashboard", "--run-dir", str(tmp / "run")],
         env=clean_env(home), cwd=tmp, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
     lines = []
     try:
@@ -100,7 +146,7 @@ def search(tmp_path_factory):
         else:
             pytest.fail(f"`nas search --keep-dashboard` ended ({proc.wait()}): {''.join(lines)}"
                         f"{(tmp / 'stderr.txt').read_text()[-3000:]}")
-        yield proc, tree(proc.pid), tmp, home, "".join(lines)
+        yield proc, tree(proc.pid), tmp, home, "".join(lines), prefix
     finally:
         proc.send_signal(signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -109,12 +155,25 @@ def search(tmp_path_factory):
         stderr.close()
 
 
-def listening(procs) -> list[tuple[object, str, int]]:
-    out = []
-    for p in procs:
-        with contextlib.suppress(Exception):  # a process that ended meanwhile
-            out += [(p, c.laddr.ip, c.laddr.port) for c in p.net_connections(kind="inet") if c.status == "LISTEN"]
-    return out
+LISTENERS = textwrap.dedent("""
+    import json, sys
+    import ray  # noqa: F401  (puts Ray's bundled psutil on the path)
+    import psutil
+    pids = set(json.loads(sys.argv[1]))
+    print(json.dumps([[c.pid, c.laddr.ip, c.laddr.port] for c in psutil.net_connections(kind="inet")
+                      if c.status == "LISTEN" and c.pid in pids]))
+""")
+
+
+def listening(procs, prefix: list[str]) -> list[tuple[object, str, int]]:
+    """The listening sockets of ``procs`` (psutil, run with ``prefix``: in their network namespace, whose sockets
+    only a process inside it can list)."""
+    import json
+
+    by_pid = {p.pid: p for p in procs}
+    out = subprocess.run([*prefix, sys.executable, "-c", LISTENERS, json.dumps(sorted(by_pid))], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    return [(by_pid[pid], ip, port) for pid, ip, port in json.loads(out)]
 
 
 def listener_of(proc, driver_pid: int) -> Listener | None:
@@ -126,16 +185,19 @@ def listener_of(proc, driver_pid: int) -> Listener | None:
     return max(hits, key=lambda e: len(e.process), default=None)
 
 
-def gcs_port(procs) -> int:
-    ports = [port for p, _, port in listening(procs) if p.name() == "gcs_server"]
+def gcs_port(procs, prefix: list[str]) -> int:
+    ports = [port for p, _, port in listening(procs, prefix) if p.name() == "gcs_server"]
     assert len(ports) == 1, ports
     return ports[0]
 
 
-def client(address: str, marker: Path, env: dict[str, str], wait: float = 120) -> tuple[int | None, str, str]:
-    """A Ray driver joining ``address`` and running a task that touches ``marker``: (exit status, or None when it
-    was still trying to connect after ``wait`` seconds and was killed; stdout; stderr)."""
-    proc = subprocess.Popen([sys.executable, "-c", CLIENT, address, str(marker)], env=env, stdout=subprocess.PIPE,
+def client(address: str, marker: Path, env: dict[str, str], wait: float = 120,
+           prefix: list[str] | None = None) -> tuple[int | None, str, str]:
+    """A Ray driver joining ``address`` (run with ``prefix``: inside the test's namespace) and running a task that
+    touches ``marker``: (exit status, or None when it was still trying to connect after ``wait`` seconds and was
+    killed; stdout; stderr)."""
+    proc = subprocess.Popen([*(prefix or []), sys.executable, "-c", CLIENT, address, str(marker)], env=env,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=wait)
@@ -147,40 +209,39 @@ def client(address: str, marker: Path, env: dict[str, str], wait: float = 120) -
 
 
 def test_search_prints_dashboard_url_on_loopback(search):
-    _, _, _, _, out = search
+    out = search[4]
     urls = re.findall(r"Ray dashboard: (\S+)", out)
     assert len(urls) == 1 and urls[0].startswith("http://127.0.0.1:"), out
     assert "finished 2 trials" in out
 
 
-def test_client_without_token_through_external_address_is_refused(search, tmp_path):
-    ip = external_ipv4()
-    if ip is None:
-        pytest.skip("this machine has no non-loopback IPv4 address to connect through")
-    _, procs, _, _, _ = search
-    import psutil
-
-    ours = {p.pid for p in procs}
-    # fixed ports (52365, 44217, ...) may also be held by other Ray clusters on this machine: those answer for them
-    others = {c.laddr.port for c in psutil.net_connections(kind="inet") if c.status == "LISTEN" and c.pid not in ours}
-    ports = {port for _, _, port in listening(procs)} - others
+def test_client_without_token_through_another_address_is_refused(search, namespace, tmp_path):
+    """From outside the namespace, through its own address (the only one besides loopback it has): every port of
+    the cluster refuses the connection, and a Ray client does not join."""
+    ns, why = namespace
+    if ns is None:
+        pytest.skip(why)
+    _, procs, _, _, _, prefix = search
+    ports = {port for _, _, port in listening(procs, prefix)}
     assert ports
-    for port in sorted(ports):  # nothing answers on the external address, on any of the cluster's ports
-        with pytest.raises(ConnectionRefusedError), socket.create_connection((ip, port), timeout=10):
-            pytest.fail(f"port {port} answers on {ip}")
+    for port in sorted(ports):  # nothing answers on the namespace's address, on any of the cluster's ports
+        with pytest.raises(ConnectionRefusedError), socket.create_connection((ns.address, port), timeout=10):
+            pytest.fail(f"port {port} answers on {ns.address}")
     marker = tmp_path / "ran-from-outside"
     (tmp_path / "nobody").mkdir()
     # Ray's client retries a refused GCS for minutes: after 30 s without a connection it is stopped
-    status, out, err = client(f"{ip}:{gcs_port(procs)}", marker, clean_env(tmp_path / "nobody"), wait=30)
+    status, out, err = client(f"{ns.address}:{gcs_port(procs, prefix)}", marker, clean_env(tmp_path / "nobody"),
+                              wait=30)
     assert status != 0 and "JOINED" not in out, out + err[-2000:]
     assert not marker.exists()
 
 
 def test_client_without_token_through_loopback_is_refused_by_token_auth(search, tmp_path):
-    _, procs, _, _, _ = search
+    _, procs, _, _, _, prefix = search
     marker = tmp_path / "ran-without-token"
     (tmp_path / "nobody").mkdir()
-    status, out, err = client(f"127.0.0.1:{gcs_port(procs)}", marker, LOCAL_CLIENT | clean_env(tmp_path / "nobody"))
+    status, out, err = client(f"127.0.0.1:{gcs_port(procs, prefix)}", marker,
+                              LOCAL_CLIENT | clean_env(tmp_path / "nobody"), prefix=prefix)
     assert status != 0 and "JOINED" not in out, out + err[-2000:]
     assert re.search(r"(?i)unauthenticated|authentication", err), err[-2000:]
     assert not marker.exists()
@@ -188,17 +249,17 @@ def test_client_without_token_through_loopback_is_refused_by_token_auth(search, 
 
 def test_client_with_the_token_through_loopback_joins(search, tmp_path):
     """The control: a client holding the token (as a user of the cluster would) joins and its task runs."""
-    _, procs, _, home, _ = search
+    _, procs, _, home, _, prefix = search
     marker = tmp_path / "ran-with-token"
     env = LOCAL_CLIENT | clean_env(home, RAY_AUTH_MODE="token")
-    status, out, err = client(f"127.0.0.1:{gcs_port(procs)}", marker, env)
+    status, out, err = client(f"127.0.0.1:{gcs_port(procs, prefix)}", marker, env, prefix=prefix)
     assert status == 0 and "JOINED ran" in out, err[-2000:]
     assert marker.exists()
 
 
 def test_listening_sockets_are_the_documented_ones_on_loopback(search):
-    proc, procs, _, _, _ = search
-    sockets = listening(procs)
+    proc, procs, _, _, _, prefix = search
+    sockets = listening(procs, prefix)
     assert sockets, "found no listening socket: psutil cannot see the cluster's processes"
     seen, unknown, exposed = set(), [], []
     for p, ip, port in sockets:
@@ -227,29 +288,38 @@ def test_readme_lists_every_listener():
     assert "RAY_AUTH_MODE=disabled" not in text.replace(section, "") and "disabled" in section
 
 
-def dashboard_jobs(url: str, token: str | None) -> tuple[int, list]:
-    import json
-    import urllib.error
-    import urllib.request
-
+DASHBOARD_CLIENT = textwrap.dedent("""
+    import json, sys, urllib.error, urllib.request
+    url, token = sys.argv[1], sys.argv[2] or None
     request = urllib.request.Request(f"{url}/api/jobs/", headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
+            print(json.dumps([response.status, json.loads(response.read())]))
     except urllib.error.HTTPError as e:
-        return e.code, []
+        print(json.dumps([e.code, []]))
+""")
+
+
+def dashboard_jobs(url: str, token: str | None, prefix: list[str]) -> tuple[int, list]:
+    """The dashboard's job list, asked on loopback beside the cluster (inside the test's namespace, if any)."""
+    import json
+
+    out = subprocess.run([*prefix, sys.executable, "-c", DASHBOARD_CLIENT, url, token or ""], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    status, jobs = json.loads(out)
+    return status, jobs
 
 
 def test_dashboard_wants_the_token_and_names_the_job_after_the_run(search):
-    _, _, _, home, out = search
+    _, _, _, home, out, prefix = search
     url = re.findall(r"Ray dashboard: (\S+)", out)[0]
-    status, _ = dashboard_jobs(url, None)
+    status, _ = dashboard_jobs(url, None, prefix)
     assert status in (401, 403)
-    status, jobs = dashboard_jobs(url, (home / ".ray" / "auth_token").read_text().strip())
+    status, jobs = dashboard_jobs(url, (home / ".ray" / "auth_token").read_text().strip(), prefix)
     # the search's driver job, named after its run directory (the control client above joined as a job too)
     assert status == 200 and "run" in [job["metadata"].get("job_name") for job in jobs], jobs
 
 
 def test_token_file_is_readable_by_its_owner_only(search):
-    _, _, _, home, _ = search
+    home = search[3]
     assert (home / ".ray" / "auth_token").stat().st_mode & 0o777 == 0o600

@@ -137,6 +137,9 @@ def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
     live = json.loads((run / STATUS_FILE).read_text())
     (run / STATUS_FILE).write_text(json.dumps({**live, "state": "running", "budget": 8, "pid": os.getpid(),
                                                "updated": live["updated"]}))
+    from nas.run.lock import RunLock
+
+    lock = RunLock(run).acquire()  # this process stands for the live search: it holds the run's lock
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "nas.cli", "status", str(run), "--watch", "0.05"],
@@ -157,6 +160,7 @@ def test_status_watch_redraws_in_place_on_a_terminal(tmp_path):
         out += data
         if not finished and out.count(b"\x1b[J") >= 3:
             (run / STATUS_FILE).write_text(json.dumps({**live, "state": "finished"}))
+            lock.release()
             finished = True
     os.close(master)
     assert proc.wait(timeout=120) == 0

@@ -42,21 +42,26 @@ def test_status_of_a_finished_run(run_dir, capsys):
 
 
 def test_status_of_a_running_and_of_a_killed_run(run_dir, tmp_path):
+    from nas.run.lock import RunLock
+
     copy = tmp_path / "copy"
     copy.mkdir()
     for name in ("run.json", "trials.jsonl"):
         (copy / name).write_bytes((run_dir / name).read_bytes())
     live = json.loads((run_dir / STATUS_FILE).read_text())
     now = live["updated"] + 2.0
-    # a live writer (this process) with a budget of 10: 4 trials left at the run's rate
+    # a live writer (this process, holding the run's lock) with a budget of 10: 4 trials left at the run's rate
     (copy / STATUS_FILE).write_text(json.dumps({**live, "state": "running", "budget": 10, "running": 1,
                                                 "pid": os.getpid()}))
-    st = run_status(copy, now=now)
+    lock = RunLock(copy).acquire()
+    try:
+        st = run_status(copy, now=now)
+    finally:
+        lock.release()
     assert st["state"] == "running" and st["running"] == 1 and st["left"] == 4
     assert st["eta"] == pytest.approx(4 / st["throughput"])
     assert "ETA" in format_status(st) and "(4 trials left)" in format_status(st)
-    # the writer is gone without saying so (pid above any Linux pid_max)
-    (copy / STATUS_FILE).write_text(json.dumps({**live, "state": "running", "budget": 10, "pid": 4_194_304 + 7}))
+    # the writer is gone without saying so: its lock is free, though its recorded pid now names a live process
     st = run_status(copy, now=now)
     assert st["state"] == "died" and st["eta"] is None and st["running"] == 0
 

@@ -140,3 +140,25 @@ def test_resume_unpickles_no_checkpoint(tmp_path):
     proc = nas_cli("search", "--resume", str(run_dir), "--budget", "8", cwd=tmp_path)
     assert not marker.exists()
     refused_or_ignored(proc)
+
+
+def test_resume_keeps_no_crafted_best_weights(tmp_path):
+    """best.pt replaced by a pickle that runs code, best.json's hash updated to match: the resume refuses it with one
+    line before writing anything, and nothing is unpickled."""
+    import hashlib
+
+    import torch
+
+    run_dir, marker = tmp_path / "run", tmp_path / "unpickled-best"
+    nas.search("toy", "random", budget=2, executor="inprocess", seed=0, run_dir=run_dir,
+               settings=TrainSettings(epochs=1, seed=0))
+    torch.save(Touch(marker), run_dir / "best.pt")
+    best = json.loads((run_dir / "best.json").read_text())
+    digest = hashlib.sha256((run_dir / "best.pt").read_bytes()).hexdigest()
+    (run_dir / "best.json").write_text(json.dumps({**best, "weights_sha256": digest}))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match=r"best.pt is not a plain checkpoint"):
+        nas.search("toy", "random", budget=3, executor="inprocess", seed=0, run_dir=run_dir,
+                   settings=TrainSettings(epochs=1, seed=0), resume=True)
+    assert not marker.exists()
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before

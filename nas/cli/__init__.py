@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import io
 import json
 import os
 import shutil
@@ -259,10 +260,11 @@ def cmd_results(args: argparse.Namespace) -> int:
     flat = export_frame(df, _parser(cfg))
     for path, write in ((args.csv, flat.to_csv), (args.parquet, flat.to_parquet)):
         if path:
-            try:
-                write(path, index=False)
-            except OSError as e:
-                raise UsageError(f"cannot write {path!r}: {e.strerror}") from None
+            from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
+
+            buffer = io.BytesIO()
+            write(buffer, index=False)
+            write_export(path, buffer.getvalue())
             print(f"wrote {len(df)} trials to {path}", file=sys.stderr if args.format != "table" else sys.stdout)
     if (args.csv or args.parquet) and args.format == "table":
         return 0
@@ -306,15 +308,17 @@ def cmd_best(args: argparse.Namespace) -> int:
     print(f"best trial {best.trial_id}: score {best.score:.4f}")
     print(f"architecture: {best.arch}")
     print(f"metrics: {json.dumps(best.metrics, default=str)}")
+    from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
+
     if args.export_json:
-        Path(args.export_json).write_text(json.dumps(
+        write_export(args.export_json, json.dumps(
             {"trial_id": int(best.trial_id), "arch": dict(trial.arch), "arch_str": best.arch,
-             "score": float(best.score), "hparams": dict(trial.hparams)}, indent=2))
+             "score": float(best.score), "hparams": dict(trial.hparams)}, indent=2).encode())
         print(f"wrote {args.export_json}")
     if args.export_weights:
-        from nas.run.store import best_weights
+        from nas.run.store import best_checkpoint  # (checked to be data: torch.load(weights_only=True))
 
-        shutil.copyfile(best_weights(Path(args.run_dir), int(best.trial_id)), args.export_weights)
+        write_export(args.export_weights, best_checkpoint(Path(args.run_dir), int(best.trial_id)))
         print(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
     if args.evaluate_test:
         from nas.train.evaluate import evaluate_test

@@ -20,8 +20,9 @@ contract.
 
 Reports are tolerated in any state: a trial the scheduler never saw starts on its first report; a
 late report of a trial already stopped, finished or failed gets STOP (a stop lands within an epoch);
-a non-finite score stops the trial; a repeated epoch (a trial restarted without its checkpoint)
-gets CONTINUE and changes nothing. The state (``state_dict``) is plain JSON data for snapshots.
+a non-finite score stops the trial; a repeated epoch (a trial restarted without its checkpoint, or re-run
+by a resume after the driver died) gets CONTINUE and changes nothing, up to the epoch at which it was
+stopped or paused, which gets that answer again. The state (``state_dict``) is plain JSON data for snapshots.
 
 >>> from nas.core.scheduler import make_scheduler
 >>> asha = make_scheduler("asha", max_epochs=9, seed=0)
@@ -124,10 +125,10 @@ class Scheduler:
         trial_id, epoch = int(trial_id), check_int("epoch", epoch)
         self.on_start(trial_id)
         record = self.trials[trial_id]
-        if record.phase in ENDED:
-            return Decision.STOP
-        if record.phase in (Phase.PAUSING, Phase.PAUSED):
-            return Decision.PAUSE
+        if record.phase in ENDED or record.phase in (Phase.PAUSING, Phase.PAUSED):
+            if epoch < record.epoch:  # a restarted run (a resume re-runs it) goes on to where it was decided
+                return Decision.CONTINUE
+            return Decision.STOP if record.phase in ENDED else Decision.PAUSE
         value = finite_score(score)
         if value is None:
             record.phase = Phase.STOPPED

@@ -27,6 +27,7 @@ one epoch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import threading
@@ -75,8 +76,9 @@ class TrialChannel:
         self._answer = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, body: Callable[[], Any]) -> None:
-        """Run ``body`` (the training) on its own thread; its return value becomes the :class:`Done` message."""
+    def start(self, body: Callable[[], Any], thread: TrainingThread | None = None) -> None:
+        """Run ``body`` (the training) on a thread of its own (``thread``: a worker's long-lived one, else a new
+        one); its return value becomes the :class:`Done` message."""
 
         def run() -> None:
             try:
@@ -84,12 +86,23 @@ class TrialChannel:
             except BaseException as e:  # noqa: BLE001 - the worker reports it; the thread must not die silently
                 self._out.put(Crashed(e))
 
+        if thread is not None:
+            thread.run(run)
+            return
         self._thread = threading.Thread(target=run, name="nas-trial", daemon=True)
         self._thread.start()
 
     def next(self, timeout: float | None = None) -> Message:
         """The next message from the training thread (waits for it)."""
         return self._out.get(timeout=timeout)
+
+    def ready(self) -> list[Message]:
+        """The messages already sent and not read yet (none: an empty list; never waits)."""
+        out: list[Message] = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                out.append(self._out.get_nowait())
+        return out
 
     # -- called on the training thread -----------------------------------------------------------
     def report(self, epoch: int, metrics: Mapping[str, Any], score: float | None) -> Decision:
@@ -111,4 +124,26 @@ class TrialChannel:
         self._answer.set()
 
 
-__all__ = ["Crashed", "Done", "Message", "Reported", "TrialChannel"]
+class TrainingThread:
+    """One long-lived daemon thread that runs a worker's trainings one after another (a worker trains one trial at a
+    time): no thread is started per trial.
+
+    >>> t = TrainingThread(); ch = TrialChannel()
+    >>> ch.start(lambda: 42, thread=t); ch.next().value
+    42
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="nas-trial", daemon=True)
+        self._thread.start()
+
+    def run(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get()()
+
+
+__all__ = ["Crashed", "Done", "Message", "Reported", "TrainingThread", "TrialChannel"]

@@ -14,14 +14,17 @@ within ``start_timeout`` seconds, or it dies while starting, its slot is retired
 its trial waits for the next free slot. Only when no slot is left does the search stop, with an error.
 
 Each trial is one streaming-generator task on its actor (named ``trial-<id>`` in the dashboard's task
-list): its first item says the trial began (the ``started`` event: the trial goes from QUEUED to
-RUNNING), then come its reports, one per epoch as it trains, then its checkpoint where one is kept (it
-stays in the object store, owned by the driver) and its result. The driver's STOP or PAUSE goes back by
+list): its items are its reports, one per epoch as it trains, then its checkpoint where one is kept (it
+stays in the object store, owned by the driver) and its result; what is ready together travels as one item
+(a trivial trial is one item: its report and its result). The ``started`` event (QUEUED to RUNNING) costs no
+item: an actor runs its trials in the order they were sent, so a trial sent to an idle worker starts at once,
+and one queued behind another (prefetch) starts when that one ends. The driver's STOP or PAUSE goes back by
 an actor method in a concurrency group of its own (``decide``), which the training thread hears at its
 next report; at a scheduler's rungs the worker waits for the answer. The driver never scans what is in
 flight: a callback on the next item of each trial's stream puts the trial's key into a queue, and
-``poll`` takes only what that queue holds, so its cost per event is flat in the number of trials in
-flight (``nas bench ray-poll`` measures it).
+``poll`` takes only what that queue holds (its own work is O(events)). What each trial's stream costs the
+driver in all, Ray's threads included, still grows with the number in flight, and is several times a batched
+``ray.wait``'s: ``nas bench ray-poll`` measures both, side by side.
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ import ray
 import ray.exceptions
 
 from nas.core.registry import register_executor
-from nas.core.types import Decision, FailureKind, Outcome, Report, Result, Trial
+from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import BoundedCheckpoints, Event, ExecutorConfig, KeepRule, PrefetchRule, TrainFn
-from nas.engine.trainer_actor import Began, CheckpointNext, TrainerActor
+from nas.engine.trainer_actor import CheckpointNext, Ended, TrainerActor
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
@@ -145,6 +148,7 @@ class RayExecutor:
         self._names = [f"{name_prefix}-{i}" for i in range(workers)]
         # Trials each worker holds (running + queued), and the workers that hold 0 or 1 of them.
         self._load = [0] * workers
+        self._queued: list[deque[int]] = [deque() for _ in range(workers)]  # trials waiting behind the running one
         self._free: list[dict[int, None]] = [{}, {}]
         self._running: dict[int, _Running] = {}  # trial id -> its run
         self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (trial id, attempt)
@@ -250,13 +254,18 @@ class RayExecutor:
             failed = Result.failed(trial.trial_id, str(e.args[0]), FailureKind.CHECKPOINT_MISSING)
             self._done.append(Event.finished(trial, failed))
             return
+        idle = self._load[slot] == 0
         self._set_load(slot, self._load[slot] + 1)
         actor = self._actors[slot]
         waits = frozenset(wait_epochs)
         gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(
             trial, source, inherit, keep, waits)
         run = self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor, keep=keep,
-                                                        wait_epochs=waits)
+                                                        wait_epochs=waits, started=idle)
+        if idle:  # the worker takes it at once
+            self._done.append(Event.started(trial, time=time.time(), worker=self._names[slot]))
+        else:
+            self._queued[slot].append(trial.trial_id)
         self._watch(run)
 
     def _watch(self, run: _Running, skip: int = 0) -> None:
@@ -322,29 +331,36 @@ class RayExecutor:
         return out
 
     def _take_item(self, run: _Running) -> list[Event]:
-        """The event the trial's next item makes: started, a report, or (its checkpoint announced) the
-        final result; a failure of the stream ends the trial (see :meth:`_take_failure`)."""
+        """The events the trial's next item makes: its reports, and its final result where the item ends with it
+        (or, its checkpoint announced, the watch moves past the checkpoint); a failure of the stream ends the trial
+        (see :meth:`_take_failure`)."""
         try:
             item = run.item.result()
         except (ray.exceptions.RayError, RuntimeError) as e:
             return self._take_failure(run, e)
         run.gen._consume_next_ref_n(run.consume)
-        name = self._names[run.slot]
-        events = []
-        if isinstance(item, Began):
-            run.started = True
-            events.append(Event.started(run.trial, time=item.time, worker=name))
-        elif isinstance(item, Report):
-            events.append(Event.reported(run.trial, item))
-            if item.epoch in run.wait_epochs:
-                self._awaiting[run.trial.trial_id] = run.actor
-        elif isinstance(item, CheckpointNext):  # the next item is the checkpoint: keep its reference, fetch nothing
+        if isinstance(item, CheckpointNext):  # the next item is the checkpoint: keep its reference, fetch nothing
             self._watch(run, skip=1)
-            return events
-        else:
-            return self._take_finished(run, item.result)
+            return []
+        events: list[Event] = []
+        for message in item:
+            if isinstance(message, Ended):
+                return events + self._take_finished(run, message.result)
+            events.append(Event.reported(run.trial, message))
+            if message.epoch in run.wait_epochs:
+                self._awaiting[run.trial.trial_id] = run.actor
         self._watch(run)
         return events
+
+    def _next_started(self, run: _Running) -> list[Event]:
+        """The trial queued behind ``run`` on its worker starts now that ``run`` has left it."""
+        queued = self._queued[run.slot]
+        while queued:
+            nxt = self._running.get(queued.popleft())
+            if nxt is not None and nxt.actor is run.actor and not nxt.started:
+                nxt.started = True
+                return [Event.started(nxt.trial, time=time.time(), worker=self._names[run.slot])]
+        return []
 
     def _take_finished(self, run: _Running, result: Result) -> list[Event]:
         del self._running[run.trial.trial_id]
@@ -359,7 +375,7 @@ class RayExecutor:
             self.prefetch.observe_duration(result.end_time - result.start_time)
         if self._actors[run.slot] is run.actor:  # a replaced worker's load went with it
             self._set_load(run.slot, self._load[run.slot] - 1)
-        return [Event.finished(trial, result)]
+        return [Event.finished(trial, result), *self._next_started(run)]
 
     def _take_failure(self, run: _Running, e: BaseException) -> list[Event]:
         """The stream failed: the worker died (retried up to ``max_retries``), the task was cancelled
@@ -414,6 +430,7 @@ class RayExecutor:
         self.restarts += 1
 
     def _unlist(self, slot: int) -> None:
+        self._queued[slot].clear()  # (its trials, failed with the worker, are retried elsewhere)
         self._free[0].pop(slot, None)
         self._free[1].pop(slot, None)
         self._load[slot] = 2  # listed nowhere until _set_load

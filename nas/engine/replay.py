@@ -9,10 +9,11 @@ resume=True)`` or ``nas search --resume RUN``) ends with exactly ``budget`` fini
 journaled once (a promoted trial once per run of it).
 
 The strategy (and the scheduler) are loaded from the snapshot, then every record after it is replayed into
-them in order: each first submission asked again and checked to be the same trial, each report given to the
-scheduler, each promotion checked to be the one the scheduler makes again, each result told. Finished
-trials become records of the loop's book; trials submitted (or continued) and never finished are re-queued
-under their own ids; kept checkpoints go back to the executor. :meth:`nas.engine.loop.SearchLoop.restore`
+them in order: each first submission asked again and checked to be the same trial (id and architecture), each
+report given to the scheduler, each promotion checked to be the one the scheduler makes again (a promotion
+journaled again when an earlier resume re-queued it is the same one), each result told. Finished trials become
+records of the loop's book; trials submitted (or continued) and never finished are re-queued under their own
+ids; kept checkpoints go back to the executor. :meth:`nas.engine.loop.SearchLoop.restore`
 calls :func:`replay`, which uses only the loop's public operations.
 """
 
@@ -22,7 +23,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nas.core.types import Report, Result, Trial
+from nas.core.types import Report, Result, Trial, arch_key
 
 if TYPE_CHECKING:
     from nas.engine.loop import SearchLoop
@@ -65,20 +66,22 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
         tid, after = rec.trial.trial_id, i >= start  # after the snapshot: replay it into the strategy
         if rec.kind == "submit":
             if tid in loop.book and rec.trial.checkpoint_from == tid:  # a promotion continued it
-                submitted[tid] = rec.trial
-                if after:
-                    _replay_promotion(loop, tid, rec.line)
+                if tid not in submitted:  # (journaled again when a resume re-queued it: the same promotion)
+                    submitted[tid] = rec.trial
+                    if after:
+                        _replay_promotion(loop, tid, rec.line)
                 continue
             first = tid not in submitted and tid not in loop.book
             if first:
                 submitted[tid] = rec.trial
             if first and after:  # asked after the snapshot: ask again, so the strategy knows it
                 asked = loop.strategy.ask()
-                if asked is None or asked.trial_id != tid:
+                if asked is None or asked.trial_id != tid or dict(asked.arch) != dict(rec.trial.arch):
+                    what = "nothing" if asked is None else f"trial {asked.trial_id} {arch_key(asked.arch)}"
                     raise ValueError(
-                        f"cannot resume: replaying the journal (line {rec.line}), strategy "
-                        f"{loop.strategy.name!r} asked {None if asked is None else asked.trial_id} where the "
-                        f"journal has trial {tid}: it does not replay deterministically")
+                        f"cannot resume: replaying the journal (line {rec.line}), strategy {loop.strategy.name!r} "
+                        f"asked {what} where the journal has trial {tid} {arch_key(rec.trial.arch)}: it does not "
+                        "replay deterministically")
                 if loop.scheduler is not None:
                     loop.scheduler.on_start(tid)
         elif rec.kind == "report" and rec.report is not None:
@@ -88,7 +91,9 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
             if after and loop.scheduler is not None and rec.report.score is not None:
                 loop.scheduler.on_report(tid, rec.report.epoch, rec.report.score)
         elif rec.kind == "result" and rec.result is not None:
-            submitted.pop(tid, None)
+            continued = submitted.pop(tid, None)
+            if continued is not None and continued.checkpoint_from == tid and tid in loop.book:
+                loop.book.records[tid].runs += 1  # a promotion's result (one not finished re-runs: the loop counts it)
             _restore_result(loop, rec.trial, rec.result, after)
     loop.requeue.extend(submitted.values())
     if loop.store is not None:
@@ -106,7 +111,6 @@ def _replay_promotion(loop: SearchLoop, trial_id: int, line: int) -> None:
         raise ValueError(f"cannot resume: replaying the journal (line {line}), the scheduler promoted "
                          f"{None if promotion is None else promotion.trial_id} where the journal continues "
                          f"trial {trial_id}: it does not replay deterministically")
-    loop.book.records[trial_id].runs += 1
 
 
 def _restore_result(loop: SearchLoop, trial: Trial, result: Result, after: bool) -> None:

@@ -1,7 +1,9 @@
 """The Ray trainer actor: one worker of :class:`nas.engine.ray_pool.RayExecutor`'s pool, named ``nas-trainer-<i>``
 in the dashboard, training one trial at a time as a streaming-generator task (``trial-<id>``) whose items are
-typed messages: the trial's start, its per-epoch reports, a note that its checkpoint follows (then the
-checkpoint's bytes as an item of their own, left in the object store), and its result."""
+typed messages: the trial's per-epoch reports, a note that its checkpoint follows (then the checkpoint's bytes as an
+item of their own, left in the object store), and its result. Messages that are ready together travel as one item
+(a tuple: a trivial trial's report and result make one), so the driver handles as few items as the training allows;
+the trial's start needs none (the driver knows it: an actor runs its trials in the order they were sent)."""
 
 from __future__ import annotations
 
@@ -16,20 +18,13 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from nas.core.types import Decision, Report, Result, Trial, arch_key
-from nas.engine.channel import Crashed, Done, TrialChannel
+from nas.engine.channel import Crashed, Done, Reported, TrainingThread, TrialChannel
 from nas.engine.protocol import KeepRule, TrainFn
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
     from nas.train.data import Dataset
     from nas.train.settings import TrainSettings
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Began:
-    """The trial began on the worker at ``time``."""
-
-    time: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,7 +39,9 @@ class Ended:
     result: Result
 
 
-StreamItem = Began | Report | CheckpointNext | Ended
+StreamItem = tuple[Report | Ended, ...] | CheckpointNext
+"""One item of a trial's stream: the messages ready together (reports, then perhaps the result), or the note that
+the checkpoint's bytes follow as the next item."""
 
 
 @ray.remote(concurrency_groups={"monitor": 1})  # type: ignore[call-overload]
@@ -65,6 +62,7 @@ class TrainerActor:
         if data is not None or settings is not None:  # (a bare benchmark worker, neither, never loads torch)
             self._set_threads((settings.threads if settings is not None else None) or threads)
         self.runner = TrialRunner(data, settings, train=train, worker=name)
+        self.thread = TrainingThread()  # (one for the actor's life: no thread started per trial)
 
     @staticmethod
     def _set_threads(n: int) -> None:
@@ -74,35 +72,48 @@ class TrainerActor:
 
     def run(self, trial: Trial, checkpoint: bytes | None, inherit: bytes | None, keep: KeepRule,
             wait_epochs: frozenset[int]) -> Iterator[StreamItem | bytes]:
-        """A streaming generator, one message to the driver per item: :class:`Began` as the trial begins, a
-        :class:`nas.core.types.Report` after each epoch as it happens, then, where the checkpoint is kept,
-        :class:`CheckpointNext` followed by the checkpoint itself (it stays in the object store, owned by the
-        driver, never fetched by it unless used), and :class:`Ended`. The training runs on a thread of its own
-        (:class:`nas.engine.channel.TrialChannel`) so that the driver's decisions (:meth:`decide`, in another
-        concurrency group) reach it while it trains."""
+        """A streaming generator: a tuple of the messages ready together per item (each epoch's
+        :class:`nas.core.types.Report` as it happens; the last ones and :class:`Ended` together where they come
+        together), and, where the checkpoint is kept, :class:`CheckpointNext` followed by the checkpoint itself (it
+        stays in the object store, owned by the driver, never fetched by it unless used) before :class:`Ended`. The
+        training runs on the actor's training thread (:class:`nas.engine.channel.TrialChannel`) so that the
+        driver's decisions (:meth:`decide`, in another concurrency group) reach it while it trains."""
         start = time.time()
         arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
         self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
         print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
               f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
-        yield Began(start)
+        reports: list[Report] = []
         try:
             channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
             channel.start(lambda: self.runner.run(trial, self.space, checkpoint,  # type: ignore[arg-type]
-                                                  report=channel.report, inherit=inherit, keep=keep))
-            while not isinstance(message := channel.next(), Done | Crashed):
-                yield Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time, self.name)
-            if isinstance(message, Crashed):
-                raise message.error
-            result, ckpt = message.value
+                                                  report=channel.report, inherit=inherit, keep=keep), self.thread)
+            end: Done | Crashed | None = None
+            while end is None:
+                for message in [channel.next(), *channel.ready()]:  # (what came together goes together)
+                    if isinstance(message, Reported):
+                        reports.append(Report(trial.trial_id, message.epoch, message.metrics, message.score,
+                                              message.time, self.name))
+                    else:
+                        end = message
+                if end is None:
+                    yield tuple(reports)
+                    reports = []
+            if isinstance(end, Crashed):
+                raise end.error
+            result, ckpt = end.value
         finally:
             self.current = None
             self.channels.pop(trial.trial_id, None)
         result.node = ray.get_runtime_context().get_node_id()[:12]
         if ckpt is not None:
+            if reports:
+                yield tuple(reports)
             yield CheckpointNext()
             yield ckpt
-        yield Ended(result)
+            yield (Ended(result),)
+        else:
+            yield (*reports, Ended(result))
 
     @ray.method(concurrency_group="monitor")
     def decide(self, trial_id: int, decision: Decision) -> None:
@@ -122,4 +133,4 @@ class TrainerActor:
         return self.name
 
 
-__all__ = ["Began", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]
+__all__ = ["CheckpointNext", "Ended", "StreamItem", "TrainerActor"]

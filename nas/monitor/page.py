@@ -219,8 +219,7 @@ def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[s
             f"<style>{STYLE}</style><script>{SCRIPT}</script><script>{get_plotlyjs()}</script></head><body>"
             f"<h1>{html.escape(title)}</h1><div id='js-errors'></div>" + "\n".join(body) + "</body></html>")
     path = Path(out) if out is not None else Path(dirs[0]) / "report.html"
-    try:
-        path.write_text(page, encoding="utf-8")
-    except OSError as e:
-        raise ValueError(f"cannot write report {str(path)!r}: {e.strerror}") from None
+    from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
+
+    write_export(path, page.encode("utf-8"))
     return path

@@ -9,13 +9,13 @@ of the run's wall time; the ETA is the trials left at that rate (or the time bud
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from nas.engine.interfaces import Callback
 from nas.monitor.usage import run_usage
@@ -36,28 +36,20 @@ def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str 
 
 
 def read_live(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    from nas.run.store import STATUS
+    """``status.json`` as values, checked against its schema (:func:`nas.run.schema.read_status`: a wrongly typed
+    field is one line naming it), or None when the run has none."""
+    from nas.run.schema import read_status
 
-    path = Path(run_dir) / STATUS
-    try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
-    except (OSError, json.JSONDecodeError):
-        return None
+    status = read_status(run_dir)
+    return None if status is None else msgspec.structs.asdict(status)
 
 
-def _alive(live: dict[str, Any]) -> bool:
-    """Whether the process that writes status.json still runs (knowable only on its own host)."""
-    if live.get("state") != "running":
-        return False
-    if live.get("host") != socket.gethostname():
-        return True  # another machine: trust the file
-    try:
-        os.kill(int(live["pid"]), 0)
-    except (ProcessLookupError, KeyError, ValueError, TypeError):
-        return False
-    except PermissionError:
-        return True
-    return True
+def _alive(run_dir: str | os.PathLike[str], live: dict[str, Any]) -> bool:
+    """Whether the search that writes status.json still runs: its run's lock is held (the OS drops it when the
+    process dies, so a recorded pid that now belongs to another process says nothing)."""
+    from nas.run.lock import held
+
+    return live.get("state") == "running" and held(run_dir)
 
 
 def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
@@ -72,7 +64,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     if live and live.get("budget"):
         budget = live["budget"]
     counts = df.state.value_counts().to_dict() if len(df) else {}
-    alive = bool(live and _alive(live))
+    alive = bool(live and _alive(run_dir, live))
     live_state = (live or {}).get("state")
     if live_state == "running":
         state = "running" if alive else "died"  # the writer is gone without saying so (killed)

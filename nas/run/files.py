@@ -1,4 +1,5 @@
-"""Atomic file replacement for the run directory (readers see the old or the new file, never a torn one)."""
+"""Atomic file replacement for the run directory (readers see the old or the new file, never a torn one), and the
+text of an OS error (every message that reports one names errno's text)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,20 @@ def atomic_write(path: Path, data: bytes) -> int:
     finally:
         os.close(dfd)
     return len(data)
+
+
+def os_error_text(e: OSError) -> str:
+    """What went wrong, in errno's words: ``e.strerror``, else the text of ``e.errno``, else the message itself
+    (an OSError raised by a library with no errno), never ``None``.
+
+    >>> import errno
+    >>> os_error_text(OSError(errno.ENOSPC, "No space left on device")), os_error_text(OSError(errno.EACCES, None))
+    ('No space left on device', 'Permission denied')
+    >>> os_error_text(OSError("Cannot save file into a non-existent directory: 'x'"))
+    "Cannot save file into a non-existent directory: 'x'"
+    """
+    if e.strerror:
+        return e.strerror
+    if isinstance(e.errno, int):
+        return os.strerror(e.errno)
+    return str(e) or type(e).__name__

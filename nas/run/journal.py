@@ -11,9 +11,10 @@ Results are written and fsynced before the strategy hears of them; several resul
 share one fsync (:meth:`JournalWriter.write_results`). Submissions are written without their own fsync:
 the next result's fsync covers them, and a snapshot is never newer than what is synced.
 
-Reading never drops a record silently: a line that is not a record of a known shape, in the middle of the
-file, is a ValueError naming the file and line; only a torn LAST line (a crash mid-write) is ignored,
-and cut off when the journal is opened to append again.
+Reading never drops a record silently: each line is checked against its kind's schema as it is read
+(:mod:`nas.run.schema`), and a line that does not fit, in the middle of the file, is a ValueError naming the file,
+the line and the field; only a torn LAST line (a crash mid-write) is ignored, and cut off when the journal is
+opened to append again.
 
 >>> import tempfile
 >>> from nas.core.types import FailureKind, Outcome, Report, Result, Trial
@@ -43,7 +44,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from nas.core.types import FailureKind, Outcome, Report, Result, Trial
+import msgspec
+
+from nas.core.types import Report, Result, Trial, legacy_outcome
+from nas.run.schema import JOURNAL_DECODER, Finished, Reported, Submit, explain
 
 KINDS = ("submit", "result", "report")
 Opener = Callable[[Path], IO[bytes]]
@@ -193,55 +197,74 @@ def cut_torn_tail(path: Path) -> int:
         return size - end
 
 
-_OUTCOMES = {o.value: o for o in Outcome}
-_FAILURES: dict[Any, FailureKind | None] = {None: None, **{f.value: f for f in FailureKind}}
-
-
 def _parse(path: Path, number: int, line: bytes) -> Record:
+    """One journal line as a :class:`Record`, checked against its kind's schema (:mod:`nas.run.schema`) in one
+    pass; a record of format 2 (results with ``state`` and ``reason``, reports as results) is converted first."""
+    try:
+        rec = JOURNAL_DECODER.decode(line)
+    except msgspec.ValidationError as e:  # (a DecodeError too: first)
+        rec = _legacy(path, number, line, e)
+    except msgspec.DecodeError:
+        raise ValueError(f"{path} line {number} is not a journal record (not JSON); the journal is corrupt") from None
+    try:
+        t = rec.trial
+        trial = Trial(t.trial_id, t.arch, t.hparams, t.epochs, t.parent, t.checkpoint_from, t.save_checkpoint,
+                      t.member, t.strategy, t.inherit_from)
+        if type(rec) is Submit:
+            return Record("submit", trial, None, number)
+        if type(rec) is Reported:
+            p = rec.report
+            if p.trial_id != t.trial_id:
+                raise ValueError(f"report.trial_id: a report of trial {p.trial_id} filed under trial {t.trial_id}")
+            return Record("report", trial, None, number, Report(p.trial_id, p.epoch, p.metrics, p.score, p.time,
+                                                                p.worker))
+        r = rec.result
+        if r.trial_id != t.trial_id:
+            raise ValueError(f"result.trial_id: a result of trial {r.trial_id} filed under trial {t.trial_id}")
+        result = Result(r.trial_id, r.outcome, r.score, r.metrics, r.history, r.epoch, r.error, r.start_time,  # type: ignore[arg-type]
+                        r.end_time, r.worker, r.node, r.scores, r.failure)  # (a NaN score was journaled as null)
+        return Record("result", trial, result, number)
+    except ValueError as e:
+        raise ValueError(f"{path} line {number} is a {_kind(rec)} record of the wrong shape ({e}); the journal is "
+                         "corrupt") from None
+
+
+def _kind(rec: Submit | Reported | Finished) -> str:
+    return "submit" if type(rec) is Submit else "report" if type(rec) is Reported else "result"
+
+
+def _legacy(path: Path, number: int, line: bytes, error: msgspec.ValidationError) -> Submit | Reported | Finished:
+    """A record that does not fit today's schema: converted when it is of format 2, else the one-line error
+    naming its field."""
     try:
         rec = _loads(line)
-    except ValueError:
-        raise ValueError(f"{path} line {number} is not a journal record (not JSON); the journal is corrupt") from None
-    kind: Any = rec.get("kind") if type(rec) is dict else None
-    trial_d = rec.get("trial") if kind in KINDS else None
-    if type(trial_d) is not dict:
+    except ValueError:  # JSON that only the schema's parser reads (a number out of range): the schema's word
+        raise ValueError(f"{path} line {number} is a journal record of the wrong shape ({explain(error)}); the "
+                         "journal is corrupt") from None
+    kind = rec.get("kind") if type(rec) is dict else None
+    if kind not in KINDS or type(rec.get("trial")) is not dict:
         raise ValueError(f"{path} line {number} is not a journal record (expected an object with kind one of "
-                         f"{list(KINDS)} and a trial); the journal is corrupt")
-    try:  # (the fast path: a dict of known keys goes straight in; only an older or newer record is filtered)
-        trial = Trial(**trial_d) if trial_d.keys() <= _TRIAL_NAMES else Trial(
-            **{k: v for k, v in trial_d.items() if k in _TRIAL_NAMES})
-        if type(trial.trial_id) is not int:
-            raise TypeError(f"trial_id {trial.trial_id!r} is not an integer")
-        result = report = None
-        if kind == "report":
-            report = _report(rec)
-            if report.trial_id != trial.trial_id:
-                raise ValueError(f"report of trial {report.trial_id} filed under trial {trial.trial_id}")
-        elif kind == "result":
-            kw = rec["result"]
-            if "outcome" not in kw:  # a record of format 2 (state + reason strings)
-                result = Result.from_dict(kw)
-            else:
-                if kw.keys() - _RESULT_NAMES:
-                    kw = {k: v for k, v in kw.items() if k in _RESULT_NAMES}
-                kw["outcome"], kw["failure"] = _OUTCOMES[kw["outcome"]], _FAILURES[kw.get("failure")]
-                result = Result(**kw)
-            if result.trial_id != trial.trial_id:
-                raise ValueError(f"result of trial {result.trial_id} filed under trial {trial.trial_id}")
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ValueError(f"{path} line {number} is a {kind} record of the wrong shape ({type(e).__name__}: {e}); "
-                         "the journal is corrupt") from None
-    return Record(str(kind), trial, result, number, report)
-
-
-def _report(rec: dict[str, Any]) -> Report:
-    """A report record's :class:`Report` (format 2 journaled it as a RUNNING result, its epoch in the metrics)."""
-    if "report" in rec:
-        return Report(**rec["report"])
-    old = rec["result"]
-    metrics = {k: v for k, v in old.get("metrics", {}).items() if k != "epoch"}
-    return Report(old["trial_id"], int(old["epoch"]), metrics, old.get("score"), old.get("end_time"),
-                  old.get("worker"))
+                         f"{list(KINDS)} and a trial); the journal is corrupt") from None
+    old = rec.get("result")
+    try:
+        if kind == "result" and type(old) is dict and "outcome" not in old:  # format 2: state and reason
+            outcome, failure = legacy_outcome(old.get("state"), old.get("reason"), old.get("error"))
+            rec = {**rec, "result": {**old, "outcome": outcome.value, "failure": failure}}
+        elif kind == "report" and "report" not in rec and type(old) is dict:  # format 2: a RUNNING result
+            metrics = old.get("metrics")
+            metrics = {k: v for k, v in metrics.items() if k != "epoch"} if type(metrics) is dict else metrics
+            rec = {**rec, "report": {"trial_id": old.get("trial_id"), "epoch": old.get("epoch"), "metrics": metrics,
+                                     "score": old.get("score"), "time": old.get("end_time"),
+                                     "worker": old.get("worker")}}
+        else:
+            raise ValueError(explain(error))
+        return msgspec.convert(rec, Submit | Reported | Finished, strict=True)  # type: ignore[arg-type]
+    except msgspec.ValidationError as e:
+        why = explain(e)
+    except ValueError as e:
+        why = str(e)
+    raise ValueError(f"{path} line {number} is a {kind} record of the wrong shape ({why}); the journal is "
+                     "corrupt") from None
 
 
 def read_records(path: Path) -> Iterator[Record]:

@@ -12,12 +12,17 @@ holder writes next to the lock in ``RUN/.lock.json``. Readers (results, best, st
 Traceback (most recent call last):
 ...
 ValueError: run directory ... is in use by another search (pid ...); wait for it to end or choose another --run-dir
->>> first.release(); RunLock(d).acquire().release()
+>>> held(d)
+True
+>>> first.release(); RunLock(d).acquire().release(); held(d)
+False
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
+import fcntl
 import json
 import os
 import socket
@@ -74,3 +79,22 @@ class RunLock:
     def release(self) -> None:
         if self._lock.is_locked:
             self._lock.release(force=True)
+
+
+def held(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether a search holds the run directory's lock now (its process alive, wherever it runs: the OS drops the
+    lock with the process). A read: it takes a shared lock for an instant where none is held, never blocks, and
+    writes nothing (a missing lock file: never held)."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as e:
+        return e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

@@ -10,11 +10,7 @@
 - :meth:`RunStore.write_status` (the loop's :class:`nas.engine.loop.LoopStatus` to status.json) and
   :meth:`RunStore.finish`.
 
-The store takes values; it never holds the loop.
-
-Layout: ``run.json`` (the :class:`nas.run.config.RunConfig` and the run's identity), ``trials.jsonl``
-(:mod:`nas.run.journal`), ``snapshot.json`` (:mod:`nas.run.snapshot`), ``checkpoints/<id>.pt``,
-``best.json`` + ``best.pt``, ``status.json``, ``.lock`` + ``.lock.json`` (:mod:`nas.run.lock`).
+The store takes values; it never holds the loop. The files it writes are named in :mod:`nas.run.layout`.
 
 Each call's cost is O(1) in workers and trials (the snapshot's cost is that of the strategy's state,
 and snapshots are spaced so that they take at most ~5% of the driver's time).
@@ -23,8 +19,8 @@ and snapshots are spaced so that they take at most ~5% of the driver's time).
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
-import io
 import json
 import os
 import socket
@@ -35,50 +31,47 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.types import Report, Result, Trial
 from nas.engine.replay import Restored
-from nas.run.config import FORMAT_VERSION, run_differences
-from nas.run.files import atomic_write
-from nas.run.journal import DiskFull, JournalWriter, Opener, bulk_load, latest_results, read_records
-from nas.run.lock import RunLock
-from nas.run.snapshot import read_snapshot, write_snapshot
+from nas.run.config import FORMAT_VERSION
+from nas.run.files import atomic_write, os_error_text
+from nas.run.journal import DiskFull, JournalWriter, Opener
+from nas.run.layout import (
+    JOURNAL,
+    MANAGED,
+    RUN_JSON,
+    SNAPSHOT,
+    SNAPSHOT_FORMAT,
+    STATUS,
+    check_empty,
+    first_missing,
+    read_config,
+    resume_checks,
+    start_error,
+    undo_create,
+    write_probe,
+)
+from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
+from nas.run.snapshot import write_snapshot
+from nas.run.weights import (
+    BEST_JSON,
+    BEST_PT,
+    CHECKPOINTS,
+    best_checkpoint,
+    best_weights,
+    check_checkpoint,
+    read_checkpoint,
+    read_json,
+    weights_match,
+)
 
 if TYPE_CHECKING:
     from nas.engine.interfaces import LoopStatus, SnapshotState
 
-RUN_JSON, JOURNAL, SNAPSHOT, STATUS = "run.json", "trials.jsonl", "snapshot.json", "status.json"
-BEST_JSON, BEST_PT, CHECKPOINTS = "best.json", "best.pt", "checkpoints"
-SNAPSHOT_FORMAT = 1
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """``run.json`` of the run directory ``path``: a ValueError when it is none or of another version."""
-    cfg_path = path / RUN_JSON
-    if not cfg_path.is_file():
-        raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except (ValueError, OSError) as e:
-        raise ValueError(f"{cfg_path} is corrupt: {e}") from None
-    if not isinstance(cfg, dict) or cfg.get("format") != FORMAT_VERSION:
-        found = cfg.get("format") if isinstance(cfg, dict) else None
-        raise ValueError(f"{str(path)!r} was written by an incompatible version (format {found!r}, "
-                         f"this version reads {FORMAT_VERSION})")
-    return cfg
-
-
-def check_checkpoint(data: bytes, where: object) -> bytes:
-    """``data`` when it loads with ``torch.load(weights_only=True)`` (tensors and plain data, no code)."""
-    import torch
-
-    try:
-        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as e:  # any failure: not a plain checkpoint, refuse it
-        raise ValueError(f"{where} is not a plain checkpoint (torch.load(weights_only=True) refused it: "
-                         f"{type(e).__name__})") from None
-    return data
-
 
 class RunStore:
     """The one writer of a run directory. Make it with :meth:`create` or :meth:`resume`; both take the lock.
+
+    A resumed store writes nothing until the resumed search first writes (the replay of its journal accepted),
+    so a refused resume, by its own checks or by the replay's, changes no byte of the run directory.
 
     >>> import tempfile
     >>> from nas.core.types import Result, Trial, TrialState
@@ -100,7 +93,9 @@ class RunStore:
         self.path = path
         self._lock = lock
         self.strategy_name = strategy  # the run's strategy, as run.json names it: its snapshots say so
-        self.journal = JournalWriter(path / JOURNAL, **({"opener": opener} if opener else {}))
+        self._opener = opener
+        self._journal: JournalWriter | None = None
+        self._pending: bytes | None = None  # a resume's run.json, written with the first write (see _begin)
         self.snapshot_every = snapshot_every
         self.snapshot_seconds = snapshot_seconds
         self.snapshot_share = snapshot_share  # at most this share of the time goes to snapshots (None: no bound)
@@ -125,61 +120,89 @@ class RunStore:
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
     def create(cls, path: str | os.PathLike[str], config: dict[str, Any], **kw: Any) -> RunStore:
-        """A new run in ``path`` (made if missing); refused when it already holds a run."""
+        """A new run in ``path``, which must be a new or empty directory (refused, naming what it holds,
+        otherwise). Nothing is left behind when it fails (a full disk included): one line says why."""
         path = Path(path)
+        made = first_missing(path)
+        if path.is_dir() and (probe := write_probe(path)) is not None:
+            raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
+        check_empty(path, run_ok=True)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise ValueError(f"cannot create run directory {str(path)!r}: {e.strerror}") from None
-        if not os.access(path, os.W_OK | os.X_OK) or _read_only(path):
-            raise ValueError(f"run directory {str(path)!r} is not writable")
-        lock = RunLock(path).acquire()
+            raise ValueError(f"cannot create run directory {str(path)!r}: {os_error_text(e)}") from None
+        made_lock = not (path / LOCK_FILE).exists()
+        lock: RunLock | None = None
+        wrote: list[Path] = []  # what this call wrote, removed again if it fails
         try:
-            if (path / JOURNAL).exists() or (path / RUN_JSON).exists():
-                raise ValueError(f"run directory {str(path)!r} already holds a run; pass --resume to continue it "
-                                 "or choose another --run-dir")
+            probe = write_probe(path)
+            if probe is not None:
+                raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
+            lock = RunLock(path).acquire()
+            check_empty(path)  # (again, under the lock: another search may have started meanwhile)
             lock.write_holder()
+            wrote.append(path / HOLDER_FILE)
             atomic_write(path / RUN_JSON, _json({**config, "format": FORMAT_VERSION}))
-            return cls(path, lock, strategy=str(config.get("strategy", "")), **kw)
-        except BaseException:
-            lock.release()
+            wrote.append(path / RUN_JSON)
+            store = cls(path, lock, strategy=str(config.get("strategy", "")), **kw)
+            existed = (path / JOURNAL).exists()
+            store._open_journal()
+            if not existed:
+                wrote.append(path / JOURNAL)
+            return store
+        except BaseException as e:
+            undo_create(path, lock, wrote, made, made_lock)
+            if isinstance(e, OSError):
+                raise start_error(path, e) from None
             raise
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], config: dict[str, Any],
                check_trial: Callable[[Trial], None] | None = None, **kw: Any) -> RunStore:
         """Continue the run in ``path`` as ``config`` (its run.json as this call would write it). Every check
-        runs before anything is written: a refused resume changes nothing on disk."""
+        runs before anything is written; the store writes from the resumed search's first write on (run.json's
+        new budget, the lock's holder, a torn last journal line cut), so a refused resume changes no byte."""
         path = Path(path)
         prior = read_config(path)
         lock = RunLock(path).acquire()
         try:
-            diffs = run_differences(prior, config)
-            if diffs:
-                raise ValueError(f"cannot resume {str(path)!r}: it is a different search ({'; '.join(diffs)})")
-            if config["budget"] < prior.get("budget", 0):
-                raise ValueError(f"budget may only be raised when resuming: {str(path)!r} has budget "
-                                 f"{prior['budget']}, got {config['budget']}")
-            with bulk_load(freeze=True):
-                records = list(read_records(path / JOURNAL))
-            latest_results(records, path / JOURNAL)  # a second result of a trial not continued: corrupt
-            if check_trial is not None:
-                for rec in records:
-                    check_trial(rec.trial)
-            snapshot = read_snapshot(path / SNAPSHOT) if (path / SNAPSHOT).exists() else None
-            if snapshot is not None:
-                _check_snapshot(path, snapshot, config, len(records))
-            lock.write_holder()
-            store = cls(path, lock, strategy=str(config.get("strategy", "")), **kw)  # (cuts a torn journal line)
-            atomic_write(path / RUN_JSON, _json({**prior, "budget": config["budget"],
-                                                 "resumed": [*prior.get("resumed", []), _now()]}))
+            records, snapshot = resume_checks(path, prior, config, check_trial)
         except BaseException:
             lock.release()
             raise
+        store = cls(path, lock, strategy=str(config.get("strategy", "")), **kw)
+        store._pending = _json({**prior, "budget": config["budget"], "resumed": [*prior.get("resumed", []), _now()]})
         store.records, store.told = len(records), sum(1 for r in records if r.kind == "result")
         store._told_at_snapshot = store.told
         store.restored = Restored(records, snapshot)
         return store
+
+    @property
+    def journal(self) -> JournalWriter:
+        """The journal's writer (opened with the first write of a resumed run: see :meth:`_begin`)."""
+        if self._journal is None:
+            self._begin()
+        assert self._journal is not None
+        return self._journal
+
+    def _begin(self) -> None:
+        """A resumed run's first write: the lock's holder, run.json (its budget and resume times), the journal
+        opened (a torn last line cut). Nothing before: a resume refused by its replay changes no byte."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            try:
+                self._lock.write_holder()
+                atomic_write(self.path / RUN_JSON, pending)
+            except OSError as e:
+                raise self._disk_error(e) from None
+        if self._journal is None:
+            self._open_journal()
+
+    def _open_journal(self) -> None:
+        try:
+            self._journal = JournalWriter(self.path / JOURNAL, **({"opener": self._opener} if self._opener else {}))
+        except OSError as e:
+            raise self._disk_error(e) from None
 
     # -- the loop's points ------------------------------------------------------------------------
     def on_submit(self, trial: Trial) -> None:
@@ -198,6 +221,7 @@ class RunStore:
 
     def keep_checkpoint(self, trial_id: int, data: bytes, keep: int) -> None:
         """Keep a checkpoint later trials start from (PBT); the oldest beyond ``keep`` are removed."""
+        self._begin()
         ckpts = self.path / CHECKPOINTS
         ckpts.mkdir(exist_ok=True)
         self._write(ckpts / f"{trial_id}.pt", data)
@@ -215,8 +239,7 @@ class RunStore:
             return []
         out = []
         for trial_id in sorted(int(p.stem) for p in ckpts.glob("*.pt") if p.stem.isdigit()):
-            p = ckpts / f"{trial_id}.pt"
-            out.append((trial_id, check_checkpoint(p.read_bytes(), p)))
+            out.append((trial_id, read_checkpoint(ckpts / f"{trial_id}.pt")))
         return out
 
     def note_kept(self, trial_id: int) -> None:
@@ -225,6 +248,7 @@ class RunStore:
     def on_best(self, trial: Trial, result: Result, weights: bytes | None, arch_str: str | None = None) -> None:
         """A new best trial: its weights (when the executor kept them) to best.pt, then best.json naming
         the trial and the weights' hash; no weights: best.pt removed, so the pair never disagrees."""
+        self._begin()
         if arch_str is None and self.format_arch is not None:
             arch_str = self.format_arch(trial.arch)
         if weights is not None:
@@ -240,18 +264,22 @@ class RunStore:
 
     def fix_best(self, best: tuple[Trial, Result] | None) -> None:
         """After a resume: make best.json + best.pt name the journal's best trial, rewriting the weights from
-        a kept checkpoint, or clearing them when none is kept."""
-        have = _read_json(self.path / BEST_JSON)
+        a kept checkpoint, or clearing them when none is kept. Weights that are not data (a crafted pickle,
+        whatever best.json's hash says) are refused with one line, before anything is written."""
+        have = read_json(self.path / BEST_JSON)
         if best is None:
             if have is not None or (self.path / BEST_PT).exists():
+                self._begin()
                 (self.path / BEST_PT).unlink(missing_ok=True)
                 (self.path / BEST_JSON).unlink(missing_ok=True)
             return
         trial, result = best
-        if have is not None and have.get("trial_id") == trial.trial_id and _weights_match(self.path, have):
+        if have is not None and have.get("trial_id") == trial.trial_id and weights_match(self.path, have):
+            if have.get("weights") is not None:
+                read_checkpoint(self.path / BEST_PT)  # kept only if it is data
             return
         kept = self.path / CHECKPOINTS / f"{trial.trial_id}.pt"
-        weights = check_checkpoint(kept.read_bytes(), kept) if kept.is_file() else None
+        weights = read_checkpoint(kept) if kept.is_file() else None
         self.on_best(trial, result, weights)
 
     def snapshot_due(self, strategy_seconds: float) -> bool:
@@ -293,6 +321,7 @@ class RunStore:
     def write_status(self, status: LoopStatus) -> None:
         """``status.json``: the loop's :class:`nas.engine.loop.LoopStatus` with who writes it (pid, host) and
         since when."""
+        self._begin()
         self._status_at = time.monotonic()
         self._write(self.path / STATUS, _json({**status.to_dict(), "updated": time.time(), "started": self._started,
                                                 "pid": os.getpid(), "host": socket.gethostname()}))
@@ -310,7 +339,8 @@ class RunStore:
         self.write_status(status)
 
     def close(self) -> None:
-        self.journal.close()
+        if self._journal is not None:
+            self._journal.close()
         self._lock.release()
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -321,66 +351,10 @@ class RunStore:
             raise self._disk_error(e) from None
 
     def _disk_error(self, e: OSError) -> Exception:
-        import errno
-
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             return DiskFull(f"no space left on the device of {self.path}: the journal holds every finished trial; "
                             f"free some space, then resume with: nas search --resume {self.path}")
-        return e
-
-
-def _check_snapshot(path: Path, snapshot: dict[str, Any], config: dict[str, Any], n_records: int) -> None:
-    where = path / SNAPSHOT
-    if snapshot.get("format") != SNAPSHOT_FORMAT or not isinstance(snapshot.get("records"), int):
-        raise ValueError(f"{where} was written by an incompatible version (format {snapshot.get('format')!r}, "
-                         f"this version reads {SNAPSHOT_FORMAT})")
-    if snapshot.get("strategy") != config.get("strategy"):
-        raise ValueError(f"{where} belongs to strategy {snapshot.get('strategy')!r}, not {config.get('strategy')!r}")
-    if snapshot["records"] > n_records:
-        raise ValueError(f"{where} is newer than the journal: it covers {snapshot['records']} journal records, "
-                         f"{path / JOURNAL} holds {n_records}; the run directory is inconsistent")
-
-
-def best_weights(path: Path, trial_id: int) -> Path:
-    """``best.pt`` of the run directory ``path`` once best.json says it holds ``trial_id``'s weights (and their
-    hash agrees), else a ValueError saying why (e.g. a crash between the two writes: a resume repairs it)."""
-    best = _read_json(path / BEST_JSON)
-    if best is None or best.get("weights") is None or not (path / BEST_PT).is_file():
-        raise ValueError(f"run {str(path)!r} saved no weights for its best trial (best.pt is missing)")
-    if best.get("trial_id") != trial_id or not _weights_match(path, best):
-        raise ValueError(f"best.pt of {str(path)!r} does not hold trial {trial_id}'s weights (the run stopped "
-                         f"between writing best.pt and best.json); resume the run to repair the pair")
-    return path / BEST_PT
-
-
-def _weights_match(path: Path, best: dict[str, Any]) -> bool:
-    pt = path / BEST_PT
-    if best.get("weights") is None:
-        return not pt.exists()
-    try:
-        return hashlib.sha256(pt.read_bytes()).hexdigest() == best.get("weights_sha256")
-    except OSError:
-        return False
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _read_only(path: Path) -> bool:
-    import tempfile
-
-    try:  # a real write, not only os.access: root ignores permission bits, read-only mounts do not
-        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError:
-        return True
-    return False
+        return ValueError(f"cannot write to run directory {str(self.path)!r}: {os_error_text(e)} ({e.filename or e})")
 
 
 def _json(value: Any) -> bytes:
@@ -389,3 +363,7 @@ def _json(value: Any) -> bytes:
 
 def _now() -> str:
     return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+__all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "RunStore",
+           "best_checkpoint", "best_weights", "check_checkpoint", "read_config"]

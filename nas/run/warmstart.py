@@ -44,8 +44,9 @@ from typing import Any, NamedTuple
 from nas.core.objectives import Objective
 from nas.core.strategy import Strategy
 from nas.core.types import Result, Trial
+from nas.run.layout import read_config
 from nas.run.reader import read_journal
-from nas.run.store import BEST_PT, CHECKPOINTS, best_weights, check_checkpoint, read_config
+from nas.run.weights import kept_or_best
 
 DEFAULT_OBJECTIVES = ("val_acc:max",)
 
@@ -130,15 +131,7 @@ def kept_checkpoint(run_dir: str | os.PathLike[str], trial_id: int) -> bytes | N
     """The checkpoint a run kept for its trial ``trial_id`` (its id in that run): ``checkpoints/<id>.pt``, or
     ``best.pt`` when best.json names that trial (and the weights' hash agrees); None when it kept neither.
     A file that is not a plain checkpoint (``torch.load(weights_only=True)`` refuses it) is a ValueError."""
-    path = Path(run_dir)
-    kept = path / CHECKPOINTS / f"{int(trial_id)}.pt"
-    if kept.is_file():
-        return check_checkpoint(kept.read_bytes(), kept)
-    try:
-        best = best_weights(path, int(trial_id))
-    except ValueError:  # no best.pt, or it holds another trial's weights
-        return None
-    return check_checkpoint(best.read_bytes(), path / BEST_PT)
+    return kept_or_best(Path(run_dir), int(trial_id))
 
 
 def warm_checkpoint(warm: Mapping[int, WarmTrial], trial_id: int) -> bytes | None:

@@ -15,6 +15,7 @@ as uint8 on the device and normalises on the fly.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ import numpy as np
 from nas.core.space import Task
 
 BUILTIN = ("digits", "synthetic", "cifar10:DIR", "cifar100:DIR", "imagefolder:DIR")
+MAX_SANE_CLASSES = 100_000  # more than ImageNet-21k's; a label past it is most likely not a class index
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,13 +61,16 @@ class Dataset:
             if self.x_train.shape[1:] != x.shape[1:]:
                 which = "validation" if split == "val" else split
                 raise ValueError(f"train inputs {self.x_train.shape[1:]} and {which} inputs {x.shape[1:]} differ")
-        if self.y_train.min() < 0:
-            raise ValueError(f"labels must be class indices >= 0, got {self.y_train.min()}")
+        check_labels(self.name, {f"y_{split}": y for split, _, y in splits})
+
+    @property
+    def num_classes(self) -> int:
+        """The classes the model is trained on: the largest training label + 1 (every split's labels are below)."""
+        return int(self.y_train.max()) + 1
 
     @property
     def task(self) -> Task:
-        classes = int(max(self.y_train.max(), self.y_val.max())) + 1
-        return Task(input_shape=tuple(int(d) for d in self.x_train.shape[1:]), num_classes=classes)
+        return Task(input_shape=tuple(int(d) for d in self.x_train.shape[1:]), num_classes=self.num_classes)
 
     @classmethod
     def from_arrays(
@@ -85,11 +91,11 @@ class Dataset:
         anything else becomes float32."""
         x = _inputs(x)
         test = {} if x_test is None or y_test is None else {
-            "x_test": _inputs(x_test), "y_test": np.asarray(y_test).astype(np.int64)}
+            "x_test": _inputs(x_test), "y_test": as_labels(y_test, "y_test", name)}
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(x):
             raise ValueError(f"y must have shape ({len(x)},) to match x {x.shape}, got {y.shape}")
-        y = y.astype(np.int64)
+        y = as_labels(y, "y", name)
         if x_val is None or y_val is None:
             if not 0.0 < val_fraction < 1.0:
                 raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
@@ -97,7 +103,53 @@ class Dataset:
             n_val = max(1, int(round(len(x) * val_fraction)))
             val, train = order[:n_val], order[n_val:]
             return cls(name, x[train], y[train], x[val], y[val], **test)
-        return cls(name, x, y, _inputs(x_val), np.asarray(y_val).astype(np.int64), **test)
+        return cls(name, x, y, _inputs(x_val), as_labels(y_val, "y_val", name), **test)
+
+
+def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | None = None) -> None:
+    """Every label array (``y_train``, ``y_val``, ``y_test``) holds integer class indices in ``0..classes-1``
+    (``classes``: the training labels' largest + 1 unless given): a ValueError naming the array, the bad value and
+    its index otherwise; a warning when the class count is not sane (more classes than training samples, or over
+    MAX_SANE_CLASSES: a label such as 1e6 builds a head that large).
+
+    >>> check_labels("d", {"y_train": np.array([0, 1, 2]), "y_val": np.array([1, 3])})
+    Traceback (most recent call last):
+    ...
+    ValueError: dataset 'd': y_val holds label 3 (index 1), but the training labels give 3 classes (0..2)
+    """
+    for name, y in labels.items():
+        if y.dtype.kind not in "iu":
+            raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
+        if len(y) and y.min() < 0:
+            i = int(np.argmin(y))
+            raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}); labels are class "
+                             "indices >= 0")
+    if classes is None:
+        classes = int(labels["y_train"].max()) + 1
+    for name, y in labels.items():
+        if len(y) and y.max() >= classes:
+            i = int(np.argmax(y))
+            raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}), but the training "
+                             f"labels give {classes} classes (0..{classes - 1})")
+    n = len(labels["y_train"])
+    if classes > MAX_SANE_CLASSES or classes > n:
+        log.warning("dataset %r: its labels give %d classes (the largest training label + 1) for %d training "
+                    "samples: a classifier head that large; check the labels", dataset, classes, n)
+
+
+def as_labels(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
+    """``y`` as int64 class indices; floats only when every value is a whole number (never truncated)."""
+    y = np.asarray(y)
+    if y.dtype.kind == "b" or y.dtype.kind in "iu":
+        return y.astype(np.int64)
+    if y.dtype.kind == "f":
+        bad = ~np.isfinite(y) | (y != np.round(y)) | (np.abs(y) >= 2**53)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"dataset {dataset!r}: {name} holds the non-integer label {float(y[i])!r} (index {i}); "
+                             "labels are class indices")
+        return y.astype(np.int64)
+    raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
 
 
 def _inputs(x: np.ndarray) -> np.ndarray:

@@ -156,6 +156,10 @@ def load_cifar(kind: str, root: Path, *, val: float | int = 0.1, seed: int = 0) 
     meta = read_pickle(folder / meta_file)
     names = meta.get("label_names") or meta.get("fine_label_names") or []
     train, held = val_indices(len(x), val, seed)
+    if names:  # the classes the files name: every label must be one of them
+        from nas.train.data import check_labels
+
+        check_labels(f"{kind}:{root}", {"y_train": y, "y_test": y_test}, classes=len(names))
     return {"x": x[train], "y": y[train], "x_val": x[held], "y_val": y[held], "x_test": x_test, "y_test": y_test,
             "classes": [str(n) for n in names]}
 

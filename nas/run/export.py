@@ -1,0 +1,90 @@
+"""Files a user names for output (``nas results --csv/--parquet``, ``nas best --export-json/--export-weights``,
+``nas report --out``): never one of a run directory's own files, and written atomically.
+
+:func:`owned_by_run` resolves the path as the OS would open it (relative, absolute, ``./``, ``..``, symlinks in any
+component, the last one included) and says whether it lands on a file a run directory's owner writes (run.json, the
+journal, the snapshot and its tensor files, best.json/best.pt, status.json, the lock's files, a strategy's state
+file, anything under checkpoints/, or a temporary file of theirs). :func:`write_export` refuses such a path with one
+line, else writes a temporary file beside the target and renames it into place: a failed export (a full disk, a
+missing directory) leaves no file, and the line names errno's text.
+
+>>> import tempfile
+>>> run = Path(tempfile.mkdtemp()); _ = (run / "run.json").write_text("{}"); _ = (run / "trials.jsonl").write_text("")
+>>> owned_by_run(run / "." / "trials.jsonl"), owned_by_run(run / "results.csv")
+('trials.jsonl', None)
+>>> write_export(run / "trials.jsonl", b"a,b")
+Traceback (most recent call last):
+...
+ValueError: refusing to write '.../trials.jsonl': it is trials.jsonl of the run directory '...', which the run owns; ...
+>>> write_export(run / "results.csv", b"a,b"), (run / "results.csv").read_bytes()
+(3, b'a,b')
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from nas.run.files import os_error_text
+from nas.run.layout import CHECKPOINTS, JOURNAL, MANAGED, RUN_JSON, SNAPSHOT
+from nas.run.lock import LOCK_FILE
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is (or was made to be) a run directory: it holds run.json, a journal or a run's lock."""
+    return any((path / name).exists() for name in (RUN_JSON, JOURNAL, LOCK_FILE))
+
+
+def owned_by_run(path: str | os.PathLike[str]) -> str | None:
+    """What a write to ``path`` would overwrite of a run directory (the file's name in it, e.g. ``trials.jsonl`` or
+    ``checkpoints/3.pt``), or None when it is no run's file."""
+    target = Path(os.path.realpath(Path(path).expanduser()))  # (every symlink followed, the last one too)
+    for parent in target.parents:
+        if parent.name == CHECKPOINTS and is_run_dir(parent.parent):
+            return str(target.relative_to(parent.parent))
+    name, parent = target.name, target.parent
+    if not is_run_dir(parent):
+        return None
+    base = name.lstrip(".")
+    if name in MANAGED or base.startswith(SNAPSHOT) or any(base.startswith(m.lstrip(".") + ".") for m in MANAGED):
+        return name  # (a snapshot's tensor files, and the owner's temporary files ".<name>.XXXX")
+    return None
+
+
+def write_export(path: str | os.PathLike[str], data: bytes) -> int:
+    """Write ``data`` to ``path`` (atomically: a temporary file beside it, then a rename) unless it is a run
+    directory's own file; the bytes written. A ValueError of one line otherwise."""
+    shown = str(path)
+    owned = owned_by_run(path)
+    if owned is not None:
+        run = Path(os.path.realpath(Path(path).expanduser())).parent
+        run = run.parent if owned.startswith(CHECKPOINTS + os.sep) else run
+        raise ValueError(f"refusing to write {shown!r}: it is {owned} of the run directory {str(run)!r}, which the "
+                         "run owns; choose another path")
+    target = Path(os.path.realpath(Path(path).expanduser()))
+    if target.is_dir():
+        raise ValueError(f"cannot write {shown!r}: it is a directory; name a file")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except OSError as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
+    return len(data)
+
+
+def _umask() -> int:
+    from nas.run.files import _UMASK
+
+    return _UMASK
+
+
+__all__ = ["is_run_dir", "owned_by_run", "write_export"]

@@ -1,0 +1,169 @@
+"""The run directory's layout: the names of the files its owner (:class:`nas.run.store.RunStore`) writes, reading
+its ``run.json``, and the rules for making a new one (a new or empty directory; nothing left behind when that
+fails, a full disk included).
+
+Layout: ``run.json`` (the :class:`nas.run.config.RunConfig` and the run's identity), ``trials.jsonl``
+(:mod:`nas.run.journal`), ``snapshot.json`` (:mod:`nas.run.snapshot`) and its tensor files, ``checkpoints/<id>.pt``,
+``best.json`` + ``best.pt`` (:mod:`nas.run.weights`), ``status.json``, ``.lock`` + ``.lock.json``
+(:mod:`nas.run.lock`), and a strategy's own state file (``optuna.journal``).
+
+>>> import tempfile
+>>> d = Path(tempfile.mkdtemp()); _ = (d / "notes.txt").write_text("mine")
+>>> check_empty(d)
+Traceback (most recent call last):
+...
+ValueError: run directory '...' is not empty (it holds notes.txt): a new run needs a new or empty directory, ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nas.core.types import Trial
+from nas.run.config import FORMAT_VERSION, run_differences
+from nas.run.files import os_error_text
+from nas.run.journal import DiskFull, Record, bulk_load, latest_results, read_records
+from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
+from nas.run.snapshot import read_snapshot
+from nas.run.weights import BEST_JSON, BEST_PT, CHECKPOINTS
+
+RUN_JSON, JOURNAL, SNAPSHOT, STATUS = "run.json", "trials.jsonl", "snapshot.json", "status.json"
+SNAPSHOT_FORMAT = 1
+#: the files a run directory's owner writes (with CHECKPOINTS/, the snapshot's tensor files and a strategy's own
+#: state file): nothing else may write over them (:mod:`nas.run.export`)
+MANAGED = (RUN_JSON, JOURNAL, SNAPSHOT, STATUS, BEST_JSON, BEST_PT, LOCK_FILE, HOLDER_FILE, "optuna.journal")
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """``run.json`` of the run directory ``path``: a ValueError when it is none or of another version."""
+    cfg_path = path / RUN_JSON
+    if not cfg_path.is_file():
+        raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (ValueError, OSError) as e:
+        raise ValueError(f"{cfg_path} is corrupt: {e}") from None
+    if not isinstance(cfg, dict) or cfg.get("format") != FORMAT_VERSION:
+        found = cfg.get("format") if isinstance(cfg, dict) else None
+        raise ValueError(f"{str(path)!r} was written by an incompatible version (format {found!r}, "
+                         f"this version reads {FORMAT_VERSION})")
+    return cfg
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost directory of ``path`` that does not exist yet (what creating it makes), or None."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            break
+        missing = p
+    return missing
+
+
+def check_empty(path: Path, *, run_ok: bool = False) -> None:
+    """A new run's directory must be new or empty (a lock left by a search that never started aside); one that
+    holds a run is refused too, unless ``run_ok`` (checked again under the lock, which names a live holder)."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"run directory {str(path)!r} is a file, not a directory; choose another --run-dir")
+    try:
+        names = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    except OSError as e:
+        raise ValueError(f"cannot read run directory {str(path)!r}: {os_error_text(e)}") from None
+    names = [n for n in names if n not in (LOCK_FILE, HOLDER_FILE)]
+    if JOURNAL in names or RUN_JSON in names:
+        if run_ok:
+            return
+        raise ValueError(f"run directory {str(path)!r} already holds a run; pass --resume to continue it "
+                         "or choose another --run-dir")
+    if names:
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise ValueError(f"run directory {str(path)!r} is not empty (it holds {shown}): a new run needs a new or "
+                         "empty directory, so that none of its files is overwritten; choose another --run-dir")
+
+
+def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path | None, made_lock: bool) -> None:
+    """Take back what a failed :meth:`RunStore.create` made: its files, its lock, the directories it made."""
+    for p in reversed(wrote):
+        with contextlib.suppress(OSError):
+            p.unlink()
+    if lock is not None:
+        if made_lock:
+            with contextlib.suppress(OSError):
+                (path / LOCK_FILE).unlink()  # (ours, held: no other search can be waiting on this very file)
+        lock.release()
+    if made is not None:
+        for p in (path, *path.parents):  # the empty directories this call made, innermost first
+            with contextlib.suppress(OSError):
+                p.rmdir()
+            if p == made:
+                break
+
+
+def start_error(path: Path, e: OSError) -> ValueError:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"no space left on the device of {path}: the run was not started and nothing was written; "
+                        f"free some space and start it again")
+    return ValueError(f"cannot start a run in {str(path)!r}: {os_error_text(e)}; nothing was written")
+
+
+def write_probe(path: Path) -> str | None:
+    """Why ``path`` cannot be written (errno's text), or None. A real write, not only os.access: root ignores
+    permission bits, read-only mounts and full disks do not."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return os_error_text(e)
+    return None
+
+
+
+def resume_checks(path: Path, prior: dict[str, Any], config: dict[str, Any],
+                  check_trial: Callable[[Trial], None] | None) -> tuple[list[Record], dict[str, Any] | None]:
+    """Every check of a resume, before anything is written: the same search (``config`` against run.json's
+    ``prior``), a budget not lowered, a journal read strictly (a second result of a trial not continued: corrupt),
+    each trial in the space (``check_trial``, once per trial: its later records hold the same architecture), and
+    a snapshot of this version and strategy that covers no more than the journal holds. The journal's records and
+    the snapshot."""
+    diffs = run_differences(prior, config)
+    if diffs:
+        raise ValueError(f"cannot resume {str(path)!r}: it is a different search ({'; '.join(diffs)})")
+    if config["budget"] < prior.get("budget", 0):
+        raise ValueError(f"budget may only be raised when resuming: {str(path)!r} has budget "
+                         f"{prior['budget']}, got {config['budget']}")
+    with bulk_load(freeze=True):
+        records = list(read_records(path / JOURNAL))
+    latest_results(records, path / JOURNAL)
+    if check_trial is not None:
+        for rec in records:
+            if rec.kind == "submit" and rec.trial.checkpoint_from != rec.trial.trial_id:
+                check_trial(rec.trial)
+    snapshot = read_snapshot(path / SNAPSHOT) if (path / SNAPSHOT).exists() else None
+    if snapshot is not None:
+        _check_snapshot(path, snapshot, config, len(records))
+    return records, snapshot
+
+
+def _check_snapshot(path: Path, snapshot: dict[str, Any], config: dict[str, Any], n_records: int) -> None:
+    where = path / SNAPSHOT
+    if snapshot.get("format") != SNAPSHOT_FORMAT or not isinstance(snapshot.get("records"), int):
+        raise ValueError(f"{where} was written by an incompatible version (format {snapshot.get('format')!r}, "
+                         f"this version reads {SNAPSHOT_FORMAT})")
+    if snapshot.get("strategy") != config.get("strategy"):
+        raise ValueError(f"{where} belongs to strategy {snapshot.get('strategy')!r}, not {config.get('strategy')!r}")
+    if snapshot["records"] > n_records:
+        raise ValueError(f"{where} is newer than the journal: it covers {snapshot['records']} journal records, "
+                         f"{path / JOURNAL} holds {n_records}; the run directory is inconsistent")
+
+
+__all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "check_empty",
+           "first_missing", "read_config", "resume_checks", "start_error", "undo_create", "write_probe"]

@@ -1,0 +1,66 @@
+"""Labels are class indices: every label array (train, val, test) is checked against the class count the training
+labels give, in Python and from a .npz on the CLI; a bad one is one line naming the array, the value and its index,
+before any trial runs. Non-integer labels are refused (never truncated); a class count past sanity warns."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import nas
+from nas.cli import main
+from nas.train.data import Dataset
+
+X = np.zeros((40, 1, 4, 4), np.float32)
+Y = np.arange(40) % 4
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"y_val": np.array([0, 1, -1, 2])}, "y_val holds label -1 (index 2); labels are class indices >= 0"),
+    ({"y_val": np.array([0, 1, 7, 2])}, "y_val holds label 7 (index 2), but the training labels give 4 classes (0..3)"),
+    ({"y_test": np.array([0, 4, 1, 2])}, "y_test holds label 4 (index 1), but the training labels give 4 classes"),
+    ({"y": np.where(np.arange(40) == 5, -3, Y)}, "y_train holds label -3 (index"),
+    ({"y": Y + 0.5}, "y holds the non-integer label 0.5 (index 0); labels are class indices"),
+    ({"y_val": np.array([0.0, np.nan, 1.0, 2.0])}, "y_val holds the non-integer label nan (index 1)"),
+    ({"y_val": np.array(["a", "b", "c", "d"])}, "y_val must hold integer class indices, got dtype <U1"),
+])
+def test_a_bad_label_is_one_line_naming_the_array_and_value(kw, message):
+    arrays = {"x": X, "y": Y, "x_val": X[:4], "y_val": Y[:4], **kw}
+    if "y_test" in kw:
+        arrays["x_test"] = X[:4]
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        Dataset.from_arrays(arrays.pop("x"), arrays.pop("y"), name="d", **arrays)
+
+
+def test_whole_float_labels_are_accepted_as_integers():
+    ds = Dataset.from_arrays(X, Y.astype(np.float64), name="d")
+    assert ds.y_train.dtype == np.int64 and ds.num_classes == 4
+
+
+def test_a_huge_label_warns_of_the_head_it_builds(caplog):
+    with caplog.at_level(logging.WARNING, logger="nas.train.data"):
+        ds = Dataset.from_arrays(X, np.where(np.arange(40) == 0, 10**6, Y), x_val=X[:4], y_val=Y[:4], name="d")
+    assert ds.num_classes == 10**6 + 1 and "1000001 classes" in caplog.text and "check the labels" in caplog.text
+
+
+@pytest.mark.parametrize(("y_val", "message"), [
+    (np.array([0, 1, -1, 2]), "y_val holds label -1 (index 2)"),
+    (np.array([0, 1, 9, 2]), "y_val holds label 9 (index 2), but the training labels give 4 classes"),
+])
+def test_the_cli_refuses_bad_labels_before_any_trial(tmp_path, capsys, y_val, message):
+    path = tmp_path / "data.npz"
+    np.savez(path, x=X, y=Y, x_val=X[:4], y_val=y_val)
+    code = main(["search", "--space", "toy", "--executor", "inprocess", "--quiet", "--budget", "2", "--data", str(path),
+                 "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_load_dataset_checks_labels_of_an_npz(tmp_path):
+    path = tmp_path / "d.npz"
+    np.savez(path, x=X, y=Y, x_test=X[:2], y_test=np.array([0, 12]))
+    with pytest.raises(ValueError, match=r"y_test holds label 12 \(index 1\)"):
+        nas.load_dataset(str(path))
