@@ -40,7 +40,7 @@ def test_whole_float_labels_are_accepted_as_integers():
 
 
 def test_a_huge_label_warns_of_the_head_it_builds(caplog):
-    with caplog.at_level(logging.WARNING, logger="nas.train.data"):
+    with caplog.at_level(logging.WARNING, logger="nas.train.labels"):
         ds = Dataset.from_arrays(X, np.where(np.arange(40) == 0, 10**6, Y), x_val=X[:4], y_val=Y[:4], name="d")
     assert ds.num_classes == 10**6 + 1 and "1000001 classes" in caplog.text and "check the labels" in caplog.text
 

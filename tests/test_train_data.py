@@ -13,7 +13,7 @@ import pytest
 import nas
 from nas.cli import main
 from nas.train.data import Dataset, load_dataset
-from nas.train.datasets import load_image_dataset, write_cifar
+from nas.train.datasets import write_cifar
 from nas.train.settings import TrainSettings
 from nas.train.synthetic import synthetic_images
 
@@ -54,7 +54,7 @@ def test_cifar10_batches_are_read_as_uint8_with_a_seeded_hold_out(tmp_path):
 def test_the_extracted_archive_folder_and_cifar100(tmp_path):
     root, *_ = cifar_dir(tmp_path / "outer", kind="cifar100", classes=100, n=120)
     root.rename(tmp_path / "outer" / "cifar-100-python")
-    ds = load_image_dataset(f"cifar100:{tmp_path / 'outer'}", seed=0)
+    ds = load_dataset(f"cifar100:{tmp_path / 'outer'}", seed=0)
     assert len(ds.x_train) + len(ds.x_val) == 120 and ds.task.num_classes == 100
 
 

@@ -250,11 +250,11 @@ def keep_cluster_up(dashboard_url: str | None) -> None:
 
 # -- nas results / best -----------------------------------------------------------------------------
 def cmd_results(args: argparse.Namespace) -> int:
-    from nas.api import load_run
     from nas.monitor.page import _parser
     from nas.monitor.tables import export_frame, results_table
+    from nas.run.warmstart import load_run_with_warm
 
-    cfg, df = load_run(args.run_dir, with_warm=True)
+    cfg, df = load_run_with_warm(args.run_dir)
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
     flat = export_frame(df, _parser(cfg))

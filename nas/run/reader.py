@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,28 +78,12 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
     return df.astype({"parent": "Int64", "member": "Int64", "checkpoint_from": "Int64"})
 
 
-def load_run(run_dir: str | os.PathLike[str], *, with_warm: bool = False) -> tuple[dict[str, Any], pd.DataFrame]:
-    """A run directory's config (run.json) and its trials, one row each in finishing order; ``with_warm``:
-    first the trials a warm start told its strategy (negative ids, read from their runs)."""
+def load_run(run_dir: str | os.PathLike[str], *,
+             before: Sequence[tuple[Trial, Result]] = ()) -> tuple[dict[str, Any], pd.DataFrame]:
+    """A run directory's config (run.json) and its trials, one row each in finishing order, after ``before`` (e.g.
+    the trials a warm start told its strategy: :func:`nas.run.warmstart.load_run_with_warm`)."""
     cfg = read_config(Path(run_dir))
-    warm = warm_started(cfg) if with_warm else []
-    return cfg, results_frame([*warm, *read_journal(run_dir)], registered_formatter(cfg))
-
-
-def warm_started(cfg: dict[str, Any]) -> list[tuple[Trial, Result]]:
-    """The trials a warm-started run's strategy was told first (negative ids; each result's metrics name its
-    source run), read again from those runs; none where they are gone or changed (a warning says so)."""
-    if not cfg.get("warm_start") or not isinstance(cfg.get("space_spec"), dict):
-        return []
-    from nas.run.warmstart import load_warm_start
-
-    try:
-        warm = load_warm_start(cfg["warm_start"], space_spec=cfg["space_spec"],
-                               objectives=cfg.get("objectives") or ["val_acc:max"])
-    except ValueError as e:
-        log.warning("the warm-start trials are not shown: %s", e)
-        return []
-    return [(w.trial, w.result) for w in warm]
+    return cfg, results_frame([*before, *read_journal(run_dir)], registered_formatter(cfg))
 
 
 def resume_settings(run_dir: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,8 +46,10 @@ from nas.core.objectives import Objective
 from nas.core.strategy import Strategy
 from nas.core.types import Result, Trial
 from nas.run.layout import read_config
-from nas.run.reader import read_journal
+from nas.run.reader import load_run, read_journal
 from nas.run.weights import kept_or_best
+
+log = logging.getLogger(__name__)
 
 DEFAULT_OBJECTIVES = ("val_acc:max",)
 
@@ -112,6 +115,27 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
                 **result.metrics, "warm_start_run": str(run_dir), "warm_start_trial": trial.trial_id})
             out.append(WarmTrial(t, r, str(run_dir), trial.trial_id))
     return out
+
+
+def warm_started(cfg: dict[str, Any]) -> list[tuple[Trial, Result]]:
+    """The trials a warm-started run's strategy was told first (negative ids; each result's metrics name its
+    source run), read again from those runs; none where they are gone or changed (a warning says so)."""
+    if not cfg.get("warm_start") or not isinstance(cfg.get("space_spec"), dict):
+        return []
+    try:
+        warm = load_warm_start(cfg["warm_start"], space_spec=cfg["space_spec"],
+                               objectives=cfg.get("objectives") or ["val_acc:max"])
+    except ValueError as e:
+        log.warning("the warm-start trials are not shown: %s", e)
+        return []
+    return [(w.trial, w.result) for w in warm]
+
+
+def load_run_with_warm(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
+    """:func:`nas.run.reader.load_run` with the warm-start trials first (what ``nas results`` shows)."""
+    from nas.run.layout import read_config
+
+    return load_run(run_dir, before=warm_started(read_config(Path(run_dir))))
 
 
 def tell_warm_start(strategy: Strategy, warm: Sequence[WarmTrial | tuple[Trial, Result]]) -> int:

@@ -15,16 +15,14 @@ as uint8 on the device and normalises on the fly.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from pathlib import Path
 
 import numpy as np
 
 from nas.core.space import Task
+from nas.train.labels import as_labels, check_labels
 
 BUILTIN = ("digits", "synthetic", "cifar10:DIR", "cifar100:DIR", "imagefolder:DIR")
-MAX_SANE_CLASSES = 100_000  # more than ImageNet-21k's; a label past it is most likely not a class index
-log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,52 +104,6 @@ class Dataset:
         return cls(name, x, y, _inputs(x_val), as_labels(y_val, "y_val", name), **test)
 
 
-def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | None = None) -> None:
-    """Every label array (``y_train``, ``y_val``, ``y_test``) holds integer class indices in ``0..classes-1``
-    (``classes``: the training labels' largest + 1 unless given): a ValueError naming the array, the bad value and
-    its index otherwise; a warning when the class count is not sane (more classes than training samples, or over
-    MAX_SANE_CLASSES: a label such as 1e6 builds a head that large).
-
-    >>> check_labels("d", {"y_train": np.array([0, 1, 2]), "y_val": np.array([1, 3])})
-    Traceback (most recent call last):
-    ...
-    ValueError: dataset 'd': y_val holds label 3 (index 1), but the training labels give 3 classes (0..2)
-    """
-    for name, y in labels.items():
-        if y.dtype.kind not in "iu":
-            raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
-        if len(y) and y.min() < 0:
-            i = int(np.argmin(y))
-            raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}); labels are class "
-                             "indices >= 0")
-    if classes is None:
-        classes = int(labels["y_train"].max()) + 1
-    for name, y in labels.items():
-        if len(y) and y.max() >= classes:
-            i = int(np.argmax(y))
-            raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}), but the training "
-                             f"labels give {classes} classes (0..{classes - 1})")
-    n = len(labels["y_train"])
-    if classes > MAX_SANE_CLASSES or classes > n:
-        log.warning("dataset %r: its labels give %d classes (the largest training label + 1) for %d training "
-                    "samples: a classifier head that large; check the labels", dataset, classes, n)
-
-
-def as_labels(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
-    """``y`` as int64 class indices; floats only when every value is a whole number (never truncated)."""
-    y = np.asarray(y)
-    if y.dtype.kind == "b" or y.dtype.kind in "iu":
-        return y.astype(np.int64)
-    if y.dtype.kind == "f":
-        bad = ~np.isfinite(y) | (y != np.round(y)) | (np.abs(y) >= 2**53)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(f"dataset {dataset!r}: {name} holds the non-integer label {float(y[i])!r} (index {i}); "
-                             "labels are class indices")
-        return y.astype(np.int64)
-    raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
-
-
 def _inputs(x: np.ndarray) -> np.ndarray:
     """uint8 images as (n, C, H, W) uint8; everything else float32."""
     x = np.asarray(x)
@@ -166,9 +118,11 @@ def load_dataset(name: str, *, seed: int = 0) -> Dataset:
     """A built-in dataset by name, a ``.npz`` file by path, or images from disk (``cifar10:DIR``,
     ``cifar100:DIR``, ``imagefolder:DIR``, options after ``?``: see :mod:`nas.train.datasets`)."""
     if name.partition(":")[0] in ("cifar10", "cifar100", "imagefolder"):
-        from nas.train.datasets import load_image_dataset
+        from nas.train.datasets import load_image_arrays
 
-        return load_image_dataset(name, seed=seed)
+        full, arrays = load_image_arrays(name, seed=seed)
+        return Dataset(full, arrays["x"], arrays["y"], arrays["x_val"], arrays["y_val"],
+                       x_test=arrays.get("x_test"), y_test=arrays.get("y_test"))
     if name == "digits":
         from sklearn.datasets import load_digits
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.train.labels import check_labels
+
 KINDS = ("cifar10", "cifar100", "imagefolder")
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
 #: file names of each CIFAR variant: (training files, test file, meta file, label key)
@@ -157,8 +159,6 @@ def load_cifar(kind: str, root: Path, *, val: float | int = 0.1, seed: int = 0) 
     names = meta.get("label_names") or meta.get("fine_label_names") or []
     train, held = val_indices(len(x), val, seed)
     if names:  # the classes the files name: every label must be one of them
-        from nas.train.data import check_labels
-
         check_labels(f"{kind}:{root}", {"y_train": y, "y_test": y_test}, classes=len(names))
     return {"x": x[train], "y": y[train], "x_val": x[held], "y_val": y[held], "x_test": x_test, "y_test": y_test,
             "classes": [str(n) for n in names]}
@@ -202,11 +202,11 @@ def load_image_folder(root: Path, *, size: int = 32, val: float | int = 0.1, see
     return {"x": x[train], "y": y[train], "x_val": x[held], "y_val": y[held], "classes": classes}
 
 
-def load_image_dataset(spec: str, *, seed: int = 0, val: float | int | None = None, size: int | None = None) -> Any:
-    """A :class:`nas.train.data.Dataset` from ``cifar10:DIR``, ``cifar100:DIR`` or ``imagefolder:DIR``
-    (keyword arguments override the spec's ``?val=``/``?size=`` options)."""
-    from nas.train.data import Dataset
-
+def load_image_arrays(spec: str, *, seed: int = 0, val: float | int | None = None,
+                      size: int | None = None) -> tuple[str, dict[str, Any]]:
+    """The dataset's name and arrays (x, y, x_val, y_val, and x_test, y_test where it has a test split) from
+    ``cifar10:DIR``, ``cifar100:DIR`` or ``imagefolder:DIR`` (keyword arguments override the spec's
+    ``?val=``/``?size=`` options); :func:`nas.train.data.load_dataset` makes the Dataset."""
     kind, root, options = parse_spec(spec)
     v = val if val is not None else _number(options.get("val", 0.1), "val")
     if kind == "imagefolder":
@@ -216,9 +216,7 @@ def load_image_dataset(spec: str, *, seed: int = 0, val: float | int | None = No
         arrays = load_image_folder(root, size=s, val=v, seed=seed)
     else:
         arrays = load_cifar(kind, root, val=v, seed=seed)
-    name = f"{kind}:{root.name or root}"
-    return Dataset(name, arrays["x"], arrays["y"], arrays["x_val"], arrays["y_val"],
-                   x_test=arrays.get("x_test"), y_test=arrays.get("y_test"))
+    return f"{kind}:{root.name or root}", arrays
 
 
 def write_cifar(root: str | Path, kind: str, x: np.ndarray, y: Sequence[int], x_test: np.ndarray,

@@ -1,0 +1,62 @@
+"""Labels are class indices: every label array (train, validation, test) is checked against the class count before
+anything trains, naming the array, the bad value and its index; non-integer labels are refused, never truncated.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+MAX_SANE_CLASSES = 100_000  # more than ImageNet-21k's; a label past it is most likely not a class index
+
+
+def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | None = None) -> None:
+    """Every label array (``y_train``, ``y_val``, ``y_test``) holds integer class indices in ``0..classes-1``
+    (``classes``: the training labels' largest + 1 unless given): a ValueError naming the array, the bad value and
+    its index otherwise; a warning when the class count is not sane (more classes than training samples, or over
+    MAX_SANE_CLASSES: a label such as 1e6 builds a head that large).
+
+    >>> check_labels("d", {"y_train": np.array([0, 1, 2]), "y_val": np.array([1, 3])})
+    Traceback (most recent call last):
+    ...
+    ValueError: dataset 'd': y_val holds label 3 (index 1), but the training labels give 3 classes (0..2)
+    """
+    for name, y in labels.items():
+        if y.dtype.kind not in "iu":
+            raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
+        if len(y) and y.min() < 0:
+            i = int(np.argmin(y))
+            raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}); labels are class "
+                             "indices >= 0")
+    if classes is None:
+        classes = int(labels["y_train"].max()) + 1
+    for name, y in labels.items():
+        if len(y) and y.max() >= classes:
+            i = int(np.argmax(y))
+            raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}), but the training "
+                             f"labels give {classes} classes (0..{classes - 1})")
+    n = len(labels["y_train"])
+    if classes > MAX_SANE_CLASSES or classes > n:
+        log.warning("dataset %r: its labels give %d classes (the largest training label + 1) for %d training "
+                    "samples: a classifier head that large; check the labels", dataset, classes, n)
+
+
+def as_labels(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
+    """``y`` as int64 class indices; floats only when every value is a whole number (never truncated)."""
+    y = np.asarray(y)
+    if y.dtype.kind == "b" or y.dtype.kind in "iu":
+        return y.astype(np.int64)
+    if y.dtype.kind == "f":
+        bad = ~np.isfinite(y) | (y != np.round(y)) | (np.abs(y) >= 2**53)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"dataset {dataset!r}: {name} holds the non-integer label {float(y[i])!r} (index {i}); "
+                             "labels are class indices")
+        return y.astype(np.int64)
+    raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
+
+
+__all__ = ["MAX_SANE_CLASSES", "as_labels", "check_labels"]
