@@ -1,4 +1,4 @@
-"""The report's interactive plots (plotly figures), each from the results frame of :func:`nas.api.load_run`.
+"""The report's interactive plots (plotly figures), each from the results frame of :func:`nas.run.reader.load_run`.
 
 Times are seconds since the run's first trial started. Every function returns a ``plotly`` figure or
 None when the run holds nothing to draw (the page says so instead).

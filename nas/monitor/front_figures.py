@@ -1,5 +1,5 @@
 """The report's multi-objective plots: every trial with the Pareto front highlighted, and the hypervolume
-(and the front's size) against time. Both from the results frame of :func:`nas.api.load_run` and the run's
+(and the front's size) against time. Both from the results frame of :func:`nas.run.reader.load_run` and the run's
 objectives (run.json ``objectives``), via :mod:`nas.core.front`; None when there is nothing to draw.
 
 >>> import pandas as pd

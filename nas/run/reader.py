@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from nas.core.types import Arch, Result, Trial
+from nas.run.config import RunConfig
 from nas.run.journal import bulk_load, read_results
 from nas.run.store import JOURNAL, read_config
 
@@ -41,17 +42,16 @@ def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
         return list(read_results(path / JOURNAL))
 
 
-def registered_formatter(cfg: dict[str, Any]) -> Callable[[Arch], str] | None:
+def registered_formatter(cfg: RunConfig) -> Callable[[Arch], str] | None:
     """The one-line formatter of the run's space when it is a registered space, else None (a custom
     space is never imported by a read)."""
     from nas.core import registry
 
-    spec = cfg.get("space_spec") or {"class": cfg.get("space"), "args": {}}
-    name = spec.get("class") if isinstance(spec, dict) else None
-    if not isinstance(name, str) or ":" in name or name not in registry.spaces.names():
+    name = cfg.search.space
+    if ":" in name or name not in registry.spaces.names():
         return None
     try:
-        return registry.spaces.get(name)(**(spec.get("args") or {})).format  # type: ignore[no-any-return]
+        return registry.spaces.get(name)(**cfg.search.space_args).format  # type: ignore[no-any-return]
     except Exception:  # (arguments of another version: canonical JSON instead)
         return None
 
@@ -78,35 +78,25 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
     return df.astype({"parent": "Int64", "member": "Int64", "checkpoint_from": "Int64"})
 
 
-def load_run(run_dir: str | os.PathLike[str], *, with_warm: bool = False) -> tuple[dict[str, Any], pd.DataFrame]:
-    """A run directory's config (run.json) and its trials, one row each in finishing order; ``with_warm``:
+def load_run(run_dir: str | os.PathLike[str], *, with_warm: bool = False) -> tuple[RunConfig, pd.DataFrame]:
+    """A run directory's config (run.json, typed) and its trials, one row each in finishing order; ``with_warm``:
     first the trials a warm start told its strategy (negative ids, read from their runs)."""
     cfg = read_config(Path(run_dir))
     warm = warm_started(cfg) if with_warm else []
     return cfg, results_frame([*warm, *read_journal(run_dir)], registered_formatter(cfg))
 
 
-def warm_started(cfg: dict[str, Any]) -> list[tuple[Trial, Result]]:
+def warm_started(cfg: RunConfig) -> list[tuple[Trial, Result]]:
     """The trials a warm-started run's strategy was told first (negative ids; each result's metrics name its
     source run), read again from those runs; none where they are gone or changed (a warning says so)."""
-    if not cfg.get("warm_start") or not isinstance(cfg.get("space_spec"), dict):
+    if not cfg.search.warm_start:
         return []
     from nas.run.warmstart import load_warm_start
 
     try:
-        warm = load_warm_start(cfg["warm_start"], space_spec=cfg["space_spec"],
-                               objectives=cfg.get("objectives") or ["val_acc:max"])
+        warm = load_warm_start(cfg.search.warm_start, space_spec=cfg.search.space_spec(),
+                               objectives=cfg.search.objectives)
     except ValueError as e:
         log.warning("the warm-start trials are not shown: %s", e)
         return []
     return [(w.trial, w.result) for w in warm]
-
-
-def resume_settings(run_dir: str) -> dict[str, Any]:
-    """``run.json`` of ``run_dir`` as :class:`nas.run.config.RunConfig` fields (what ``--resume`` runs)."""
-    from nas.run.config import RunConfig
-
-    cfg = read_config(Path(run_dir))
-    values = RunConfig.from_run_json(cfg).to_json()
-    values["run_dir"] = run_dir
-    return values

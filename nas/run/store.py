@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.types import Report, Result, Trial
 from nas.engine.replay import Restored
-from nas.run.config import FORMAT_VERSION, run_differences
+from nas.run.config import RunConfig
 from nas.run.files import atomic_write
 from nas.run.journal import DiskFull, JournalWriter, Opener, bulk_load, latest_results, read_records
 from nas.run.lock import RunLock
@@ -49,8 +49,10 @@ BEST_JSON, BEST_PT, CHECKPOINTS = "best.json", "best.pt", "checkpoints"
 SNAPSHOT_FORMAT = 1
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """``run.json`` of the run directory ``path``: a ValueError when it is none or of another version."""
+def read_config(path: Path) -> RunConfig:
+    """The :class:`nas.run.config.RunConfig` that ``run.json`` of the run directory ``path`` holds (format 2
+    converted), type-checked: a one-line ValueError naming the file when it is none, corrupt, of another version,
+    or holds a wrongly typed value."""
     cfg_path = path / RUN_JSON
     if not cfg_path.is_file():
         raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
@@ -58,11 +60,12 @@ def read_config(path: Path) -> dict[str, Any]:
         cfg = json.loads(cfg_path.read_text())
     except (ValueError, OSError) as e:
         raise ValueError(f"{cfg_path} is corrupt: {e}") from None
-    if not isinstance(cfg, dict) or cfg.get("format") != FORMAT_VERSION:
-        found = cfg.get("format") if isinstance(cfg, dict) else None
-        raise ValueError(f"{str(path)!r} was written by an incompatible version (format {found!r}, "
-                         f"this version reads {FORMAT_VERSION})")
-    return cfg
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{cfg_path} is corrupt: it holds a {type(cfg).__name__}, not a table")
+    try:
+        return RunConfig.from_json(cfg)
+    except ValueError as e:
+        raise ValueError(f"{cfg_path}: {e}") from None
 
 
 def check_checkpoint(data: bytes, where: object) -> bytes:
@@ -124,9 +127,10 @@ class RunStore:
 
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | os.PathLike[str], config: dict[str, Any], **kw: Any) -> RunStore:
-        """A new run in ``path`` (made if missing); refused when it already holds a run."""
-        path = Path(path)
+    def create(cls, path: str | os.PathLike[str], config: RunConfig | dict[str, Any], **kw: Any) -> RunStore:
+        """A new run of ``config`` (a :class:`nas.run.config.RunConfig`, or a mapping of its keys) in ``path`` (made
+        if missing); refused when it already holds a run."""
+        path, config = Path(path), RunConfig.coerce(config)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -139,27 +143,22 @@ class RunStore:
                 raise ValueError(f"run directory {str(path)!r} already holds a run; pass --resume to continue it "
                                  "or choose another --run-dir")
             lock.write_holder()
-            atomic_write(path / RUN_JSON, _json({**config, "format": FORMAT_VERSION}))
-            return cls(path, lock, strategy=str(config.get("strategy", "")), **kw)
+            atomic_write(path / RUN_JSON, _json(config.to_json()))
+            return cls(path, lock, strategy=config.search.strategy, **kw)
         except BaseException:
             lock.release()
             raise
 
     @classmethod
-    def resume(cls, path: str | os.PathLike[str], config: dict[str, Any],
+    def resume(cls, path: str | os.PathLike[str], config: RunConfig | dict[str, Any],
                check_trial: Callable[[Trial], None] | None = None, **kw: Any) -> RunStore:
         """Continue the run in ``path`` as ``config`` (its run.json as this call would write it). Every check
         runs before anything is written: a refused resume changes nothing on disk."""
-        path = Path(path)
+        path, config = Path(path), RunConfig.coerce(config)
         prior = read_config(path)
         lock = RunLock(path).acquire()
         try:
-            diffs = run_differences(prior, config)
-            if diffs:
-                raise ValueError(f"cannot resume {str(path)!r}: it is a different search ({'; '.join(diffs)})")
-            if config["budget"] < prior.get("budget", 0):
-                raise ValueError(f"budget may only be raised when resuming: {str(path)!r} has budget "
-                                 f"{prior['budget']}, got {config['budget']}")
+            prior.check_resume(config, path)  # another search, or a lower budget: refused
             with bulk_load(freeze=True):
                 records = list(read_records(path / JOURNAL))
             latest_results(records, path / JOURNAL)  # a second result of a trial not continued: corrupt
@@ -170,9 +169,8 @@ class RunStore:
             if snapshot is not None:
                 _check_snapshot(path, snapshot, config, len(records))
             lock.write_holder()
-            store = cls(path, lock, strategy=str(config.get("strategy", "")), **kw)  # (cuts a torn journal line)
-            atomic_write(path / RUN_JSON, _json({**prior, "budget": config["budget"],
-                                                 "resumed": [*prior.get("resumed", []), _now()]}))
+            store = cls(path, lock, strategy=config.search.strategy, **kw)  # (cuts a torn journal line)
+            atomic_write(path / RUN_JSON, _json(prior.continued_by(config, _now()).to_json()))
         except BaseException:
             lock.release()
             raise
@@ -329,13 +327,13 @@ class RunStore:
         return e
 
 
-def _check_snapshot(path: Path, snapshot: dict[str, Any], config: dict[str, Any], n_records: int) -> None:
+def _check_snapshot(path: Path, snapshot: dict[str, Any], config: RunConfig, n_records: int) -> None:
     where = path / SNAPSHOT
     if snapshot.get("format") != SNAPSHOT_FORMAT or not isinstance(snapshot.get("records"), int):
         raise ValueError(f"{where} was written by an incompatible version (format {snapshot.get('format')!r}, "
                          f"this version reads {SNAPSHOT_FORMAT})")
-    if snapshot.get("strategy") != config.get("strategy"):
-        raise ValueError(f"{where} belongs to strategy {snapshot.get('strategy')!r}, not {config.get('strategy')!r}")
+    if snapshot.get("strategy") != config.search.strategy:
+        raise ValueError(f"{where} belongs to strategy {snapshot.get('strategy')!r}, not {config.search.strategy!r}")
     if snapshot["records"] > n_records:
         raise ValueError(f"{where} is newer than the journal: it covers {snapshot['records']} journal records, "
                          f"{path / JOURNAL} holds {n_records}; the run directory is inconsistent")

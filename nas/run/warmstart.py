@@ -59,8 +59,7 @@ class WarmTrial(NamedTuple):
     source_id: int  # its id in that run
 
 
-def _space_of(cfg: Mapping[str, Any]) -> Any:
-    spec = cfg.get("space_spec") or {"class": cfg.get("space"), "args": {}}
+def _space_of(spec: Mapping[str, Any]) -> Any:
     return json.loads(json.dumps(spec, sort_keys=True, default=str))
 
 
@@ -76,7 +75,7 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
                     objectives: Sequence[str] | str = DEFAULT_OBJECTIVES) -> list[WarmTrial]:
     """The COMPLETE trials of ``run_dirs`` (in that order), their ids made negative (see the module docstring).
     ``space_spec``: the new run's (``space.spec()``); ``objectives``: its objective specs."""
-    want_space, want_obj = _space_of({"space_spec": dict(space_spec)}), _objectives(objectives)
+    want_space, want_obj = _space_of(space_spec), _objectives(objectives)
     out: list[WarmTrial] = []
     seen: set[Path] = set()
     for run_dir in run_dirs:
@@ -89,11 +88,11 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
         seen.add(path.resolve())
         try:
             cfg = read_config(path)
-            have_space = _space_of(cfg)
+            have_space = _space_of(cfg.search.space_spec())
             if have_space != want_space:
                 raise ValueError(f"searched space {have_space}, this search {want_space}; a warm start needs the "
                                  "same space")
-            have_obj = _objectives(cfg.get("objectives") or DEFAULT_OBJECTIVES)
+            have_obj = _objectives(cfg.search.objectives)
             if have_obj != want_obj:
                 raise ValueError(f"optimised objectives {have_obj}, this search {want_obj}; a warm start needs the "
                                  "same objectives")
