@@ -205,6 +205,12 @@ def test_executor_objects_are_recorded_by_their_registered_name(tmp_path, capsys
     assert code == 0, err  # the simulated executor again, by its name: no Ray
     assert len(nas.load_results(tmp_path / "name")) == 5
 
+    code, _, err = run(capsys, "search", "--space", "nb201", "--executor", "simulated", "--dataset", "none",
+                       "--strategy", "random", "--budget", "1000", "--time-budget", "2000", "--quiet",
+                       "--run-dir", str(tmp_path / "timed"))
+    assert code == 0, err
+    assert 10 < len(nas.load_results(tmp_path / "timed")) < 1000  # ended by 2,000 simulated seconds, not the budget
+
 
 def test_python_m_nas_and_nas_cli_and_a_light_version(tmp_path):
     import subprocess

@@ -71,7 +71,11 @@ def given_flags(args: argparse.Namespace, argv: Sequence[str] = ()) -> list[str]
         hits = [i for i, a in enumerate(argv) if a.split("=")[0] in names]
         return hits[0] if hits else len(argv)
 
-    return [flag_names(leaf)[0] for leaf in sorted(given, key=typed_at)]
+    def shown(leaf: Leaf) -> str:  # (--no-amp as typed, not --amp)
+        name = flag_names(leaf)[0]
+        return "--no-" + name[2:] if getattr(args, leaf.name) is False else name
+
+    return [shown(leaf) for leaf in sorted(given, key=typed_at)]
 
 
 def read_config_file(path: str) -> dict[str, Any]:

@@ -174,14 +174,11 @@ def best_architectures(cfg: RunConfig, df: pd.DataFrame, done: pd.DataFrame, top
 
 def _parser(cfg: RunConfig) -> Any:
     """The registered space's ``parse`` (no user code: a ``module:attr`` space is never imported)."""
-    from nas.core import registry
+    from nas.core.spec import space_from_spec
 
-    space = cfg.search.space
-    if ":" in space:
-        return None
     try:
-        return registry.spaces.get(space)(**cfg.search.space_args).parse
-    except Exception:
+        return space_from_spec(cfg.search.space_spec(), allow_import=False).parse
+    except Exception:  # (user code, or arguments of another version)
         return None
 
 

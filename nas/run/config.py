@@ -207,7 +207,7 @@ class RunConfig:
         """The config ``run.json`` holds: format 3, or format 2 (flat) converted
         (:func:`nas.run.config_format2.from_format2`); another format is refused naming it."""
         found = saved.get("format")
-        if found == 2 or found is None:  # (a flat mapping without a format: as format 2 wrote it)
+        if found == 2:
             from nas.run.config_format2 import from_format2
 
             return from_format2(saved)
@@ -224,8 +224,15 @@ class RunConfig:
 
     @classmethod
     def coerce(cls, value: RunConfig | Mapping[str, Any]) -> RunConfig:
-        """``value`` itself, or the config a run.json mapping (format 3, 2 or a flat mapping) holds."""
-        return value if isinstance(value, RunConfig) else cls.from_json(value)
+        """``value`` itself, or the config a mapping holds: run.json (with its format), or flat keys as format 2
+        wrote them (``{"space": "toy", "budget": 3}``)."""
+        if isinstance(value, RunConfig):
+            return value
+        if "format" in value:
+            return cls.from_json(value)
+        from nas.run.config_format2 import from_format2
+
+        return from_format2(value)
 
     def updated(self, values: Mapping[str, Any]) -> RunConfig:
         """This config with ``values`` (keys as :meth:`from_mapping` takes them) over it; what it records of the

@@ -45,14 +45,11 @@ def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
 def registered_formatter(cfg: RunConfig) -> Callable[[Arch], str] | None:
     """The one-line formatter of the run's space when it is a registered space, else None (a custom
     space is never imported by a read)."""
-    from nas.core import registry
+    from nas.core.spec import space_from_spec
 
-    name = cfg.search.space
-    if ":" in name or name not in registry.spaces.names():
-        return None
     try:
-        return registry.spaces.get(name)(**cfg.search.space_args).format  # type: ignore[no-any-return]
-    except Exception:  # (arguments of another version: canonical JSON instead)
+        return space_from_spec(cfg.search.space_spec(), allow_import=False).format
+    except Exception:  # (user code, or arguments of another version: canonical JSON instead)
         return None
 
 
