@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from nas.engine.interfaces import Callback, LoopStatus
     from nas.engine.loop import SearchLoop
     from nas.engine.protocol import Executor
+    from nas.run.config import RunConfig
     from nas.train.context import TrialContext
     from nas.train.data import Dataset, load_dataset
     from nas.train.fit import fit
@@ -58,6 +59,7 @@ _WHERE = {
     "nas.engine.interfaces": ["Callback", "LoopStatus"],
     "nas.engine.loop": ["SearchLoop"],
     "nas.engine.protocol": ["Executor"],
+    "nas.run.config": ["RunConfig"],
     "nas.train.context": ["TrialContext"],
     "nas.train.data": ["Dataset", "load_dataset"],
     "nas.train.fit": ["fit"],
@@ -66,7 +68,7 @@ _WHERE = {
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 __all__ = ["Arch", "Callback", "Dataset", "Decision", "Executor", "FailureKind", "InProcessExecutor",
-    "InvalidArchitecture", "InvalidSpace", "LoopStatus", "Outcome", "Report", "Result", "SearchConfig",
+    "InvalidArchitecture", "InvalidSpace", "LoopStatus", "Outcome", "Report", "Result", "RunConfig", "SearchConfig",
     "SearchLoop", "SearchSpace", "Strategy", "Task", "TrainSettings", "Trial", "TrialContext", "TrialState",
     "arch_hash", "arch_key", "connect", "fit", "hypervolume", "load_dataset", "load_results", "load_run",
     "make_strategy", "pareto_front", "register_space", "register_strategy", "resolve_space", "scored", "search",

@@ -150,7 +150,8 @@ def test_resuming_a_different_search_names_the_differences(finished_run):
 def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
     cfg = json.loads((finished_run / "run.json").read_text())
     (finished_run / "run.json").write_text(json.dumps({**cfg, "format": 99}))
-    with pytest.raises(ValueError, match=r"written by an incompatible version \(format 99, this version reads 2\)"):
+    with pytest.raises(ValueError, match=r"run.json: written by an incompatible version \(format 99; this version "
+                       r"reads format 3 and converts format 2\)"):
         resume(finished_run)
     (finished_run / "run.json").write_text(json.dumps(cfg))
 
@@ -183,6 +184,30 @@ def test_cli_resume_takes_only_the_budget(finished_run, capsys, tmp_path):
     code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--epochs", "3", "-o", "population=5")
     one_line_error(code, err, "only --budget (to raise it) and --address may be given, not --epochs -o")
     code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--budget", "2")
-    one_line_error(code, err, "budget may only be raised when resuming")
+    one_line_error(code, err, "budget may only be raised when resuming")  # (the budget is checked first)
+    code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--budget", "6")
+    one_line_error(code, err, "it trains with a function that is custom, not importable (scored('toy_score')); "
+                   "resume it from Python with the same one: nas.search(..., run_dir=")
+    assert "resume=True, train=<that function>)" in err
+    saved = json.loads((finished_run / "run.json").read_text())["train"]
+    assert (saved["dataset"], saved["function"]) == (None, "custom, not importable (scored('toy_score'))")
+    with pytest.raises(ValueError, match=r"it trains with a function that is custom, not importable"):
+        resume(finished_run, train=None)  # the API without the function: the same refusal
     code, _, err = cli(capsys, "search", "--resume", str(tmp_path))
     one_line_error(code, err, "is not a run directory (no run.json)")
+
+
+def test_a_run_given_a_dataset_object_resumes_only_where_it_is_handed_in_again(tmp_path, capsys):
+    from nas.train.simple import noop
+
+    digits = nas.load_dataset("digits")
+    nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=digits, train=noop, run_dir=tmp_path / "r")
+    saved = json.loads((tmp_path / "r" / "run.json").read_text())["train"]
+    assert (saved["dataset"], saved["data_object"], saved["function"]) == (None, "digits", "nas.train.simple:noop")
+    code, _, err = cli(capsys, "search", "--resume", str(tmp_path / "r"), "--budget", "3")
+    one_line_error(code, err, "it was given a Dataset object ('digits') in Python; resume it from Python")
+    code, _, err = cli(capsys, "best", str(tmp_path / "r"), "--evaluate-test")
+    one_line_error(code, err, "was given a Dataset object ('digits'), not a dataset spec")
+    df = nas.search(ToySpace(), "random", budget=3, executor="inprocess", data=digits, train=noop,
+                    run_dir=tmp_path / "r", resume=True)
+    assert sorted(df.trial_id) == [0, 1, 2]

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
+import nas
 from nas.cli import main
 
 FAST = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
@@ -138,3 +139,86 @@ def test_custom_space_by_module_path(tmp_path, capsys, monkeypatch):
     assert code == 0 and "finished 3 trials" in out
     code, out, _ = run(capsys, "results", str(tmp_path / "r"))
     assert '"hidden": ' in out  # a custom space: results never import it, so canonical JSON
+
+
+# -- the space and the training function rebuilt from run.json ------------------------------------------------------
+def test_a_parameterised_space_is_rebuilt_with_its_arguments_for_the_test_split(tmp_path, capsys):
+    """The regression of NB201Space(channels=4): `nas best --evaluate-test` rebuilt the space from its name only
+    (16 channels) and ended in a size-mismatch traceback."""
+    import numpy as np
+
+    from nas.search_spaces.nb201 import NB201Space
+    from nas.train.synthetic import synthetic_images
+
+    x, y = synthetic_images(48, classes=3, size=8, seed=0)
+    np.savez(tmp_path / "imgs.npz", x=x, y=y, x_test=x[:10], y_test=y[:10])
+    settings = nas.TrainSettings(epochs=1, batch_size=16, device="cpu", measure_costs=False)
+    nas.search(NB201Space(channels=4), "random", budget=2, executor="inprocess", data=str(tmp_path / "imgs.npz"),
+               settings=settings, run_dir=tmp_path / "api")
+    code, out, err = run(capsys, "best", str(tmp_path / "api"), "--evaluate-test")
+    assert code == 0 and "on 10 test images" in out, err
+    code, out, err = run(capsys, "search", "--space", "nb201", "--space-option", "channels=4", "--strategy", "random",
+                         "--executor", "inprocess", "--budget", "1", "--epochs", "1", "--batch-size", "16",
+                         "--no-measure-costs", "--dataset", str(tmp_path / "imgs.npz"), "--quiet",
+                         "--run-dir", str(tmp_path / "cli"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "cli" / "run.json").read_text())["search"]["space_args"] == {"channels": 4}
+    assert run(capsys, "best", str(tmp_path / "cli"), "--evaluate-test")[0] == 0
+
+
+def test_an_importable_training_function_is_recorded_and_resumed_from_the_command_line(tmp_path, capsys,
+                                                                                       monkeypatch):
+    (tmp_path / "mytrain.py").write_text(textwrap.dedent("""
+        def train(ctx):  # a custom scale, far from digits accuracy: a silent switch to the built-in trainer shows
+            ctx.report(epoch=1, val_acc=10.0 + sum(ctx.trial.arch.values()))
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mytrain
+
+    from nas.search_spaces.toy import ToySpace
+
+    nas.search(ToySpace(), "random", budget=3, executor="inprocess", data=None, train=mytrain.train,
+               run_dir=tmp_path / "run")
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())["train"]
+    assert (saved["function"], saved["dataset"], saved["dataset_fingerprint"]) == ("mytrain:train", None, None)
+    code, _, err = run(capsys, "search", "--resume", str(tmp_path / "run"), "--budget", "5", "--quiet")
+    assert code == 0, err
+    df = nas.load_results(tmp_path / "run")
+    assert sorted(df.trial_id) == list(range(5)) and (df.score >= 10).all()
+
+
+def test_executor_objects_are_recorded_by_their_registered_name(tmp_path, capsys):
+    from nas.engine.simulated import SimulatedExecutor
+    from nas.engine.tabular.nb201_table import NB201Benchmark
+    from nas.search_spaces.nb201 import NB201Space
+
+    ex = SimulatedExecutor(NB201Space(), NB201Benchmark("cifar10"), workers=2, seed=0)
+    nas.search(NB201Space(), "random", budget=3, executor=ex, data=None, run_dir=tmp_path / "object")
+    saved = json.loads((tmp_path / "object" / "run.json").read_text())
+    assert saved["execution"]["executor"] == "simulated"
+    assert saved["execution"]["executor_class"] == "nas.engine.simulated:SimulatedExecutor"
+    code, _, err = run(capsys, "search", "--resume", str(tmp_path / "object"), "--budget", "4")
+    assert code == 2 and "resume it from Python with the same one" in err and "executor" in err
+
+    nas.search("nb201", "random", budget=3, executor="simulated", data=None, run_dir=tmp_path / "name")
+    code, _, err = run(capsys, "search", "--resume", str(tmp_path / "name"), "--budget", "5", "--quiet")
+    assert code == 0, err  # the simulated executor again, by its name: no Ray
+    assert len(nas.load_results(tmp_path / "name")) == 5
+
+    code, _, err = run(capsys, "search", "--space", "nb201", "--executor", "simulated", "--dataset", "none",
+                       "--strategy", "random", "--budget", "1000", "--time-budget", "2000", "--quiet",
+                       "--run-dir", str(tmp_path / "timed"))
+    assert code == 0, err
+    assert 10 < len(nas.load_results(tmp_path / "timed")) < 1000  # ended by 2,000 simulated seconds, not the budget
+
+
+def test_python_m_nas_and_nas_cli_and_a_light_version(tmp_path):
+    import subprocess
+    import sys
+
+    for module in ("nas", "nas.cli"):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", module, "--version"], capture_output=True,
+                              text=True, check=True, cwd=tmp_path)
+        assert proc.stdout.startswith("nas-ray ")
+        imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+        assert not {"torch", "ray", "pandas"} & imported, sorted(imported & {"torch", "ray", "pandas"})

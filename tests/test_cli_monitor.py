@@ -107,7 +107,8 @@ def test_the_report_imports_no_user_code(tmp_path, monkeypatch):
     nas.search(ToySpace(), "random", budget=3, executor="inprocess", run_dir=run,
                data=None, train=scored(toy_score))
     cfg = json.loads((run / "run.json").read_text())
-    (run / "run.json").write_text(json.dumps({**cfg, "space": "userspace_never_imported:Space"}))
+    cfg["search"]["space"] = "userspace_never_imported:Space"
+    (run / "run.json").write_text(json.dumps(cfg))
     monkeypatch.syspath_prepend(str(tmp_path))
     from nas.monitor.page import write_report
 

@@ -43,7 +43,7 @@ def test_a_warm_start_tells_the_strategy_earlier_trials_without_rerunning_them(t
     assert set(warm.metrics.map(lambda m: m["warm_start_run"])) == {str(tmp_path / "a")}
     assert sorted(warm.metrics.map(lambda m: m["warm_start_trial"])) == sorted(first.trial_id)
     assert own.parent.notna().all()  # the population was full from the start: every ask is a child
-    assert json.loads((tmp_path / "b" / "run.json").read_text())["warm_start"] == [str(tmp_path / "a")]
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["search"]["warm_start"] == [str(tmp_path / "a")]
 
 
 def test_a_warm_start_from_another_space_is_refused_before_anything_runs(tmp_path):

@@ -29,7 +29,8 @@ def run_dir(tmp_path_factory):
     nas.search(ToySpace(), "random", budget=8, executor="inprocess", seed=0, run_dir=path,
                settings=TrainSettings(epochs=1, batch_size=128, seed=0))
     cfg = json.loads((path / "run.json").read_text())
-    (path / "run.json").write_text(json.dumps({**cfg, "objectives": OBJ}))  # as a multi-objective run writes it
+    cfg["search"]["objectives"] = OBJ  # as a multi-objective run writes it
+    (path / "run.json").write_text(json.dumps(cfg))
     return path
 
 
@@ -72,7 +73,8 @@ def test_bad_input(run_dir, tmp_path, capsys):
     cfg = json.loads((run_dir / "run.json").read_text())
     bad = tmp_path / "bad"
     bad.mkdir()
-    (bad / "run.json").write_text(json.dumps({**cfg, "objectives": ["val_acc", "val_acc:min"]}))
+    cfg["search"]["objectives"] = ["val_acc", "val_acc:min"]
+    (bad / "run.json").write_text(json.dumps(cfg))
     assert main(["best", str(bad), "--pareto"]) == 2
     assert "objective 'val_acc' is given twice" in capsys.readouterr().err
 

@@ -14,6 +14,7 @@ import nas
 from nas.cli import main
 from nas.monitor.page import write_report
 from nas.monitor.status import format_status, run_status
+from nas.run.config import RunConfig
 from nas.run.store import STATUS as STATUS_FILE
 from nas.search_spaces.toy import ToySpace
 from nas.train.settings import TrainSettings
@@ -88,8 +89,9 @@ def test_the_front_hook_only_shows_for_several_objectives():
 
     from nas.monitor.page import objective_front_section
 
-    assert objective_front_section({}, pd.DataFrame()) == ""
-    assert "Pareto front" in objective_front_section({"objectives": ["val_acc:max", "latency_ms:min"]}, pd.DataFrame())
+    assert objective_front_section(RunConfig(), pd.DataFrame()) == ""
+    two = RunConfig.from_mapping({"objectives": ["val_acc:max", "latency_ms:min"]})
+    assert "Pareto front" in objective_front_section(two, pd.DataFrame())
 
 
 def test_report_default_path_and_bad_input(run_dir, tmp_path, capsys):

@@ -86,8 +86,8 @@ def test_bad_resource_values_are_one_line_errors(flag, value, tmp_path, capsys):
 
 
 def test_whole_gpus_per_trial_are_allowed():
-    assert nas.api.SearchConfig(gpus_per_trial=2).gpus_per_trial == 2
-    assert nas.api.SearchConfig(gpus_per_trial=0.25).gpus_per_trial == 0.25
+    assert nas.api.SearchConfig.from_mapping({"gpus_per_trial": 2}).execution.gpus_per_trial == 2
+    assert nas.api.SearchConfig.from_mapping({"gpus_per_trial": 0.25}).execution.gpus_per_trial == 0.25
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True])

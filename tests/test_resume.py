@@ -125,7 +125,7 @@ def test_raising_the_budget_and_resuming_a_finished_run(tmp_path):
     more = run(tmp_path, budget=BUDGET, resume=True)
     assert sorted(more.trial_id) == list(range(BUDGET))
     assert journal_rows(tmp_path)[:10] == rows
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["budget"] == BUDGET
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["search"]["budget"] == BUDGET
 
 
 @pytest.mark.parametrize("mode", ["cancel", "wait"])

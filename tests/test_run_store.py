@@ -33,10 +33,15 @@ TOY = scored(toy_score)
 OPTIONS = {"population": 6, "sample_size": 3}
 
 
+def toy_train(ctx):
+    """The toy score as a top-level function: run.json records it by import path, so the CLI resumes it too."""
+    TOY(ctx)
+
+
 def run(path, *, budget=20, resume=False, **kw):
-    ex = InProcessExecutor(ToySpace(), None, train=TOY, slots=3)
-    return nas.search(ToySpace(), "evolution", budget=budget, executor=ex, seed=3, strategy_options=OPTIONS,
-                      run_dir=path, resume=resume, **kw)
+    ex = InProcessExecutor(ToySpace(), None, train=toy_train, slots=3)
+    return nas.search(ToySpace(), "evolution", budget=budget, executor=ex, train=toy_train, data=None, seed=3,
+                      strategy_options=OPTIONS, run_dir=path, resume=resume, **kw)
 
 
 def rows(path):
@@ -176,17 +181,18 @@ def test_a_refused_resume_changes_nothing_on_disk(finished, change, message):
 
 
 def test_a_parameterised_space_is_recorded_and_rebuilt_exactly(tmp_path):
-    from nas.api import open_run, space_from_spec
+    from nas.core.spec import space_from_spec
 
     space = NB201Space(channels=8)
-    record = {"space": "nb201", "space_spec": space.spec(), "strategy": "random", "budget": 3}
-    open_run(tmp_path / "r", record, space, resume=False).close()
+    record = RunConfig.from_mapping({"space": "nb201", "space_args": space.spec()["args"], "strategy": "random",
+                                     "budget": 3})
+    RunStore.create(tmp_path / "r", record).close()
     saved = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert saved["space_spec"] == {"class": "nb201", "args": {"channels": 8}}
-    assert space_from_spec(saved["space_spec"]).channels == 8
-    other = {**record, "space_spec": NB201Space(channels=16).spec()}
-    with pytest.raises(ValueError, match=r"space_spec: run has .*'channels': 8.*this call .*'channels': 16"):
-        open_run(tmp_path / "r", other, space, resume=True)
+    assert (saved["search"]["space"], saved["search"]["space_args"]) == ("nb201", {"channels": 8})
+    assert space_from_spec(RunConfig.from_json(saved).search.space_spec()).channels == 8
+    other = record.updated({"space_args": NB201Space(channels=16).spec()["args"]})
+    with pytest.raises(ValueError, match=r"space_args: run has \{'channels': 8\}, this call \{'channels': 16\}"):
+        RunStore.resume(tmp_path / "r", other)
 
 
 def test_datasets_with_one_name_but_other_content_are_other_runs(tmp_path):
@@ -300,7 +306,9 @@ def test_run_json_is_the_config_and_the_cli_resumes_it(tmp_path, capsys):
             "--budget", "3", "--seed", "5", "--run-dir", str(tmp_path / "r")]
     assert main(argv) == 0
     saved = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert RunConfig.from_run_json(saved).seed == 5 and saved["space_spec"] == {"class": "toy", "args": {}}
+    assert saved["format"] == 3 and RunConfig.from_json(saved).search.seed == 5
+    search, train = saved["search"], saved["train"]
+    assert (search["space"], search["space_args"], train["function"]) == ("toy", {}, "builtin")
     assert main(["search", "--resume", str(tmp_path / "r"), "--budget", "5", "--quiet"]) == 0
     assert sorted(t.trial_id for t, _ in nas.run.reader.read_journal(tmp_path / "r")) == list(range(5))
 
@@ -311,8 +319,8 @@ def test_read_only_commands_never_import_the_runs_space(finished, tmp_path, caps
     (tmp_path / "evilspace.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nclass Space: pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = json.loads((finished / "run.json").read_text())
-    (finished / "run.json").write_text(json.dumps({**cfg, "space": "evilspace:Space",
-                                                   "space_spec": {"class": "evilspace:Space", "args": {}}}))
+    cfg["search"]["space"] = "evilspace:Space"
+    (finished / "run.json").write_text(json.dumps(cfg))
     for command in ("results", "best", "status"):
         assert main([command, str(finished)]) == 0
     assert '"d0": ' in capsys.readouterr().out  # architectures as canonical JSON

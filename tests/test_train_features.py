@@ -130,7 +130,7 @@ def test_streaming_path_takes_over_over_the_budget_and_says_so(images, caplog):
 
 def test_recipe_fills_settings_and_given_options_win():
     cfg = SearchConfig.from_mapping({"recipe": "nb201", "epochs": 3})
-    s = cfg.settings()
+    s = cfg.train.settings
     assert (s.epochs, s.lr, s.batch_size, s.optimizer, s.nesterov, s.schedule, s.weight_decay) == (
         3, 0.1, 256, "sgd", True, "cosine", 5e-4)
     assert (s.crop_padding, s.flip) == (4, True)

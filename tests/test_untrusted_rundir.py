@@ -73,7 +73,8 @@ def run_copy(finished_run, tmp_path):
 
 def set_space(run_dir: Path, spec: str) -> None:
     cfg = json.loads((run_dir / "run.json").read_text())
-    (run_dir / "run.json").write_text(json.dumps({**cfg, "space": spec}))
+    cfg["search"]["space"] = spec
+    (run_dir / "run.json").write_text(json.dumps(cfg))
 
 
 @pytest.mark.parametrize("command", READ_ONLY, ids=lambda c: c[0])
@@ -100,7 +101,8 @@ def test_resume_refuses_a_space_that_is_no_searchspace_class(run_copy, tmp_path,
     proc = nas_cli("search", "--resume", str(run_copy), "--budget", "4", cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert spec in proc.stderr and "SearchSpace" in proc.stderr
-    assert json.loads((run_copy / "run.json").read_text())["budget"] == 3  # refused before anything was written
+    saved = json.loads((run_copy / "run.json").read_text())
+    assert saved["search"]["budget"] == 3  # refused before anything was written
 
 
 @pytest.mark.parametrize("name", [SNAPSHOT, "strategy.pkl"])

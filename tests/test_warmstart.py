@@ -80,7 +80,8 @@ def test_other_space_other_objectives_and_bad_directories_are_named(runs, tmp_pa
     other = tmp_path / "other"
     toy_run(other, strategy="random", budget=2)
     cfg = json.loads((other / "run.json").read_text())
-    (other / "run.json").write_text(json.dumps({**cfg, "objectives": ["val_acc:max", "params:min"]}))
+    cfg["search"]["objectives"] = ["val_acc:max", "params:min"]
+    (other / "run.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match=r"'.*other': optimised objectives \['val_acc:max', 'params:min'\], "
                                          r"this search \['val_acc:max'\]"):
         load_warm_start([other], space_spec=TOY)

@@ -1,4 +1,5 @@
-"""What a space name in ``run.json`` (or on the command line) may resolve to: nothing read from a file runs code.
+"""What a space or a training function named in ``run.json`` (or on the command line) may resolve to: nothing read
+from a file runs code, and the one function that rebuilds a space from its spec, constructor arguments included.
 
 A spec is a registered space name (``nb201``) or ``module:Class`` naming a :class:`nas.SearchSpace` subclass.
 Read-only commands (results, best, status, report) call with ``allow_import=False``: a ``module:Class`` spec is then
@@ -17,21 +18,44 @@ functions and other callables (``os:system``, ``sys:exit``, ``code:interact``) a
 "space 'os:system' names a builtin_function_or_method"
 >>> refusal("mymodule:Tiny", allow_import=False)
 "space 'mymodule:Tiny' is user code"
+>>> space_from_spec({"class": "nb201", "args": {"channels": 4}}).channels
+4
+
+A training function is recorded as ``builtin`` (:func:`nas.train.fit.fit`), as ``module:function`` when it is a
+top-level function that module defines (a resume imports it again), and otherwise as ``custom, not importable``
+with what it is (a closure, a lambda, an object such as ``scored(...)``, a function of ``__main__``): only a Python
+caller that hands in the same function again can resume such a run.
+
+>>> train_spec(None), train_spec(plain_format)
+('builtin', 'nas.core.spec:plain_format')
+>>> train_spec(lambda ctx: None)
+'custom, not importable (nas.core.spec:<lambda>)'
+>>> train_from_spec("os:system")
+Traceback (most recent call last):
+...
+ValueError: training function 'os:system' names a builtin_function_or_method; allowed: builtin, or module:function...
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
-from collections.abc import Mapping
-from typing import Any
+import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from nas.core import registry
-from nas.core.space import SearchSpace
+
+if TYPE_CHECKING:
+    from nas.core.space import SearchSpace
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 ALLOWED = "a registered name (see `nas spaces`) or module:Class of a nas.SearchSpace subclass"
+BUILTIN = "builtin"  # the built-in training function, nas.train.fit.fit
+CUSTOM = "custom, not importable"
+_TRAIN_ALLOWED = "builtin, or module:function naming a train(ctx) that module defines (not the standard library's)"
 
 
 def plain_format(arch: Mapping[str, Any]) -> str:
@@ -46,23 +70,97 @@ def is_import_spec(spec: object) -> bool:
 
 def resolve_space_spec(spec: object, *, allow_import: bool) -> type[SearchSpace] | SearchSpace:
     """The SearchSpace class (or module-level instance) that ``spec`` names; ValueError for anything else."""
+    from nas.core.space import SearchSpace
+
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"space {spec!r} is not a space name; allowed: {ALLOWED}")
     if not is_import_spec(spec):
         cls: type[SearchSpace] = registry.spaces.get(spec)
         return cls
-    module_name, _, attr = spec.partition(":")
-    if not _DOTTED.fullmatch(module_name) or not _NAME.fullmatch(attr):
-        raise ValueError(f"space {spec!r} is not module:Class; allowed: {ALLOWED}")
     if not allow_import:
         raise ValueError(f"space {spec!r} is user code; this command does not import code named by a run directory")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(f"cannot import module {module_name!r} for space {spec!r}: {e}") from None
-    if not hasattr(module, attr):
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r} (space {spec!r})")
-    obj = getattr(module, attr)
+    obj = _imported(spec, "space", "module:Class", ALLOWED)
     if isinstance(obj, SearchSpace) or (isinstance(obj, type) and issubclass(obj, SearchSpace)):
         return obj
     raise ValueError(f"space {spec!r} names a {type(obj).__name__}; allowed: {ALLOWED}")
+
+
+def _imported(spec: str, what: str, form: str, allowed: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not _DOTTED.fullmatch(module_name) or not _NAME.fullmatch(attr):
+        raise ValueError(f"{what} {spec!r} is not {form}; allowed: {allowed}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"cannot import module {module_name!r} for {what} {spec!r}: {e}") from None
+    if not hasattr(module, attr):
+        raise ValueError(f"module {module_name!r} has no attribute {attr!r} ({what} {spec!r})")
+    return getattr(module, attr)
+
+
+def space_from_spec(spec: str | Mapping[str, Any] | SearchSpace, args: Mapping[str, Any] | None = None, *,
+                    allow_import: bool = True) -> SearchSpace:
+    """The space ``spec`` names, built with its constructor arguments: a SearchSpace (returned as it is), a registered
+    name or ``module:Class`` (with ``args``), or a recorded spec ``{"class": ..., "args": {...}}``
+    (:meth:`nas.core.space.SearchSpace.spec`). Every path that rebuilds a space comes here; a space that cannot be
+    built, or that declares no decisions (an abstract one), is a ValueError."""
+    from nas.core.space import SearchSpace
+
+    if isinstance(spec, SearchSpace):
+        return spec
+    if isinstance(spec, Mapping):
+        name, recorded = spec.get("class"), spec.get("args") or {}
+        if not isinstance(name, str) or not isinstance(recorded, Mapping):
+            raise ValueError(f"space spec {dict(spec)!r} is not a space specification ({{'class': ..., 'args': ...}})")
+        spec, args = name, {**recorded, **(args or {})}
+    found = resolve_space_spec(spec, allow_import=allow_import)
+    if isinstance(found, SearchSpace):
+        if args:
+            raise ValueError(f"space {spec!r} is an instance: it takes no arguments, got {dict(args)!r}")
+        return found
+    try:
+        space = found(**dict(args or {}))
+        space.dims()
+    except NotImplementedError:
+        raise ValueError(f"space {spec!r} declares no decisions (dims() is not implemented); allowed: "
+                         f"{ALLOWED}") from None
+    except TypeError as e:
+        raise ValueError(f"space {spec!r} cannot be built with arguments {dict(args or {})!r}: {e}") from None
+    return space
+
+
+def train_spec(fn: object) -> str:
+    """How run.json names the training function ``fn`` (None: the built-in one); see the module docstring."""
+    if fn is None:
+        return BUILTIN
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if (module, qualname) == ("nas.train.fit", "fit"):
+        return BUILTIN
+    if inspect.isfunction(fn) and isinstance(module, str) and isinstance(qualname, str):
+        if _NAME.fullmatch(qualname) and module != "__main__" and not _stdlib(module) \
+                and getattr(sys.modules.get(module), qualname, None) is fn:
+            return f"{module}:{qualname}"
+        what = f"{module}:{qualname}"
+    elif type(fn).__repr__ is not object.__repr__:
+        what = repr(fn)
+    else:
+        what = f"a {type(fn).__module__}:{type(fn).__qualname__} object"
+    return f"{CUSTOM} ({what})"
+
+
+def train_from_spec(spec: str) -> Callable[..., Any] | None:
+    """The training function run.json's ``spec`` names (None for the built-in one); a ValueError for one that
+    cannot be imported (``custom, not importable``) or that is no top-level function of its module."""
+    if spec == BUILTIN:
+        return None
+    if spec.startswith(CUSTOM):
+        raise ValueError(f"the training function is {spec}")
+    obj = _imported(spec, "training function", "module:function", _TRAIN_ALLOWED)
+    module_name = spec.partition(":")[0]
+    if inspect.isfunction(obj) and obj.__module__ == module_name and not _stdlib(module_name):
+        return obj  # type: ignore[no-any-return]
+    raise ValueError(f"training function {spec!r} names a {type(obj).__name__}; allowed: {_TRAIN_ALLOWED}")
+
+
+def _stdlib(module: str) -> bool:
+    return module.partition(".")[0] in sys.stdlib_module_names

@@ -25,6 +25,7 @@ from plotly.offline import get_plotlyjs
 from nas.monitor import archdraw, figures
 from nas.monitor.importance import decision_importance, importance_figure
 from nas.monitor.usage import run_usage
+from nas.run.config import RunConfig
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
@@ -48,13 +49,13 @@ function filterTable(input,id){var q=input.value.toLowerCase();Array.from(docume
 .forEach(function(r){r.style.display=r.textContent.toLowerCase().indexOf(q)>=0?'':'none';});}"""
 
 
-def objective_front_section(cfg: dict[str, Any], df: pd.DataFrame, key: str = "run") -> str:
+def objective_front_section(cfg: RunConfig, df: pd.DataFrame, key: str = "run") -> str:
     """The Pareto front (every trial, the front highlighted) and the hypervolume against time, for a run
     with several objectives (run.json ``objectives``); "" (no section) while the run has one."""
     from nas.core.objectives import Objectives
     from nas.monitor.front_figures import front_scatter, hypervolume_figure
 
-    objectives = cfg.get("objectives") or []
+    objectives = cfg.search.objectives
     if len(objectives) < 2:
         return ""
     obj = Objectives(objectives)
@@ -106,26 +107,26 @@ def trial_table(df: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _usage(run_dir: str | os.PathLike[str], cfg: dict[str, Any], df: pd.DataFrame) -> Any:
+def _usage(run_dir: str | os.PathLike[str], cfg: RunConfig, df: pd.DataFrame) -> Any:
     """The run's wall time and utilization as ``nas status`` gives them (its workers from status.json)."""
     from nas.monitor.status import read_live
 
     live = read_live(run_dir) or {}
-    return run_usage(df, live.get("workers") or cfg.get("workers"), started=live.get("started"))
+    return run_usage(df, live.get("workers") or cfg.execution.workers, started=live.get("started"))
 
 
-def run_section(name: str, cfg: dict[str, Any], df: pd.DataFrame, top: int, key: str, usage: Any) -> str:
+def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str, usage: Any) -> str:
     """Every section about one run (``key`` makes its element ids unique on a page of several runs)."""
     parse = _parser(cfg)
     decisions = figures.decisions_frame(df, parse)
-    pop = (cfg.get("strategy_options") or {}).get("population")
+    pop = cfg.search.strategy_options.get("population")
     counts = df.state.value_counts().to_dict()
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
     best = (f"best score {done.score.iloc[0]:.4f} (trial {done.trial_id.iloc[0]})" if len(done)
             else "no trial completed")
     util = f", worker utilization {usage.utilization:.2f}" if usage.utilization is not None else ""
-    parts = [f"<h2 id='{key}'>{html.escape(name)}</h2><p>{html.escape(str(cfg.get('space')))} / "
-             f"{html.escape(str(cfg.get('strategy')))}: {len(df)} trials ({counts.get('COMPLETE', 0)} COMPLETE, "
+    parts = [f"<h2 id='{key}'>{html.escape(name)}</h2><p>{html.escape(cfg.search.space)} / "
+             f"{html.escape(cfg.search.strategy)}: {len(df)} trials ({counts.get('COMPLETE', 0)} COMPLETE, "
              f"{counts.get('FAILED', 0)} FAILED) over {usage.wall:.1f} s on {usage.workers} "
              f"worker{'s' if usage.workers != 1 else ''}{util}; "
              f"{html.escape(best)}.</p>"]
@@ -150,16 +151,17 @@ def run_section(name: str, cfg: dict[str, Any], df: pd.DataFrame, top: int, key:
         _table(failed[["trial_id", "arch", "worker", "error"]], f"{key}-failed") if len(failed)
         else "<p class='note'>none</p>"))
     parts.append("<h3>Trial detail</h3>" + _table(trial_table(df), f"{key}-trials"))
-    parts.append("<h3>Run configuration</h3><pre>" + html.escape(json.dumps(cfg, indent=2, default=str)) + "</pre>")
+    parts.append("<h3>Run configuration</h3><pre>" + html.escape(json.dumps(cfg.to_json(), indent=2, default=str))
+                 + "</pre>")
     return "\n".join(parts)
 
 
-def best_architectures(cfg: dict[str, Any], df: pd.DataFrame, done: pd.DataFrame, top: int, key: str) -> str:
+def best_architectures(cfg: RunConfig, df: pd.DataFrame, done: pd.DataFrame, top: int, key: str) -> str:
     parse = _parser(cfg)
     drawings = []
     for rank, row in enumerate(done.head(top).itertuples(), 1):
         arch = figures.decisions_frame(pd.DataFrame({"arch": [row.arch]}), parse).iloc[0].to_dict()
-        fig = archdraw.draw(str(cfg.get("space")), arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
+        fig = archdraw.draw(cfg.search.space, arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
         if fig is not None:
             drawings.append(_fig(fig, f"{key}-arch{rank}", ""))
     if drawings:
@@ -170,26 +172,23 @@ def best_architectures(cfg: dict[str, Any], df: pd.DataFrame, done: pd.DataFrame
     return _table(table.astype(str), f"{key}-best")
 
 
-def _parser(cfg: dict[str, Any]) -> Any:
+def _parser(cfg: RunConfig) -> Any:
     """The registered space's ``parse`` (no user code: a ``module:attr`` space is never imported)."""
-    from nas.core import registry
+    from nas.core.spec import space_from_spec
 
-    space = str(cfg.get("space"))
-    if ":" in space:
-        return None
     try:
-        return registry.spaces.get(space)().parse
-    except Exception:
+        return space_from_spec(cfg.search.space_spec(), allow_import=False).parse
+    except Exception:  # (user code, or arguments of another version)
         return None
 
 
-def comparison(runs: dict[str, tuple[dict[str, Any], pd.DataFrame]], usages: dict[str, Any]) -> str:
+def comparison(runs: dict[str, tuple[RunConfig, pd.DataFrame]], usages: dict[str, Any]) -> str:
     fig = figures.best_so_far({name: df for name, (_, df) in runs.items()})
     rows = []
     for name, (cfg, df) in runs.items():
         usage = usages[name]
         done = df[df.state == "COMPLETE"]
-        rows.append({"run": name, "space": cfg.get("space"), "strategy": cfg.get("strategy"), "trials": len(df),
+        rows.append({"run": name, "space": cfg.search.space, "strategy": cfg.search.strategy, "trials": len(df),
                      "failed": int((df.state == "FAILED").sum()),
                      "best": f"{done.score.max():.4f}" if len(done) else "-", "wall (s)": f"{usage.wall:.1f}",
                      "utilization": "-" if usage.utilization is None else f"{usage.utilization:.2f}"})
@@ -202,7 +201,7 @@ def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     from nas.run.reader import load_run
 
     dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
-    runs: dict[str, tuple[dict[str, Any], pd.DataFrame]] = {}
+    runs: dict[str, tuple[RunConfig, pd.DataFrame]] = {}
     usages: dict[str, Any] = {}
     for d in dirs:
         cfg, df = load_run(d)  # (a read: it never imports code that run.json names)

@@ -23,17 +23,18 @@ import pandas as pd
 
 from nas.core.front import DEFAULT_OBJECTIVES, objective_frame, pareto_front, reference_point, scores_of
 from nas.core.objectives import Objectives, hypervolume
+from nas.run.config import RunConfig
 
 
-def run_objectives(cfg: dict[str, Any]) -> Objectives:
-    """The run's objectives, from run.json (a ValueError naming a malformed entry)."""
-    return Objectives(cfg.get("objectives") or list(DEFAULT_OBJECTIVES))
+def run_objectives(cfg: RunConfig) -> Objectives:
+    """The run's objectives, from run.json."""
+    return Objectives(cfg.search.objectives or list(DEFAULT_OBJECTIVES))
 
 
-def front_status(cfg: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
+def front_status(cfg: RunConfig, df: pd.DataFrame) -> dict[str, Any]:
     """``objectives``, ``front_size`` and ``hypervolume`` for ``nas status`` (the last two None for a run with
     one objective, or with a malformed objectives entry)."""
-    objectives = cfg.get("objectives") or []
+    objectives = cfg.search.objectives
     out: dict[str, Any] = {"objectives": list(objectives), "front_size": None, "hypervolume": None}
     if len(objectives) < 2:
         return out

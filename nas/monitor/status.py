@@ -60,7 +60,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     cfg, df = load_run(run_dir)
     live = read_live(run_dir)
     now = time.time() if now is None else now
-    budget = cfg.get("budget")
+    budget = cfg.search.budget
     if live and live.get("budget"):
         budget = live["budget"]
     counts = df.state.value_counts().to_dict() if len(df) else {}
@@ -73,7 +73,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     else:
         state = "finished" if budget and len(df) >= budget else "unknown (no status.json)"
     started = (live or {}).get("started") or (float(df.start_time.min()) if len(df) else None)
-    workers = (live or {}).get("workers") or cfg.get("workers")
+    workers = (live or {}).get("workers") or cfg.execution.workers
     # this session's wall time and utilization (a resumed run's journal also holds earlier sessions')
     usage = run_usage(df, workers, started=started, now=now if alive else None)
     elapsed = usage.wall
@@ -90,7 +90,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
         remaining = live["time_budget"] - live.get("elapsed", 0) - (now - live.get("updated", now))
         eta = max(remaining, 0.0) if eta is None else min(eta, max(remaining, 0.0))
     return {
-        "run_dir": str(run_dir), "space": cfg.get("space"), "strategy": cfg.get("strategy"),
+        "run_dir": str(run_dir), "space": cfg.search.space, "strategy": cfg.search.strategy,
         "workers": workers, "budget": budget, "state": state,
         "updated_ago": now - live["updated"] if live and "updated" in live else None,
         "finished": finished, "complete": int(counts.get("COMPLETE", 0)), "failed": int(counts.get("FAILED", 0)),

@@ -1,9 +1,15 @@
-"""One configuration object, end to end: the CLI's flags, a config file and ``nas.search(...)`` fill a
-:class:`RunConfig`; every field is type-checked with one message naming the key and the type it needs;
-``run.json`` is its serialization (plus what identifies the run: the space's constructor arguments, the
-dataset's content fingerprint, the training settings); a resume compares the fields that define the run.
+"""One configuration object, a tree: :class:`RunConfig` holds ``search`` (what is searched and how), ``train`` (the
+dataset, the training function and its :class:`nas.train.settings.TrainSettings`), ``execution`` (where trials run)
+and ``run_dir``. The CLI's flags, a config file and ``nas.search(...)`` fill it; ``run.json`` is its serialization
+(format 3, :meth:`RunConfig.to_json`); :meth:`RunConfig.identity` is what a resume compares.
 
->>> RunConfig(budget=10).budget
+Each field describes itself (:func:`nas.core.fields.option`): the ``nas search`` flags and the flat keys of a config
+file (``epochs = 5``, ``[strategy_options]``) are its leaves (:func:`leaves`), each under its own name. Values are
+type-checked with one line naming the key and the type it needs.
+
+>>> RunConfig.from_mapping({"budget": 10, "epochs": 3}).train.settings.epochs
+3
+>>> RunConfig.from_mapping({"search": {"budget": 10}}).search.budget
 10
 >>> RunConfig.from_mapping({"amp": "false"})
 Traceback (most recent call last):
@@ -22,162 +28,316 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-FORMAT_VERSION = 2
-#: fields of run.json that make a run what it is: a resume with other values would mix two searches
-DEFINING = ("space_spec", "strategy", "strategy_options", "seed", "dataset", "dataset_fingerprint", "epochs", "lr",
-            "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "train_options", "objectives",
-            "scheduler", "scheduler_options", "max_flops", "max_latency_ms", "warm_start")
-#: RunConfig fields that are TrainSettings fields
-SETTINGS = ("epochs", "lr", "batch_size", "weight_decay", "momentum", "optimizer", "max_params", "device", "amp",
-            "seed", "max_flops", "max_latency_ms", "objectives")
+from nas.core.fields import option
+from nas.core.objectives import Objectives
+from nas.run.config_tree import BUILTIN, check_type, leaves, plain, section_from_json, sections
+from nas.train.settings import TrainSettings
 
-_KIND = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true or false)",
-         "dict[str, Any]": "a table (mapping)", "list[str]": "a list of strings"}
+FORMAT_VERSION = 3
 
 
 @dataclasses.dataclass
-class RunConfig:
-    """Everything a search run is, in one place (the CLI and config files fill it; so can you)."""
+class SearchSection:
+    """What is searched and how: the space, the strategy, the budget, the objectives, the scheduler."""
 
-    space: str = "macro"
-    strategy: str = "evolution"
-    strategy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    budget: int = 24
-    workers: int = 2
-    dataset: str = "digits"
-    epochs: int = 5
-    lr: float = 1e-2
-    batch_size: int = 64
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
-    momentum: float = 0.9
-    max_params: int = 50_000_000
-    seed: int = 0
-    run_dir: str | None = None
-    executor: str = "ray"
-    address: str | None = None
-    cpus_per_trial: float = 1.0
-    gpus_per_trial: float = 0.0
-    max_retries: int = 2
-    device: str = "auto"
-    amp: bool = True
-    dashboard: bool = False
-    recipe: str | None = None  # a named set of training settings (nas.train.recipes); given options win
-    objectives: list[str] = dataclasses.field(default_factory=lambda: ["val_acc:max"])  # metric[:max|min]
-    scheduler: str = "none"  # early stopping: none, asha, hyperband, median (nas.core.registry.schedulers)
-    scheduler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    max_flops: float | None = None  # constraints: a candidate over one is INFEASIBLE, and not trained
-    max_latency_ms: float | None = None
-    warm_start: list[str] = dataclasses.field(default_factory=list)  # earlier run directories to learn from
-    train_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # any other TrainSettings field
+    space: str = option("macro", help="registered space name (see `nas spaces`) or module:Class of your own "
+                        "SearchSpace")
+    space_args: dict[str, Any] = option(factory=dict, flag="--space-option", metavar="KEY=VALUE",
+                                        help="an argument of the space's constructor, e.g. --space-option channels=8 "
+                                        "(repeatable)")
+    strategy: str = option("evolution", help="registered strategy name (see `nas strategies`)")
+    strategy_options: dict[str, Any] = option(factory=dict, flag=("-o", "--option"), metavar="KEY=VALUE",
+                                              help="a strategy option, e.g. -o population=20 -o sample_size=5 "
+                                              "(repeatable)")
+    budget: int = option(24, help="number of trials to finish")
+    time_budget: float | None = option(None, help="seconds (on the executor's clock) after which the search ends, "
+                                       "trials still running then unfinished", runtime=True)
+    seed: int = option(0, help="seed of the strategy, the data split and the training")
+    objectives: list[str] = option(factory=lambda: ["val_acc:max"], flag="--objective", metavar="METRIC[:max|min]",
+                                   help="a metric the trials report, to maximise (default) or minimise; repeat it "
+                                   "for a multi-objective search")
+    scheduler: str = option("none", help="early stopping on per-epoch reports: none, asha, hyperband or median "
+                            "(see `nas schedulers`)")
+    scheduler_options: dict[str, Any] = option(factory=dict, flag="--scheduler-option", metavar="KEY=VALUE",
+                                               help="a scheduler option, e.g. --scheduler-option eta=3 (repeatable)")
+    warm_start: list[str] = option(factory=list, flag="--warm-start", metavar="RUN_DIR",
+                                   help="an earlier run (same space and objectives) whose finished trials the "
+                                   "strategy learns from before its first ask, without re-running them (repeatable)")
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            _check_type(f.name, str(f.type), getattr(self, f.name))
-        for name in ("budget", "workers", "epochs", "batch_size", "max_params"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"config key {name!r} must be an integer >= 1, got {getattr(self, name)!r}")
-        for name in ("max_retries", "seed"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"config key {name!r} must be an integer >= 0, got {getattr(self, name)!r}")
-        if not self.lr > 0:
-            raise ValueError(f"config key 'lr' must be a number > 0, got {self.lr!r}")
-        if self.weight_decay < 0 or self.momentum < 0:
-            raise ValueError(f"weight_decay and momentum must be >= 0, got {self.weight_decay!r}, {self.momentum!r}")
-        from nas.core import registry
-        from nas.core.objectives import Objectives
-        from nas.train.constraints import Constraints
-
-        registry.executors.get(self.executor)  # a ValueError naming the known ones
-        registry.schedulers.get(self.scheduler)
+        check_fields(self)
+        at_least(self.budget, 1, "budget")
+        at_least(self.seed, 0, "seed")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ValueError(f"config key 'time_budget' must be a number of seconds > 0, got {self.time_budget!r}")
         self.objectives = Objectives(list(self.objectives)).to_list()  # a ValueError names a bad one
-        Constraints(max_params=self.max_params, max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)
+        self.warm_start = [str(p) for p in self.warm_start]
+
+    def space_spec(self) -> dict[str, Any]:
+        """The space as :meth:`nas.core.space.SearchSpace.spec` records it: class and constructor arguments."""
+        return {"class": self.space, "args": dict(self.space_args)}
+
+
+@dataclasses.dataclass
+class TrainSection:
+    """How each candidate trains: its data, its training function and that function's settings."""
+
+    dataset: str | None = option("digits", help="digits, synthetic, a .npz file with arrays x, y, or images from "
+                                 "disk: cifar10:DIR, cifar100:DIR, imagefolder:DIR (options: DIR?val=0.1&size=32); "
+                                 "none: no data (a training function that needs none)")
+    recipe: str | None = option(None, help="training recipe (see `nas recipes`), e.g. nb201; options given "
+                                "explicitly win over it")
+    function: str = option(BUILTIN, name="train_function", metavar="MODULE:FUNCTION",
+                           help="the training function: builtin, or module:function naming a train(ctx) of your own")
+    settings: TrainSettings = dataclasses.field(default_factory=TrainSettings)
+    data_object: str | None = option(None, fact=True, help="the name of a Dataset object given in Python")
+    dataset_fingerprint: str | None = option(None, fact=True, help="the dataset's content fingerprint")
+
+    def __post_init__(self) -> None:
+        if self.dataset == "none":
+            self.dataset = None
+        check_fields(self)
+        if not isinstance(self.settings, TrainSettings):
+            raise ValueError(f"config key 'settings' must be a TrainSettings, got {self.settings!r}")
+
+
+@dataclasses.dataclass
+class ExecutionSection:
+    """Where and how trials run; a resume may change any of it."""
+
+    executor: str = option("ray", help="ray, inprocess or simulated (registered executors: "
+                           "nas.core.registry.executors)")
+    workers: int = option(2, help="trainer actors (trials in parallel)")
+    cpus_per_trial: float = option(1.0, help="CPUs per trainer actor; torch uses this many threads")
+    gpus_per_trial: float = option(0.0, help="GPUs per trainer actor, fractional packs several trials on one GPU")
+    max_retries: int = option(2, help="resubmissions of a trial whose worker died")
+    address: str | None = option(None, help="Ray cluster to join (default: $RAY_ADDRESS, else start a local one)")
+    dashboard: bool = option(False, help="start Ray's dashboard (on 127.0.0.1) with a local cluster and print its "
+                             "URL")
+    executor_options: dict[str, Any] = option(factory=dict, flag="--executor-option", metavar="KEY=VALUE",
+                                              help="an option of the executor, e.g. --executor-option prefetch=false "
+                                              "(repeatable)")
+    executor_class: str | None = option(None, fact=True, help="the class of an executor object given in Python")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        at_least(self.workers, 1, "workers")
+        at_least(self.max_retries, 0, "max_retries")
         if not self.cpus_per_trial > 0:
             raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
         g = self.gpus_per_trial
         if not (0 <= g <= 1 or float(g).is_integer() and g > 1):
             raise ValueError(f"gpus_per_trial must be a fraction in [0, 1] (0.25 packs 4 trials on a GPU) or a "
                              f"whole number of GPUs, got {g!r}")
-        try:
-            json.dumps(self.strategy_options, allow_nan=False)
-        except (TypeError, ValueError):
-            raise ValueError(f"strategy_options must be JSON data, got {self.strategy_options!r}") from None
 
+
+@dataclasses.dataclass(frozen=True)
+class RunIdentity:
+    """What makes a run the run it is: a resume with any other value would mix two searches. (The budget may be
+    raised; where trials run, and the runtime settings such as the device, may change.)"""
+
+    space: str
+    space_args: Mapping[str, Any]
+    strategy: str
+    strategy_options: Mapping[str, Any]
+    seed: int
+    objectives: tuple[str, ...]
+    scheduler: str
+    scheduler_options: Mapping[str, Any]
+    warm_start: tuple[str, ...]
+    dataset: str | None
+    data_object: str | None
+    dataset_fingerprint: str | None
+    train_function: str
+    training: TrainSettings  # its runtime fields at their defaults; seed and objectives are the search's own
+
+    def differences(self, current: RunIdentity) -> list[str]:
+        """Each field on which ``current`` differs from this (the run's), as ``key: run has X, this call Y``."""
+        out = []
+        for name, mine, theirs in _pairs(self, current):
+            if plain(mine) != plain(theirs):
+                out.append(f"{name}: run has {mine!r}, this call {theirs!r}")
+        return out
+
+
+def _pairs(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    out = []
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        out += _pairs(x, y) if dataclasses.is_dataclass(x) else [(f.name, x, y)]
+    return out
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Everything a search run is, in one place (the CLI and config files fill it; so can you)."""
+
+    search: SearchSection = dataclasses.field(default_factory=SearchSection)
+    train: TrainSection = dataclasses.field(default_factory=TrainSection)
+    execution: ExecutionSection = dataclasses.field(default_factory=ExecutionSection)
+    run_dir: str | None = option(None, help="where the journal, config and best weights go (default "
+                                 "runs/<time>-<space>-<strategy>)")
+    created: str | None = option(None, fact=True, help="when the run was made")
+    resumed: list[str] = option(factory=list, fact=True, help="when it was resumed")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in sections(type(self)) and not isinstance(value, sections(type(self))[f.name]):
+                raise ValueError(f"config key {f.name!r} must be a {sections(type(self))[f.name].__name__}, "
+                                 f"got {value!r}")
+        check_fields(self)
+        s = self.train.settings  # the run has one seed and one list of objectives: the search's
+        if s.seed != self.search.seed or list(s.objectives) != self.search.objectives:
+            self.train.settings = dataclasses.replace(s, seed=self.search.seed,
+                                                      objectives=tuple(self.search.objectives))
+
+    # -- making one ------------------------------------------------------------------------------------------------
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> RunConfig:
-        """From a parsed config file (or flags), rejecting unknown keys by name."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"unknown config keys {unknown}; known: {sorted(names)}")
-        values = dict(values)
-        if values.get("recipe"):  # the recipe fills what was not given
-            from nas.train.recipes import recipe_settings
+        """From a parsed config file, flags or keywords: flat keys (``epochs``, ``strategy_options``, and
+        ``train_options``, a table of other TrainSettings fields) or section tables (``[search]``, ``[train]``,
+        ``[execution]``), rejecting unknown keys by name. A ``recipe`` fills the settings not given."""
+        from nas.run.config_tree import flat_values
 
-            recipe = recipe_settings(values["recipe"])
-            values = {**{k: v for k, v in recipe.items() if k in names}, **values,
-                      "train_options": {**{k: v for k, v in recipe.items() if k not in names},
-                                        **values.get("train_options", {})}}
-        return cls(**values)
-
-    def settings(self) -> Any:
-        from nas.train.settings import TrainSettings
-
-        known = {f.name for f in dataclasses.fields(TrainSettings)} - set(SETTINGS)
-        if set(self.train_options) - known:
-            raise ValueError(f"train_options {dict(self.train_options)!r} may only name {sorted(known)}")
-        values = {k: getattr(self, k) for k in SETTINGS}
-        values["objectives"] = tuple(self.objectives)
-        return TrainSettings(**self.train_options, **values)
-
-    def with_settings(self, settings: Any) -> RunConfig:
-        """This config with the training settings of a :class:`nas.train.settings.TrainSettings` (those that are not
-        fields of their own here, and differ from the defaults, go into ``train_options``)."""
-        default = type(settings)()
-        extra = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
-                 if f.name not in SETTINGS and getattr(settings, f.name) != getattr(default, f.name)}
-        values = {k: getattr(settings, k) for k in SETTINGS}
-        values["objectives"] = list(settings.objectives)
-        return dataclasses.replace(self, **values, train_options=extra)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return _from_flat(flat_values(cls, values))
 
     @classmethod
-    def from_run_json(cls, saved: Mapping[str, Any]) -> RunConfig:
-        """The config that ``run.json`` serializes (identity fields such as the space spec are not in it)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in saved.items() if k in names})
+    def from_json(cls, saved: Mapping[str, Any]) -> RunConfig:
+        """The config ``run.json`` holds: format 3, or format 2 (flat) converted
+        (:func:`nas.run.config_format2.from_format2`); another format is refused naming it."""
+        found = saved.get("format")
+        if found == 2:
+            from nas.run.config_format2 import from_format2
+
+            return from_format2(saved)
+        if found != FORMAT_VERSION:
+            raise ValueError(f"written by an incompatible version (format {found!r}; this version reads format "
+                             f"{FORMAT_VERSION} and converts format 2)")
+        top = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(saved) - set(top) - {"format"})
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}; format {FORMAT_VERSION} has {sorted(top)}")
+        values = {name: section_from_json(sections(cls)[name], saved[name], name) if name in sections(cls)
+                  else saved[name] for name in top if name in saved}
+        return cls(**values)
+
+    @classmethod
+    def coerce(cls, value: RunConfig | Mapping[str, Any]) -> RunConfig:
+        """``value`` itself, or the config a mapping holds: run.json (with its format), or flat keys as format 2
+        wrote them (``{"space": "toy", "budget": 3}``)."""
+        if isinstance(value, RunConfig):
+            return value
+        if "format" in value:
+            return cls.from_json(value)
+        from nas.run.config_format2 import from_format2
+
+        return from_format2(value)
+
+    def updated(self, values: Mapping[str, Any]) -> RunConfig:
+        """This config with ``values`` (keys as :meth:`from_mapping` takes them) over it; what it records of the
+        objects a run was given (its facts) stays."""
+        if not values:
+            return self
+        from nas.run.config_tree import flat_values
+
+        mine = {leaf.name: _get(self, leaf.path) for leaf in leaves(RunConfig) if not leaf.about.fact}
+        new = _from_flat({**mine, **flat_values(RunConfig, values)})
+        for leaf in leaves(RunConfig):
+            if leaf.about.fact:
+                new = _set(new, leaf.path, _get(self, leaf.path))
+        return new
+
+    # -- what it is ------------------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """``run.json``: plain JSON data, with its format."""
+        return {"format": FORMAT_VERSION, **json.loads(json.dumps(dataclasses.asdict(self), default=str))}
+
+    def identity(self) -> RunIdentity:
+        s, t = self.search, self.train
+        runtime: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(TrainSettings)
+                                   if (a := f.metadata.get("about")) is not None and a.runtime}
+        default = TrainSettings()
+        training = dataclasses.replace(t.settings, **runtime, seed=default.seed, objectives=default.objectives)
+        return RunIdentity(
+            space=s.space, space_args=s.space_args, strategy=s.strategy, strategy_options=s.strategy_options,
+            seed=s.seed, objectives=tuple(s.objectives), scheduler=s.scheduler, scheduler_options=s.scheduler_options,
+            warm_start=tuple(s.warm_start), dataset=t.dataset, data_object=t.data_object,
+            dataset_fingerprint=t.dataset_fingerprint, train_function=t.function, training=training)
+
+    # -- resuming --------------------------------------------------------------------------------------------------
+    def resumed_as(self, where: object, budget: int | None = None, address: str | None = None) -> RunConfig:
+        """This run's config (of the run directory ``where``) to resume it: its budget raised to ``budget`` (never
+        lowered: a ValueError), its Ray ``address`` replaced where given, its ``run_dir`` where it is now."""
+        if budget is not None and budget < self.search.budget:
+            raise ValueError(f"budget may only be raised when resuming: {str(where)!r} has budget "
+                             f"{self.search.budget}, got {budget}")
+        return dataclasses.replace(
+            self, run_dir=str(where),
+            search=dataclasses.replace(self.search, budget=self.search.budget if budget is None else budget),
+            execution=dataclasses.replace(self.execution, address=address or self.execution.address))
+
+    def check_resume(self, current: RunConfig, where: object) -> None:
+        """Refuse (a ValueError) to continue this run (the one on disk) as ``current``: another search, or a
+        lower budget."""
+        diffs = self.identity().differences(current.identity())
+        if diffs:
+            raise ValueError(f"cannot resume {str(where)!r}: it is a different search ({'; '.join(diffs)})")
+        if current.search.budget < self.search.budget:
+            raise ValueError(f"budget may only be raised when resuming: {str(where)!r} has budget "
+                             f"{self.search.budget}, got {current.search.budget}")
+
+    def continued_by(self, current: RunConfig, when: str) -> RunConfig:
+        """What run.json says once ``current`` resumed this run at ``when``: its budget, its execution."""
+        return dataclasses.replace(self, search=dataclasses.replace(self.search, budget=current.search.budget,
+                                                                    time_budget=current.search.time_budget),
+                                   execution=current.execution, resumed=[*self.resumed, when])
 
 
-def _check_type(key: str, typ: str, value: Any) -> None:
-    optional = typ.endswith(" | None")
-    base = typ.removesuffix(" | None")
-    if value is None and optional:
-        return
-    ok = {
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
-        "str": isinstance(value, str),
-        "bool": isinstance(value, bool),
-        "dict[str, Any]": isinstance(value, Mapping),
-        "list[str]": isinstance(value, list | tuple) and all(isinstance(v, str) for v in value),
-    }[base]
-    if not ok:
-        raise ValueError(f"config key {key!r} must be {_KIND[base]}{' or null' if optional else ''}, "
-                         f"got {value!r} ({type(value).__name__})")
+def check_fields(obj: Any) -> None:
+    """Every field of ``obj`` that :func:`nas.core.fields.option` made, type-checked (one line naming the key)."""
+    for f in dataclasses.fields(obj):
+        if "about" in f.metadata:
+            a = f.metadata["about"]
+            check_type(a.name or f.name, str(f.type), getattr(obj, f.name))
 
 
-def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str, sort_keys=True))
+def at_least(value: int, low: int, key: str) -> None:
+    if value < low:
+        raise ValueError(f"config key {key!r} must be an integer >= {low}, got {value!r}")
 
 
-def run_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """Each defining field on which two ``run.json`` records differ, as ``key: run has X, this call Y``.
+def _get(obj: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        obj = getattr(obj, name)
+    return obj
 
-    >>> run_differences({"seed": 0, "lr": 0.1}, {"seed": 1, "lr": 0.1})
-    ['seed: run has 0, this call 1']
-    """
-    defaults = RunConfig().to_json()  # a run from before a field existed had its default
-    return [f"{k}: run has {saved.get(k, defaults.get(k))!r}, this call {current.get(k, defaults.get(k))!r}"
-            for k in DEFINING if _plain(saved.get(k, defaults.get(k))) != _plain(current.get(k, defaults.get(k)))]
+
+def _set(obj: Any, path: tuple[str, ...], value: Any) -> Any:
+    inner = value if len(path) == 1 else _set(getattr(obj, path[0]), path[1:], value)
+    return dataclasses.replace(obj, **{path[0]: inner})
+
+
+def _from_flat(values: Mapping[str, Any]) -> RunConfig:
+    """A RunConfig from ``{leaf name: value}`` (names already checked to be leaves of the tree)."""
+    by_name = {leaf.name: leaf for leaf in leaves(RunConfig)}
+    tree: dict[str, dict[str, Any]] = {}
+    settings: dict[str, Any] = {}
+    top: dict[str, Any] = {}
+    for name, value in values.items():
+        leaf = by_name[name]
+        check_type(leaf.name, leaf.type, value)
+        if len(leaf.path) == 3:
+            settings[leaf.path[2]] = tuple(value) if leaf.type.startswith("tuple") else value
+        elif len(leaf.path) == 2:
+            tree.setdefault(leaf.path[0], {})[leaf.path[1]] = value
+        else:
+            top[leaf.path[0]] = value
+    search = SearchSection(**tree.get("search", {}))
+    train = TrainSection(**{**tree.get("train", {}), "settings": TrainSettings(
+        **{**settings, "seed": search.seed, "objectives": tuple(search.objectives)})})
+    return RunConfig(search=search, train=train, execution=ExecutionSection(**tree.get("execution", {})), **top)
+
+
+__all__ = ["FORMAT_VERSION", "ExecutionSection", "RunConfig", "RunIdentity", "SearchSection", "TrainSection",
+           "leaves"]

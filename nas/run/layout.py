@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nas.core.types import Trial
-from nas.run.config import FORMAT_VERSION, run_differences
+from nas.run.config import RunConfig
 from nas.run.files import os_error_text
 from nas.run.journal import DiskFull, Record, bulk_load, latest_results, read_records
 from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
@@ -40,8 +40,10 @@ SNAPSHOT_FORMAT = 1
 MANAGED = (RUN_JSON, JOURNAL, SNAPSHOT, STATUS, BEST_JSON, BEST_PT, LOCK_FILE, HOLDER_FILE, "optuna.journal")
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """``run.json`` of the run directory ``path``: a ValueError when it is none or of another version."""
+def read_config(path: Path) -> RunConfig:
+    """The :class:`nas.run.config.RunConfig` that ``run.json`` of the run directory ``path`` holds (format 2
+    converted), type-checked: a one-line ValueError naming the file when it is none, corrupt, of another version,
+    or holds a wrongly typed value."""
     cfg_path = path / RUN_JSON
     if not cfg_path.is_file():
         raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
@@ -49,11 +51,12 @@ def read_config(path: Path) -> dict[str, Any]:
         cfg = json.loads(cfg_path.read_text())
     except (ValueError, OSError) as e:
         raise ValueError(f"{cfg_path} is corrupt: {e}") from None
-    if not isinstance(cfg, dict) or cfg.get("format") != FORMAT_VERSION:
-        found = cfg.get("format") if isinstance(cfg, dict) else None
-        raise ValueError(f"{str(path)!r} was written by an incompatible version (format {found!r}, "
-                         f"this version reads {FORMAT_VERSION})")
-    return cfg
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{cfg_path} is corrupt: it holds a {type(cfg).__name__}, not a table")
+    try:
+        return RunConfig.from_json(cfg)
+    except ValueError as e:
+        raise ValueError(f"{cfg_path}: {e}") from None
 
 
 def first_missing(path: Path) -> Path | None:
@@ -127,19 +130,14 @@ def write_probe(path: Path) -> str | None:
 
 
 
-def resume_checks(path: Path, prior: dict[str, Any], config: dict[str, Any],
+def resume_checks(path: Path, prior: RunConfig, config: RunConfig,
                   check_trial: Callable[[Trial], None] | None) -> tuple[list[Record], dict[str, Any] | None]:
     """Every check of a resume, before anything is written: the same search (``config`` against run.json's
     ``prior``), a budget not lowered, a journal read strictly (a second result of a trial not continued: corrupt),
     each trial in the space (``check_trial``, once per trial: its later records hold the same architecture), and
     a snapshot of this version and strategy that covers no more than the journal holds. The journal's records and
     the snapshot."""
-    diffs = run_differences(prior, config)
-    if diffs:
-        raise ValueError(f"cannot resume {str(path)!r}: it is a different search ({'; '.join(diffs)})")
-    if config["budget"] < prior.get("budget", 0):
-        raise ValueError(f"budget may only be raised when resuming: {str(path)!r} has budget "
-                         f"{prior['budget']}, got {config['budget']}")
+    prior.check_resume(config, path)  # another search, or a lower budget: refused
     with bulk_load(freeze=True):
         records = list(read_records(path / JOURNAL))
     latest_results(records, path / JOURNAL)
@@ -153,13 +151,13 @@ def resume_checks(path: Path, prior: dict[str, Any], config: dict[str, Any],
     return records, snapshot
 
 
-def _check_snapshot(path: Path, snapshot: dict[str, Any], config: dict[str, Any], n_records: int) -> None:
+def _check_snapshot(path: Path, snapshot: dict[str, Any], config: RunConfig, n_records: int) -> None:
     where = path / SNAPSHOT
     if snapshot.get("format") != SNAPSHOT_FORMAT or not isinstance(snapshot.get("records"), int):
         raise ValueError(f"{where} was written by an incompatible version (format {snapshot.get('format')!r}, "
                          f"this version reads {SNAPSHOT_FORMAT})")
-    if snapshot.get("strategy") != config.get("strategy"):
-        raise ValueError(f"{where} belongs to strategy {snapshot.get('strategy')!r}, not {config.get('strategy')!r}")
+    if snapshot.get("strategy") != config.search.strategy:
+        raise ValueError(f"{where} belongs to strategy {snapshot.get('strategy')!r}, not {config.search.strategy!r}")
     if snapshot["records"] > n_records:
         raise ValueError(f"{where} is newer than the journal: it covers {snapshot['records']} journal records, "
                          f"{path / JOURNAL} holds {n_records}; the run directory is inconsistent")

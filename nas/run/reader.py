@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from nas.core.types import Arch, Result, Trial
+from nas.run.config import RunConfig
 from nas.run.journal import bulk_load, read_results
 from nas.run.store import JOURNAL, read_config
 
@@ -41,18 +42,14 @@ def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
         return list(read_results(path / JOURNAL))
 
 
-def registered_formatter(cfg: dict[str, Any]) -> Callable[[Arch], str] | None:
+def registered_formatter(cfg: RunConfig) -> Callable[[Arch], str] | None:
     """The one-line formatter of the run's space when it is a registered space, else None (a custom
     space is never imported by a read)."""
-    from nas.core import registry
+    from nas.core.spec import space_from_spec
 
-    spec = cfg.get("space_spec") or {"class": cfg.get("space"), "args": {}}
-    name = spec.get("class") if isinstance(spec, dict) else None
-    if not isinstance(name, str) or ":" in name or name not in registry.spaces.names():
-        return None
     try:
-        return registry.spaces.get(name)(**(spec.get("args") or {})).format  # type: ignore[no-any-return]
-    except Exception:  # (arguments of another version: canonical JSON instead)
+        return space_from_spec(cfg.search.space_spec(), allow_import=False).format
+    except Exception:  # (user code, or arguments of another version: canonical JSON instead)
         return None
 
 
@@ -79,18 +76,8 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
 
 
 def load_run(run_dir: str | os.PathLike[str], *,
-             before: Sequence[tuple[Trial, Result]] = ()) -> tuple[dict[str, Any], pd.DataFrame]:
-    """A run directory's config (run.json) and its trials, one row each in finishing order, after ``before`` (e.g.
-    the trials a warm start told its strategy: :func:`nas.run.warmstart.load_run_with_warm`)."""
+             before: Sequence[tuple[Trial, Result]] = ()) -> tuple[RunConfig, pd.DataFrame]:
+    """A run directory's config (run.json, typed) and its trials, one row each in finishing order, after ``before``
+    (e.g. the trials a warm start told its strategy: :func:`nas.run.warmstart.load_run_with_warm`)."""
     cfg = read_config(Path(run_dir))
     return cfg, results_frame([*before, *read_journal(run_dir)], registered_formatter(cfg))
-
-
-def resume_settings(run_dir: str) -> dict[str, Any]:
-    """``run.json`` of ``run_dir`` as :class:`nas.run.config.RunConfig` fields (what ``--resume`` runs)."""
-    from nas.run.config import RunConfig
-
-    cfg = read_config(Path(run_dir))
-    values = RunConfig.from_run_json(cfg).to_json()
-    values["run_dir"] = run_dir
-    return values

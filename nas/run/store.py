@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.types import Report, Result, Trial
 from nas.engine.replay import Restored
-from nas.run.config import FORMAT_VERSION
+from nas.run.config import RunConfig
 from nas.run.files import atomic_write, os_error_text
 from nas.run.journal import DiskFull, JournalWriter, Opener
 from nas.run.layout import (
@@ -119,10 +119,11 @@ class RunStore:
 
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | os.PathLike[str], config: dict[str, Any], **kw: Any) -> RunStore:
-        """A new run in ``path``, which must be a new or empty directory (refused, naming what it holds,
-        otherwise). Nothing is left behind when it fails (a full disk included): one line says why."""
-        path = Path(path)
+    def create(cls, path: str | os.PathLike[str], config: RunConfig | dict[str, Any], **kw: Any) -> RunStore:
+        """A new run of ``config`` (a :class:`nas.run.config.RunConfig`, or a mapping of its keys) in ``path``, which
+        must be a new or empty directory (refused, naming what it holds, otherwise). Nothing is left behind when it
+        fails (a full disk included): one line says why."""
+        path, config = Path(path), RunConfig.coerce(config)
         made = first_missing(path)
         if path.is_dir() and (probe := write_probe(path)) is not None:
             raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
@@ -142,9 +143,9 @@ class RunStore:
             check_empty(path)  # (again, under the lock: another search may have started meanwhile)
             lock.write_holder()
             wrote.append(path / HOLDER_FILE)
-            atomic_write(path / RUN_JSON, _json({**config, "format": FORMAT_VERSION}))
+            atomic_write(path / RUN_JSON, _json(config.to_json()))
             wrote.append(path / RUN_JSON)
-            store = cls(path, lock, strategy=str(config.get("strategy", "")), **kw)
+            store = cls(path, lock, strategy=config.search.strategy, **kw)
             existed = (path / JOURNAL).exists()
             store._open_journal()
             if not existed:
@@ -157,12 +158,12 @@ class RunStore:
             raise
 
     @classmethod
-    def resume(cls, path: str | os.PathLike[str], config: dict[str, Any],
+    def resume(cls, path: str | os.PathLike[str], config: RunConfig | dict[str, Any],
                check_trial: Callable[[Trial], None] | None = None, **kw: Any) -> RunStore:
         """Continue the run in ``path`` as ``config`` (its run.json as this call would write it). Every check
         runs before anything is written; the store writes from the resumed search's first write on (run.json's
         new budget, the lock's holder, a torn last journal line cut), so a refused resume changes no byte."""
-        path = Path(path)
+        path, config = Path(path), RunConfig.coerce(config)
         prior = read_config(path)
         lock = RunLock(path).acquire()
         try:
@@ -170,8 +171,8 @@ class RunStore:
         except BaseException:
             lock.release()
             raise
-        store = cls(path, lock, strategy=str(config.get("strategy", "")), **kw)
-        store._pending = _json({**prior, "budget": config["budget"], "resumed": [*prior.get("resumed", []), _now()]})
+        store = cls(path, lock, strategy=config.search.strategy, **kw)
+        store._pending = _json(prior.continued_by(config, _now()).to_json())
         store.records, store.told = len(records), sum(1 for r in records if r.kind == "result")
         store._told_at_snapshot = store.told
         store.restored = Restored(records, snapshot)

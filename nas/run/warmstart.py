@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 from nas.core.objectives import Objective
 from nas.core.strategy import Strategy
 from nas.core.types import Result, Trial
+from nas.run.config import RunConfig
 from nas.run.layout import read_config
 from nas.run.reader import load_run, read_journal
 from nas.run.weights import kept_or_best
@@ -63,8 +64,7 @@ class WarmTrial(NamedTuple):
     source_id: int  # its id in that run
 
 
-def _space_of(cfg: Mapping[str, Any]) -> Any:
-    spec = cfg.get("space_spec") or {"class": cfg.get("space"), "args": {}}
+def _space_of(spec: Mapping[str, Any]) -> Any:
     return json.loads(json.dumps(spec, sort_keys=True, default=str))
 
 
@@ -80,7 +80,7 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
                     objectives: Sequence[str] | str = DEFAULT_OBJECTIVES) -> list[WarmTrial]:
     """The COMPLETE trials of ``run_dirs`` (in that order), their ids made negative (see the module docstring).
     ``space_spec``: the new run's (``space.spec()``); ``objectives``: its objective specs."""
-    want_space, want_obj = _space_of({"space_spec": dict(space_spec)}), _objectives(objectives)
+    want_space, want_obj = _space_of(space_spec), _objectives(objectives)
     out: list[WarmTrial] = []
     seen: set[Path] = set()
     for run_dir in run_dirs:
@@ -93,11 +93,11 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
         seen.add(path.resolve())
         try:
             cfg = read_config(path)
-            have_space = _space_of(cfg)
+            have_space = _space_of(cfg.search.space_spec())
             if have_space != want_space:
                 raise ValueError(f"searched space {have_space}, this search {want_space}; a warm start needs the "
                                  "same space")
-            have_obj = _objectives(cfg.get("objectives") or DEFAULT_OBJECTIVES)
+            have_obj = _objectives(cfg.search.objectives)
             if have_obj != want_obj:
                 raise ValueError(f"optimised objectives {have_obj}, this search {want_obj}; a warm start needs the "
                                  "same objectives")
@@ -117,24 +117,22 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
     return out
 
 
-def warm_started(cfg: dict[str, Any]) -> list[tuple[Trial, Result]]:
+def warm_started(cfg: RunConfig) -> list[tuple[Trial, Result]]:
     """The trials a warm-started run's strategy was told first (negative ids; each result's metrics name its
     source run), read again from those runs; none where they are gone or changed (a warning says so)."""
-    if not cfg.get("warm_start") or not isinstance(cfg.get("space_spec"), dict):
+    if not cfg.search.warm_start:
         return []
     try:
-        warm = load_warm_start(cfg["warm_start"], space_spec=cfg["space_spec"],
-                               objectives=cfg.get("objectives") or ["val_acc:max"])
+        warm = load_warm_start(cfg.search.warm_start, space_spec=cfg.search.space_spec(),
+                               objectives=cfg.search.objectives)
     except ValueError as e:
         log.warning("the warm-start trials are not shown: %s", e)
         return []
     return [(w.trial, w.result) for w in warm]
 
 
-def load_run_with_warm(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], Any]:
+def load_run_with_warm(run_dir: str | os.PathLike[str]) -> tuple[RunConfig, Any]:
     """:func:`nas.run.reader.load_run` with the warm-start trials first (what ``nas results`` shows)."""
-    from nas.run.layout import read_config
-
     return load_run(run_dir, before=warm_started(read_config(Path(run_dir))))
 
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from nas.core.fields import option
 from nas.core.objectives import Objectives
 from nas.core.types import Trial
 from nas.train.constraints import Constraints
-from nas.train.hparams import TRIAL_HPARAMS, check_augmentation, check_hparams
+from nas.train.hparams import OPTIMIZERS, TRIAL_HPARAMS, check_augmentation, check_hparams
+from nas.train.schedules import SCHEDULES
 
 if TYPE_CHECKING:
     from nas.train.data import Dataset
@@ -31,36 +33,45 @@ class TrainSettings:
     schedule, label smoothing, gradient clipping, augmentation). A recipe (:mod:`nas.train.recipes`) is a
     named set of these values."""
 
-    epochs: int = 5
-    lr: float = 1e-2
-    batch_size: int = 64
-    weight_decay: float = 0.0
-    momentum: float = 0.9
-    optimizer: str = "adam"
-    nesterov: bool = False  # Nesterov momentum (SGD only)
-    schedule: str = "constant"  # constant, cosine (to min_lr over the epochs) or step (x gamma every step_epochs)
-    warmup_epochs: float = 0.0  # linear warm-up of the learning rate (any schedule)
-    min_lr: float = 0.0  # where cosine ends
-    step_epochs: int = 30
-    gamma: float = 0.1
-    label_smoothing: float = 0.0
-    grad_clip: float | None = None  # max global gradient norm; None: no clipping
-    crop_padding: int = 0  # augmentation (image inputs only): random crop after this much zero padding
-    flip: bool = False  # random horizontal flip
-    cutout: int = 0  # side of the cutout square; 0: off
-    data_budget_mb: float | None = None  # device memory the dataset may take; None: half the free GPU memory
-    loader_workers: int = 2  # DataLoader worker processes when the dataset streams from host memory
-    device: str = "auto"  # "auto" (CUDA when the worker has a GPU), "cpu" or "cuda"
-    amp: bool = True  # bf16 autocast on devices that support it
-    channels_last: bool = True  # for 4-d inputs on CUDA
-    threads: int | None = None  # torch CPU threads per worker; None: the worker's CPU share
-    max_params: int = 50_000_000  # larger candidates are INFEASIBLE at once instead of exhausting memory
-    max_flops: float | None = None  # constraints checked after the build, before training (INFEASIBLE)
-    max_latency_ms: float | None = None
-    objectives: tuple[str, ...] = ("val_acc:max",)  # metrics and modes (nas.core.objectives); the first is `score`
-    measure_costs: bool = True  # FLOPs, latency and peak memory of every candidate before it trains
-    cost_repeats: int = 5  # timed forward passes per latency figure (after 2 warm-up passes)
-    seed: int = 0
+    epochs: int = option(5, help="training epochs per trial")
+    lr: float = option(1e-2, help="learning rate")
+    batch_size: int = option(64, help="minibatch size")
+    weight_decay: float = option(0.0, help="weight decay")
+    momentum: float = option(0.9, help="momentum (SGD) or beta1 (Adam)")
+    optimizer: str = option("adam", help="the optimizer", choices=OPTIMIZERS)
+    nesterov: bool = option(False, help="Nesterov momentum (SGD only)")
+    schedule: str = option("constant", help="learning-rate schedule: constant, cosine (to min_lr over the epochs) "
+                           "or step (x gamma every step_epochs)", choices=tuple(SCHEDULES))
+    warmup_epochs: float = option(0.0, help="linear warm-up of the learning rate, in epochs (any schedule)")
+    min_lr: float = option(0.0, help="where the cosine schedule ends")
+    step_epochs: int = option(30, help="epochs between the step schedule's steps")
+    gamma: float = option(0.1, help="the step schedule's factor")
+    label_smoothing: float = option(0.0, help="label smoothing of the cross-entropy loss")
+    grad_clip: float | None = option(None, help="max global gradient norm (default: no clipping)")
+    crop_padding: int = option(0, help="augmentation (image inputs only): random crop after this much zero padding")
+    flip: bool = option(False, help="augmentation (image inputs only): random horizontal flip")
+    cutout: int = option(0, help="augmentation (image inputs only): side of the cutout square; 0: off")
+    data_budget_mb: float | None = option(None, help="device memory the dataset may take (default: half the free "
+                                          "GPU memory)", runtime=True)
+    loader_workers: int = option(2, help="DataLoader worker processes when the dataset streams from host memory",
+                                 runtime=True)
+    device: str = option("auto", help="where trials train: auto (CUDA when the worker has a GPU), cpu or cuda",
+                         choices=("auto", "cpu", "cuda"), runtime=True)
+    amp: bool = option(True, help="bf16 autocast on devices that support it", runtime=True)
+    channels_last: bool = option(True, help="channels-last memory format for 4-d inputs on CUDA", runtime=True)
+    threads: int | None = option(None, help="torch CPU threads per worker (default: the worker's CPU share)",
+                                 runtime=True)
+    max_params: int = option(50_000_000, help="constraint: candidates with more parameters are infeasible (not "
+                             "trained)")
+    max_flops: float | None = option(None, help="constraint: FLOPs of one forward pass of one example")
+    max_latency_ms: float | None = option(None, help="constraint: median inference latency at batch 1 on the "
+                                          "worker's device, in ms")
+    objectives: tuple[str, ...] = option(("val_acc:max",), help="metrics and modes (nas.core.objectives); the first "
+                                         "is `score`")
+    measure_costs: bool = option(True, help="measure FLOPs, latency and peak memory of every candidate before it "
+                                 "trains")
+    cost_repeats: int = option(5, help="timed forward passes per latency figure (after 2 warm-up passes)")
+    seed: int = option(0, help="seed of the training")
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "max_params", "cost_repeats"):

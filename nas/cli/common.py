@@ -1,0 +1,36 @@
+"""What every command shares and nothing heavy: the one-line usage error and ``KEY=VALUE`` options.
+
+>>> parse_options(["population=20", "mode=fast", "weights=[1, 2]"])
+{'population': 20, 'mode': 'fast', 'weights': [1, 2]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+
+class UsageError(ValueError):
+    """Raised for bad input; main() prints it on one line and exits 2."""
+
+
+def parse_value(text: str) -> Any:
+    """``"3"`` -> 3, ``"0.5"`` -> 0.5, ``"true"`` -> True, ``"[1,2]"`` -> [1, 2], anything else a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_options(pairs: Sequence[str], flag: str = "-o") -> dict[str, Any]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"option {pair!r} is not KEY=VALUE (e.g. {flag} population=20)")
+        out[key] = parse_value(value)
+    return out
+
+
+__all__ = ["UsageError", "parse_options", "parse_value"]

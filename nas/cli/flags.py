@@ -1,0 +1,123 @@
+"""The ``nas search`` flags, generated from the configuration's fields (:func:`nas.run.config_tree.leaves`: help,
+type, choices, default), one argument group per section, and the config file that uses the same keys.
+
+>>> import argparse
+>>> parser = argparse.ArgumentParser(prog="nas search")
+>>> _ = add_config_flags(parser)
+>>> args = parser.parse_args(["--budget", "3", "--epochs", "2", "-o", "population=4", "--no-amp"])
+>>> cfg = config_from_args(args)
+>>> cfg.search.budget, cfg.train.settings.epochs, cfg.search.strategy_options, cfg.train.settings.amp
+(3, 2, {'population': 4}, False)
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nas.cli.common import UsageError, parse_options
+from nas.run.config import RunConfig
+from nas.run.config_tree import Leaf, leaves
+
+#: the argument groups of ``nas search --help``: a section of the tree (the run's own leaves: "run") and its title
+GROUPS = {"search": "search (what is searched and how)", "train": "training (how each candidate trains)",
+          "execution": "execution (where trials run; a resume may change it)", "run_dir": "run"}
+_SCALAR = {"int": int, "float": float, "str": str}
+
+
+def flag_names(leaf: Leaf) -> tuple[str, ...]:
+    return leaf.about.flag or ("--" + leaf.name.replace("_", "-"),)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """A flag for every settable leaf of the configuration, in one group per section; the groups by section."""
+    groups = {key: parser.add_argument_group(title) for key, title in GROUPS.items()}
+    for leaf in leaves(RunConfig):
+        if leaf.about.fact:
+            continue
+        base = leaf.type.removesuffix(" | None")
+        kw: dict[str, Any] = {"dest": leaf.name, "default": None, "help": leaf.about.help + _default(leaf)}
+        if leaf.about.metavar:
+            kw["metavar"] = leaf.about.metavar
+        if leaf.about.choices:
+            kw["metavar"] = "{" + ",".join(leaf.about.choices) + "}"
+        if base == "bool":
+            kw["action"] = argparse.BooleanOptionalAction
+        elif base.startswith(("dict", "list", "tuple")):
+            kw["action"] = "append"
+        else:
+            kw["type"] = _SCALAR.get(base, str)
+        groups[leaf.path[0]].add_argument(*flag_names(leaf), **kw)
+    return groups
+
+
+def _default(leaf: Leaf) -> str:
+    d = leaf.default
+    if d is None or d == {} or d == []:
+        return ""
+    shown = ("on" if d else "off") if isinstance(d, bool) else ", ".join(map(str, d)) if isinstance(d, list) else d
+    return f" (default: {shown})"
+
+
+def given_flags(args: argparse.Namespace, argv: Sequence[str] = ()) -> list[str]:
+    """The configuration flags given on the command line, in the order typed."""
+    given = [leaf for leaf in leaves(RunConfig) if not leaf.about.fact and getattr(args, leaf.name, None) is not None]
+
+    def typed_at(leaf: Leaf) -> int:
+        names = flag_names(leaf) + ("--no-" + flag_names(leaf)[-1][2:],)
+        hits = [i for i, a in enumerate(argv) if a.split("=")[0] in names]
+        return hits[0] if hits else len(argv)
+
+    def shown(leaf: Leaf) -> str:  # (--no-amp as typed, not --amp)
+        name = flag_names(leaf)[0]
+        return "--no-" + name[2:] if getattr(args, leaf.name) is False else name
+
+    return [shown(leaf) for leaf in sorted(given, key=typed_at)]
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """A TOML or YAML config file's table (its keys checked when the config is made)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"config file {path!r} does not exist")
+    text = p.read_text()
+    try:
+        if p.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif p.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise UsageError(f"config file {path!r} must end in .toml, .yaml or .yml")
+    except (tomllib.TOMLDecodeError, ImportError) as e:
+        raise UsageError(f"config file {path!r} is malformed: {e}") from None
+    except Exception as e:  # yaml.YAMLError and friends
+        if isinstance(e, UsageError):
+            raise
+        raise UsageError(f"config file {path!r} is malformed: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"config file {path!r} must hold a table of options, got {type(data).__name__}")
+    return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The configuration of ``args``: the config file's values (``--config``), the flags given over them (a table
+    option such as ``-o`` adds its keys to the file's table)."""
+    cfg = RunConfig.from_mapping(read_config_file(args.config)) if getattr(args, "config", None) else RunConfig()
+    values: dict[str, Any] = {}
+    for leaf in leaves(RunConfig):
+        given = getattr(args, leaf.name, None)
+        if given is None or leaf.about.fact:
+            continue
+        if leaf.type.startswith("dict"):
+            current = getattr(getattr(cfg, leaf.path[0]), leaf.path[1]) if len(leaf.path) == 2 else {}
+            given = {**current, **parse_options(given, flag_names(leaf)[0])}
+        values[leaf.name] = given
+    return cfg.updated(values)
+
+
+__all__ = ["add_config_flags", "config_from_args", "given_flags", "read_config_file"]

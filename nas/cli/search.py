@@ -1,0 +1,108 @@
+"""``nas search``: run a search, or resume one. Its flags are generated from the configuration's fields
+(:mod:`nas.cli.flags`); the search itself is :func:`nas.api.search`, handed the configuration whole."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from nas.cli.common import UsageError
+from nas.cli.flags import add_config_flags, config_from_args, given_flags
+from nas.run.config import RunConfig
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="run a search", usage="%(prog)s [--config FILE | --resume RUN_DIR] [OPTION ...]",
+                       description="Run a neural architecture search. Every option "
+                       "can also come from a TOML or YAML file (--config run.toml) with the same keys; options "
+                       "given on the command line win over the file.")
+    groups = add_config_flags(p)
+    run = groups["run_dir"]
+    run.add_argument("--config", help="TOML or YAML file with any of these options (flat keys such as epochs = 5, "
+                     "or [search], [train] and [execution] tables)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (after a crash or Ctrl-C) "
+                     "with the options in its run.json; only --budget (raised) and --address may be given. Like the "
+                     "search that made it, a resume imports the module a module:Class space or a module:function "
+                     "training function names")
+    run.add_argument("--keep-dashboard", action="store_true",
+                     help="after the search, keep the local cluster and its dashboard up for inspection until Ctrl-C")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--on-interrupt", choices=["cancel", "wait"], default="cancel",
+                     help="on Ctrl-C: cancel the running trials (a resume re-runs them) or wait for them to "
+                     "finish; a second Ctrl-C aborts at once (default: cancel)")
+    p.set_defaults(handler=cmd_search)
+
+
+def resume_config(args: argparse.Namespace) -> RunConfig:
+    """The configuration of the run in ``args.resume`` (its run.json), its budget raised by --budget (a lower one
+    refused first) and its Ray address replaced by --address."""
+    from nas.run.store import read_config
+
+    given = [f for f in given_flags(args, getattr(args, "argv", ())) if f not in ("--budget", "--address")]
+    given += ["--config"] * bool(args.config)
+    if given:
+        raise UsageError(f"--resume takes the run's options from its run.json; only --budget (to raise it) "
+                         f"and --address may be given, not {' '.join(given)}")
+    return read_config(Path(args.resume)).resumed_as(args.resume, budget=args.budget, address=args.address)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from nas.api import search
+    from nas.engine.stop import StopSignal, stop_on_sigint
+    from nas.monitor.progress import SearchProgress
+
+    cfg = resume_config(args) if args.resume else config_from_args(args)
+    if cfg.run_dir is None:  # (named here, so that an abort can say where to resume)
+        from nas.session import default_run_dir
+
+        cfg = cfg.updated({"run_dir": default_run_dir(cfg.search.space, cfg.search.strategy)})
+    if args.keep_dashboard:
+        e = cfg.execution
+        if e.executor != "ray" or e.address or os.environ.get("RAY_ADDRESS"):
+            raise UsageError("--keep-dashboard keeps the local Ray cluster that `nas search` starts; it needs "
+                             "--executor ray and no --address/RAY_ADDRESS (a joined cluster outlives the search "
+                             "anyway)")
+        cfg = cfg.updated({"dashboard": True})
+    stop = StopSignal(args.on_interrupt)
+    try:
+        with stop_on_sigint(stop):
+            df = search(cfg, resume=bool(args.resume), callbacks=[] if args.quiet else [SearchProgress()], stop=stop,
+                        notify=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
+        return 130
+    if df.attrs.get("interrupted"):
+        print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume {df.attrs['run_dir']}",
+              file=sys.stderr)
+        return 130
+    from nas.monitor.status import format_summary, run_status
+
+    run_dir = df.attrs["run_dir"]
+    print(format_summary(run_status(run_dir)))  # the same wall time and utilization as `nas status`
+    if len(cfg.search.objectives) > 1:
+        from nas.monitor.pareto import format_front, run_front
+
+        print(format_front(*run_front(run_dir)))
+    print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
+    if args.keep_dashboard:
+        keep_cluster_up(df.attrs.get("dashboard"))
+    return 0
+
+
+def keep_cluster_up(dashboard_url: str | None) -> None:
+    """Block until Ctrl-C (or SIGTERM), keeping this process's local Ray cluster and its dashboard up."""
+    import signal
+
+    import ray
+
+    print(f"keeping the Ray cluster up for inspection (dashboard: {dashboard_url or '-'}); Ctrl-C ends it", flush=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        while True:
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ray.shutdown()

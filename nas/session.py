@@ -1,0 +1,294 @@
+"""One search, opened from its configuration: :meth:`Run.open` turns a :class:`nas.run.config.RunConfig` (and the
+objects a Python caller hands in, :class:`Given`) into what a search needs: the space, the strategy, the scheduler,
+the data, the run directory's writer, the executor (connecting to Ray where it needs Ray) and the loop.
+
+Everything that can be refused is checked before anything is made: names, options, the space, the training
+function, the data, a resume's budget and identity. Objects override names: ``Given(space=NB201Space(channels=4))``
+records ``nb201`` with its arguments, an executor object its registered name, a training function its import path
+(:func:`nas.core.spec.train_spec`). A resume that cannot get the run's training function (or its Dataset object)
+again is refused with one line saying how to resume it.
+
+>>> import tempfile
+>>> from nas.run.config import RunConfig
+>>> cfg = RunConfig.from_mapping({"space": "toy", "strategy": "random", "budget": 3, "executor": "inprocess",
+...                               "dataset": "none", "train_function": "nas.train.simple:noop",
+...                               "run_dir": tempfile.mkdtemp() + "/run"})
+>>> with Run.open(cfg) as run:
+...     _ = run.loop.run()
+>>> len(run.frame()), run.config.train.function
+(3, 'nas.train.simple:noop')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nas.core import registry
+from nas.core.scheduler import Scheduler
+from nas.core.space import SearchSpace
+from nas.core.spec import BUILTIN, CUSTOM, space_from_spec, train_from_spec, train_spec
+from nas.core.strategy import Strategy
+from nas.core.types import Trial
+from nas.engine.interfaces import Callback
+from nas.engine.loop import SearchLoop
+from nas.engine.protocol import Executor, ExecutorConfig, build_executor
+from nas.engine.stop import StopSignal
+from nas.parts import build_scheduler, build_strategy, connect, executor_name, keep_warm_weights
+from nas.run.config import RunConfig
+from nas.run.journal import bulk_load
+from nas.run.reader import results_frame
+from nas.run.store import RunStore, read_config
+from nas.run.warmstart import WarmTrial, load_warm_start, tell_warm_start
+from nas.train.data import Dataset, dataset_fingerprint, load_dataset
+
+log = logging.getLogger(__name__)
+TrainFn = Callable[..., Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Given:
+    """Objects a Python caller hands in; each overrides the config's name for it."""
+
+    space: SearchSpace | None = None
+    strategy: Strategy | None = None
+    train: TrainFn | None = None
+    data: Dataset | None = None
+    executor: Executor | None = None
+
+
+def default_run_dir(space: str, strategy: str) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return str(Path("runs") / f"{stamp}-{space.replace(':', '.')}-{strategy}")
+
+
+class Run:
+    """An open search: its final ``config`` (objects recorded by name), ``space``, ``store``, ``executor`` and
+    ``loop``. Close it (or use it as a context manager) to shut down an executor it built and release the run
+    directory; :meth:`frame` is its results table."""
+
+    def __init__(self, config: RunConfig, space: SearchSpace, store: RunStore, executor: Executor, loop: SearchLoop,
+                 warm: Sequence[WarmTrial], *, own_executor: bool, dashboard: str | None) -> None:
+        self.config, self.space, self.store, self.executor, self.loop = config, space, store, executor, loop
+        self.warm, self.own_executor, self.dashboard = list(warm), own_executor, dashboard
+
+    @classmethod
+    def open(cls, config: RunConfig, given: Given | None = None, *, resume: bool = False,
+             callbacks: Sequence[Callback] = (), stop: StopSignal | None = None,
+             store_options: Mapping[str, Any] | None = None, notify: Callable[[str], None] | None = None) -> Run:
+        """The search ``config`` describes, ready to run (``resume``: the run in ``config.run_dir``, continued).
+        ``notify`` hears what a user should know as it happens (the dashboard's URL; default: the log)."""
+        given, notify = given or Given(), notify or log.info
+        if resume:
+            _resumable(config, given)
+        config, space, data, train = _resolve(config, given, resume)
+        strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
+                                  config.search.strategy_options, config.search.objectives)
+        scheduler = build_scheduler(config, strategy)
+        warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives)
+        if data is not None:
+            config.train.settings.check_data(data)  # e.g. augmentation on tabular data: before any worker starts
+        store = _open_store(config, space, resume, store_options or {})
+        executor, url = given.executor, None
+        try:
+            strategy = _with_state_file(config, given, store, strategy, space)
+            if executor is None:
+                executor, url = _make_executor(config, space, data, train, notify)
+            loop = _loop(config, store, executor, strategy, scheduler, warm, callbacks, stop,
+                         own=given.executor is None)
+        except BaseException:
+            if executor is not None and given.executor is None:
+                executor.shutdown()
+            store.close()
+            raise
+        return cls(config, space, store, executor, loop, warm, own_executor=given.executor is None, dashboard=url)
+
+    def close(self) -> None:
+        try:
+            if self.own_executor:
+                self.executor.shutdown()
+        finally:
+            self.store.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def frame(self) -> pd.DataFrame:
+        """One row per finished trial (warm-start trials first: see :func:`nas.run.reader.results_frame`);
+        ``attrs`` hold ``run_dir``, ``summary``, ``interrupted``, ``dashboard`` and, with several objectives,
+        ``front``."""
+        loop = self.loop
+        df = results_frame([*((w.trial, w.result) for w in self.warm), *loop.results()], self.space.format)
+        df.attrs.update(run_dir=self.config.run_dir, summary=loop.summary(), interrupted=loop.interrupted,
+                        dashboard=self.dashboard)
+        if len(self.config.search.objectives) > 1:  # a multi-objective run: its Pareto front (feasible trials only)
+            from nas.core.front import pareto_front
+
+            df.attrs["front"] = pareto_front(df, self.config.search.objectives)
+        return df
+
+
+def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, SearchSpace, Dataset | None,
+                                                                     TrainFn | None]:
+    """The config with every object recorded by name, the space, the data and the training function."""
+    s, t, e = config.search, config.train, config.execution
+    space = given.space or space_from_spec(s.space, s.space_args)
+    spec = space.spec()
+    if given.train is not None:
+        if not callable(given.train):
+            raise ValueError(f"train must be a function train(ctx), got {given.train!r}")
+        function, train = train_spec(given.train), given.train
+    elif given.executor is not None:
+        function, train = f"{CUSTOM} (the given executor's own)", None
+    else:
+        function, train = t.function, _training_function(config, resume)
+    executor_class: str | None
+    if given.executor is not None:
+        executor, executor_class = executor_name(given.executor), _qualname(given.executor)
+    else:
+        executor, executor_class = e.executor, e.executor_class
+        _check_executor(config, resume)
+    data: Dataset | None = given.data
+    if data is None and t.dataset is not None:
+        data = load_dataset(t.dataset, seed=s.seed)
+    elif data is None and t.data_object is not None:
+        raise ValueError(_python_only(config, resume, f"was given a Dataset object ({t.data_object!r}) in Python",
+                                      "data=<that dataset>"))
+    config = dataclasses.replace(
+        config, run_dir=config.run_dir or default_run_dir(spec["class"], given.strategy.name if given.strategy
+                                                         else s.strategy),
+        search=dataclasses.replace(s, space=spec["class"], space_args=spec["args"],
+                                   strategy=given.strategy.name if given.strategy else s.strategy),
+        train=dataclasses.replace(t, function=function, dataset=None if given.data is not None else t.dataset,
+                                  data_object=given.data.name if given.data is not None else t.data_object,
+                                  dataset_fingerprint=None if data is None else dataset_fingerprint(data)),
+        execution=dataclasses.replace(e, executor=executor, executor_class=executor_class))
+    return config, space, data, train
+
+
+def _resumable(config: RunConfig, given: Given) -> None:
+    """Refuse at once (before anything is built) a resume with a lower budget, or one that cannot get the run's
+    custom training function or Dataset object again (a Python caller hands them in)."""
+    if config.run_dir is None:
+        raise ValueError("resume=True needs the run_dir of the run to continue")
+    prior = read_config(Path(config.run_dir)).resumed_as(config.run_dir, budget=config.search.budget)  # (budget first)
+    t = prior.train
+    if t.function.startswith(CUSTOM) and given.train is None and given.executor is None:
+        _training_function(prior, resume=True)
+    if t.data_object is not None and given.data is None and given.executor is None:
+        raise ValueError(_python_only(prior, True, f"was given a Dataset object ({t.data_object!r}) in Python",
+                                      "data=<that dataset>"))
+
+
+def _training_function(config: RunConfig, resume: bool) -> TrainFn | None:
+    spec = config.train.function
+    if spec.startswith(CUSTOM):
+        raise ValueError(_python_only(config, resume, f"trains with a function that is {spec}",
+                                      "train=<that function>"))
+    return train_from_spec(spec) if spec != BUILTIN else None
+
+
+def _check_executor(config: RunConfig, resume: bool) -> None:
+    e = config.execution
+    if e.executor_class is not None and e.executor not in registry.executors.names():
+        raise ValueError(_python_only(config, resume, f"ran on an executor object of class {e.executor_class}, "
+                                      "which is not registered", "executor=<that executor>"))
+    registry.executors.get(e.executor)  # a ValueError naming the known ones
+
+
+def _python_only(config: RunConfig, resume: bool, what: str, keyword: str) -> str:
+    if not resume:
+        return f"this run {what}: give it again in Python ({keyword})"
+    return (f"cannot resume {config.run_dir!r} here: it {what}; resume it from Python with the same one: "
+            f"nas.search(..., run_dir={config.run_dir!r}, resume=True, {keyword})")
+
+
+def _qualname(obj: object) -> str:
+    return f"{type(obj).__module__}:{type(obj).__qualname__}"
+
+
+def _open_store(config: RunConfig, space: SearchSpace, resume: bool, options: Mapping[str, Any]) -> RunStore:
+    """The writer of a new run directory, or (``resume``) of the run there once this config is checked to be the
+    same search and its journal to fit ``space``. A refusal changes nothing."""
+    run_dir = str(config.run_dir)
+    if not resume:
+        created = dataclasses.replace(config, created=datetime.datetime.now().isoformat())
+        store = RunStore.create(run_dir, created.to_json(), **options)
+    else:
+        def check(trial: Trial) -> None:
+            try:
+                space.validate(trial.arch)
+            except ValueError as e:
+                raise ValueError(f"cannot resume {run_dir!r}: its journal holds trial {trial.trial_id}, which is "
+                                 f"not in space {config.search.space!r} ({e})") from None
+
+        store = RunStore.resume(run_dir, config.to_json(), check, **options)
+    store.format_arch = space.format
+    return store
+
+
+def _with_state_file(config: RunConfig, given: Given, store: RunStore, strategy: Strategy,
+                     space: SearchSpace) -> Strategy:
+    """A strategy that keeps its state in a file of its own (Optuna's journal storage: data, not a pickle) gets it
+    in the run directory. A resume with no snapshot yet starts the strategy afresh: so does its file."""
+    s = config.search
+    state_file = None if given.strategy is not None else registry.strategies.get(s.strategy).state_file
+    if state_file is None or "storage" in s.strategy_options:
+        return strategy
+    storage = store.path / state_file
+    if store.restored is not None and store.restored.snapshot is None:
+        storage.unlink(missing_ok=True)
+    return build_strategy(s.strategy, space, s.seed, {**s.strategy_options, "storage": str(storage)}, s.objectives)
+
+
+def _make_executor(config: RunConfig, space: SearchSpace, data: Dataset | None, train: TrainFn | None,
+                   notify: Callable[[str], None]) -> tuple[Executor, str | None]:
+    e, name, url = config.execution, config.execution.executor, None
+    namespace = f"nas-{Path(str(config.run_dir)).name}"
+    if registry.executors.get(name).needs_ray:
+        url = connect(e.address, dashboard=e.dashboard, run_name=Path(str(config.run_dir)).name)
+        if url:
+            notify(f"Ray dashboard: {url}")
+        import ray
+
+        if e.gpus_per_trial > 0 and not ray.cluster_resources().get("GPU"):
+            notify(f"no GPU in the Ray cluster: --gpus-per-trial {e.gpus_per_trial:g} ignored, training on CPUs")
+    executor = build_executor(name, ExecutorConfig(
+        space, data, config.train.settings, workers=e.workers, train=train, cpus_per_trial=e.cpus_per_trial,
+        gpus_per_trial=e.gpus_per_trial, max_retries=e.max_retries, namespace=namespace, seed=config.search.seed,
+        options=dict(e.executor_options)))
+    return executor, url
+
+
+def _loop(config: RunConfig, store: RunStore, executor: Executor, strategy: Strategy, scheduler: Scheduler | None,
+          warm: Sequence[WarmTrial], callbacks: Sequence[Callback], stop: StopSignal | None, *,
+          own: bool) -> SearchLoop:
+    from nas.monitor.status import monitoring_callbacks
+
+    run_dir, s = str(config.run_dir), config.search
+    on_ray = own and registry.executors.get(config.execution.executor).needs_ray
+    monitors = monitoring_callbacks(run_dir, given=callbacks, ray_namespace=f"nas-{Path(run_dir).name}" if on_ray
+                                    else None)
+    loop = SearchLoop(strategy, executor, budget=s.budget, time_budget=s.time_budget, store=store,
+                      callbacks=[*callbacks, *monitors], stop=stop, scheduler=scheduler)
+    if warm and (store.restored is None or store.restored.snapshot is None):  # (a snapshot holds them)
+        tell_warm_start(strategy, warm)
+    if warm and s.strategy_options.get("inherit"):
+        keep_warm_weights(executor, warm)
+    if store.restored is not None:
+        with bulk_load(freeze=True):  # (no collector passes over the replayed records)
+            loop.restore(store.restored)
+        store.fix_best(loop.best)
+    return loop
+
+
+__all__ = ["Given", "Run", "default_run_dir"]
