@@ -141,6 +141,8 @@ def search(
     cpus_per_trial: float = 1.0,
     gpus_per_trial: float = 0.0,
     max_retries: int = 2,
+    trial_workers: int = 1,
+    gang_strategy: str = "PACK",
     callbacks: list[Callback] | None = None,
     resume: bool = False,
     stop: StopSignal | None = None,
@@ -169,6 +171,9 @@ def search(
     ``objectives`` are the metrics searched for, each ``metric[:max|min]`` (default ``["val_acc"]``); ``train``
     is a training function of your own, ``train(ctx)`` (see :mod:`nas.train.context`), run in place of the
     built-in one; ``data=None`` runs it without a dataset, model or device (a scoring function on a toy space).
+    ``trial_workers`` above 1 trains each trial data-parallel on that many processes (torch DDP; ``executor="ray"``):
+    ``workers`` then counts gangs of ``trial_workers`` actors, ``cpus_per_trial``/``gpus_per_trial`` are per process,
+    and ``gang_strategy`` (PACK, SPREAD) says how a gang's actors are placed (see :mod:`nas.engine.gang`).
     ``warm_start``: earlier run directories of the same space and
     objectives whose finished trials the strategy is told before it asks anything (not re-run; in the
     returned frame with negative ids, their source in ``metrics``); with weight inheritance their kept weights
@@ -179,6 +184,12 @@ def search(
     """
     if isinstance(executor, str):
         registry.executors.get(executor)  # a ValueError naming the known ones
+    else:  # (the run records the gangs an executor you built has)
+        own = getattr(executor, "trial_workers", 1)
+        if trial_workers not in (1, own):
+            raise ValueError(f"trial_workers={trial_workers!r} with an executor of {own} per trial: give it to the "
+                             f"executor you build")
+        trial_workers, gang_strategy = own, getattr(executor, "gang_strategy", gang_strategy)
     space_obj = resolve_space(space)
     settings = settings or TrainSettings(seed=seed)
     if objectives is not None:
@@ -191,7 +202,8 @@ def search(
         dataset=data if isinstance(data, str) else "none" if data is None else data.name, seed=seed,
         run_dir=None if run_dir is None else str(run_dir), executor=executor if isinstance(executor, str) else "ray",
         address=address, cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial, max_retries=max_retries,
-        scheduler=scheduler, scheduler_options=dict(scheduler_options or {}),
+        trial_workers=trial_workers, gang_strategy=gang_strategy, scheduler=scheduler,
+        scheduler_options=dict(scheduler_options or {}),
         warm_start=[str(p) for p in warm_start],
     ).with_settings(settings)  # every value type-checked here, before anything runs
     strat = build_strategy(strategy, space_obj, seed, strategy_options, config.objectives)
@@ -231,7 +243,7 @@ def search(
             ex = build_executor(executor, ExecutorConfig(
                 space_obj, dataset, settings, workers=workers, train=train, cpus_per_trial=cpus_per_trial,
                 gpus_per_trial=gpus_per_trial, max_retries=max_retries, namespace=f"nas-{run_path.name}", seed=seed,
-                options=dict(executor_options or {})))
+                options=dict(executor_options or {}), trial_workers=trial_workers, gang_strategy=config.gang_strategy))
         else:
             ex = executor
     except BaseException:

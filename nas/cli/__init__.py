@@ -92,6 +92,8 @@ SEARCH_FLAGS: list[tuple[str, type | Callable[[str], Any], str]] = [
     ("cpus_per_trial", float, "CPUs per trainer actor; torch uses this many threads"),
     ("gpus_per_trial", float, "GPUs per trainer actor, fractional packs several trials on one GPU"),
     ("max_retries", int, "resubmissions of a trial whose worker died"),
+    ("trial_workers", int, "processes that train each trial data-parallel (torch DDP); --workers then counts gangs"),
+    ("gang_strategy", str, "where a gang's processes go: PACK (few nodes) or SPREAD (many)"),
     ("device", str, "auto, cpu or cuda"),
     ("scheduler", str, "early stopping on per-epoch reports: none, asha, hyperband or median (see `nas schedulers`)"),
     ("max_params", int, "constraint: candidates with more parameters are infeasible (not trained)"),
@@ -206,6 +208,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                         executor=cfg.executor, settings=settings, strategy_options=cfg.strategy_options,
                         seed=cfg.seed, run_dir=cfg.run_dir, address=cfg.address, cpus_per_trial=cfg.cpus_per_trial,
                         gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
+                        trial_workers=cfg.trial_workers, gang_strategy=cfg.gang_strategy,
                         callbacks=[] if args.quiet else [SearchProgress()], resume=bool(args.resume), stop=stop,
                         scheduler=cfg.scheduler, scheduler_options=cfg.scheduler_options, objectives=cfg.objectives,
                         warm_start=cfg.warm_start)

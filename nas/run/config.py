@@ -59,6 +59,8 @@ class RunConfig:
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     max_retries: int = 2
+    trial_workers: int = 1  # processes per trial (data-parallel, ray only); workers then counts gangs
+    gang_strategy: str = "PACK"  # how a gang's ranks are placed: PACK, SPREAD, STRICT_PACK or STRICT_SPREAD
     device: str = "auto"
     amp: bool = True
     dashboard: bool = False
@@ -74,7 +76,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             _check_type(f.name, str(f.type), getattr(self, f.name))
-        for name in ("budget", "workers", "epochs", "batch_size", "max_params"):
+        for name in ("budget", "workers", "epochs", "batch_size", "max_params", "trial_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"config key {name!r} must be an integer >= 1, got {getattr(self, name)!r}")
         for name in ("max_retries", "seed"):
@@ -89,6 +91,15 @@ class RunConfig:
         from nas.train.constraints import Constraints
 
         registry.executors.get(self.executor)  # a ValueError naming the known ones
+        from nas.engine.protocol import GANG_STRATEGIES
+
+        if self.gang_strategy.upper() not in GANG_STRATEGIES:
+            raise ValueError(f"config key 'gang_strategy' must be one of {', '.join(GANG_STRATEGIES)}, "
+                             f"got {self.gang_strategy!r}")
+        self.gang_strategy = self.gang_strategy.upper()
+        if self.trial_workers > 1 and self.executor != "ray":
+            raise ValueError(f"trial_workers={self.trial_workers} (data-parallel trials) needs executor 'ray', "
+                             f"not {self.executor!r}")
         registry.schedulers.get(self.scheduler)
         self.objectives = Objectives(list(self.objectives)).to_list()  # a ValueError names a bad one
         Constraints(max_params=self.max_params, max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)
