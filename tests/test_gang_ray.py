@@ -22,6 +22,7 @@ from nas.core.space import SearchSpace, Task
 from nas.core.types import Trial
 from nas.engine.gang import GangExecutor
 from nas.engine.protocol import EventKind, KeepRule, finished
+from nas.monitor.status import format_status, run_status
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.data import Dataset
@@ -182,6 +183,8 @@ def test_an_asha_stop_lands_on_every_rank_at_the_same_epoch(ray_local, tmp_path)
         assert ranks == [row.epochs, row.epochs]  # both ranks stopped where the journaled result did
     stopped = df[df.outcome == "STOPPED"]
     assert len(stopped) >= 3 and set(stopped.epochs) <= {1, 3} and set(df.epochs) - {1, 3} == {9}
+    assert "(toy / random, budget 8, 1 gang x 2 ranks, PACK: actors nas-gang-<g>-rank-<r>)" in format_status(
+        run_status(tmp_path / "run"))  # nas status
 
 
 class RankBlocks:
@@ -259,6 +262,7 @@ class RankOneMisbehaves:
         ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch))
 
 
+@pytest.mark.slow
 def test_a_rank_that_fails_alone_or_stops_answering_fails_the_trial_with_a_typed_reason(ray_local, tmp_path):
     ex = GangExecutor(ToySpace(), None, trial_workers=2, train=RankOneMisbehaves(raises=1, leaves=3),
                       collective_timeout=5, max_retries=0)  # (with retries left, a COLLECTIVE failure runs again)
