@@ -18,11 +18,13 @@ its checkpoint and its result. Faults, none of which hangs the search:
   times, then it is FAILED (WORKER_LOST);
 - a rank's training fails where the others' does not (an exception on one rank): the trial is FAILED with that
   rank's typed reason at once, and the gang rebuilt;
-- a rank stops answering: the others' next collective fails after ``collective_timeout`` seconds, the trial is
-  FAILED (COLLECTIVE) and the gang rebuilt.
+- a rank stops answering: the others' next collective fails after ``collective_timeout`` seconds; the gang is
+  rebuilt and the trial retried as for a dead rank, then FAILED (COLLECTIVE). (When a rank dies, its peers'
+  collectives fail too: whichever the driver hears first, the trial loses one attempt.)
 
 A gang that cannot be rebuilt (the cluster no longer has room for every gang, or the new one is not up within
-``start_timeout``) is retired and the search goes on with the rest; with none left it stops with an error.
+``start_timeout``) is retired and the search goes on with the rest; with none left it stops with an error. The
+gangs' lifecycle is :mod:`nas.engine.gang_pool`'s.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import math
 import queue
 import time
 from collections import deque
@@ -40,13 +41,13 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 import ray.exceptions
-from ray.util.placement_group import placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from nas.core.types import Decision, FailureKind, Outcome, Report, Result, Trial
-from nas.engine.gang_actor import GangEnded, GangMember, RankEnd
+from nas.engine.gang_actor import GangEnded, RankEnd
+from nas.engine.gang_pool import Gang, GangPool, GangSpec
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import GANG_STRATEGIES, BoundedCheckpoints, Event, ExecutorConfig, KeepRule, TrainFn
+from nas.engine.ray_pool import RayExecutor
 from nas.engine.trainer_actor import Began, CheckpointNext
 
 if TYPE_CHECKING:
@@ -58,21 +59,10 @@ log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-class _Gang:
-    index: int
-    actors: list[Any]
-    pg: Any
-    ready: list[Any]  # each rank's setup, while the gang starts
-    deadline: float
-    nodes: list[str] = dataclasses.field(default_factory=list)
-    failed_starts: int = 0  # in a row
-
-
-@dataclasses.dataclass
 class _Run:
     serial: int  # this submission (a promoted trial is submitted again under its id)
     trial: Trial
-    gang: _Gang
+    gang: Gang
     attempt: int
     keep: KeepRule
     wait_epochs: frozenset[int]
@@ -89,7 +79,6 @@ class GangExecutor:
     """See the module docstring. ``collective_timeout``: seconds a rank's collective waits for the others."""
 
     needs_ray = True
-    START_ATTEMPTS = 3  # starts in a row that may fail (a rank dies while starting) before a gang is retired
 
     def __init__(self, space: SearchSpace | None, data: Dataset | None, settings: TrainSettings | None = None, *,
                  workers: int = 1, trial_workers: int = 2, gang_strategy: str = "PACK", train: TrainFn | None = None,
@@ -112,48 +101,31 @@ class GangExecutor:
         if gpus_per_trial > 0 and cluster.get("GPU", 0) == 0:
             log.warning("no GPU in the Ray cluster: gpus_per_trial=%s ignored, training on CPUs", gpus_per_trial)
             gpus_per_trial = 0.0
-        self.trial_workers, self.gang_strategy = trial_workers, str(gang_strategy).upper()
-        self.cpus_per_trial, self.gpus_per_trial = float(cpus_per_trial), float(gpus_per_trial)
-        need_cpu, need_gpu = self._needs(workers)
-        if need_cpu > cluster.get("CPU", 0) + 1e-9 or need_gpu > cluster.get("GPU", 0) + 1e-9:
-            raise ValueError(f"{workers} gangs x {trial_workers} ranks need {need_cpu:g} CPUs and {need_gpu:g} GPUs, "
-                             f"the Ray cluster has {cluster.get('CPU', 0):g} and {cluster.get('GPU', 0):g}")
         if settings is not None and gpus_per_trial == 0:
             if settings.device == "cuda":
                 raise ValueError("device='cuda' needs a GPU per rank: pass gpus_per_trial > 0 (--gpus-per-trial)")
             settings = dataclasses.replace(settings, device="cpu")  # (Ray leaves every GPU visible to such an actor)
-        self.backend = "nccl" if self.gpus_per_trial >= 1 else "gloo"  # NCCL wants a GPU per rank; gloo takes shares
-        self.space, self.settings, self._train = space, settings, train
-        self.max_retries, self.name_prefix, self.namespace = max_retries, name_prefix, namespace
-        self.start_timeout, self.collective_timeout = start_timeout, collective_timeout
-        self._space_ref, self._data_ref = ray.put(space), ray.put(data)  # once: every rank reads them from the store
-        self._gangs: list[_Gang | None] = [None] * workers
-        self._free: dict[int, None] = {}
-        self._starting: dict[int, _Gang] = {}
+        self.trial_workers, self.gang_strategy = trial_workers, str(gang_strategy).upper()
+        self.backend = "nccl" if gpus_per_trial >= 1 else "gloo"  # NCCL wants a GPU per rank; gloo takes shares
+        spec = GangSpec(trial_workers, self.gang_strategy, float(cpus_per_trial), float(gpus_per_trial), self.backend,
+                        collective_timeout, (ray.put(space), ray.put(data), settings, train),  # (once, in the store)
+                        name_prefix=name_prefix, namespace=namespace)
+        need_cpu, need_gpu = spec.needs(workers)
+        if need_cpu > cluster.get("CPU", 0) + 1e-9 or need_gpu > cluster.get("GPU", 0) + 1e-9:
+            raise ValueError(f"{workers} gangs x {trial_workers} ranks need {need_cpu:g} CPUs and {need_gpu:g} GPUs, "
+                             f"the Ray cluster has {cluster.get('CPU', 0):g} and {cluster.get('GPU', 0):g}")
+        self.space, self.max_retries = space, max_retries
+        self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (serial, rank); (-1, -1): wake up
         self._runs: dict[int, _Run] = {}  # serial -> run, until every rank's part is in
         self._running: dict[int, _Run] = {}  # trial id -> run, until its result is out
-        self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (serial, rank); (-1, -1): wake up
         self._serials = itertools.count()
         self._retry: deque[tuple[Trial, int, KeepRule, frozenset[int]]] = deque()
         self._done: list[Event] = []
         self._cancelled: set[int] = set()
         self._awaiting: dict[int, Any] = {}  # trial id -> rank 0 waiting at a rung for the loop's answer
-        self.checkpoints = BoundedCheckpoints(fetch=_fetch)
-        self.restarts = 0
-        self.retired: list[int] = []
-        for g in range(workers):
-            self._start(g)
-        try:
-            infos = ray.get([ref for gang in self._starting.values() for ref in gang.ready], timeout=start_timeout)
-        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
-            self.shutdown()
-            why = (f"were not placed and started within {start_timeout:g} s (start_timeout): the cluster lacks room"
-                   if isinstance(e, ray.exceptions.GetTimeoutError) else f"failed to start: {e}")
-            raise RuntimeError(f"the gangs' actors {why}") from None
-        for g, gang in sorted(self._starting.items(), reverse=True):
-            gang.nodes = [info["node"][:12] for info in infos[g * self.trial_workers:(g + 1) * self.trial_workers]]
-            self._free[g] = None
-        self._starting.clear()
+        self.checkpoints = BoundedCheckpoints(fetch=RayExecutor._fetch)  # ObjectRefs; fetched only when used
+        inbox = self._inbox
+        self.pool = GangPool(workers, spec, start_timeout=start_timeout, wake=lambda: inbox.put((-1, -1)))
 
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> GangExecutor:
@@ -162,101 +134,34 @@ class GangExecutor:
                    gang_strategy=cfg.gang_strategy, train=cfg.train, cpus_per_trial=cfg.cpus_per_trial,
                    gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries, namespace=cfg.namespace, **opts)
 
-    # -- gangs ---------------------------------------------------------------------------------------------
-    def _needs(self, gangs: int) -> tuple[float, float]:
-        return gangs * self.trial_workers * self.cpus_per_trial, gangs * self.trial_workers * self.gpus_per_trial
-
-    def names(self, g: int) -> list[str]:
-        return [f"{self.name_prefix}-{g}-rank-{r}" for r in range(self.trial_workers)]
-
-    def _start(self, g: int) -> None:
-        """Place gang ``g`` and start its ranks; it is ready once every rank's setup is in (:meth:`_check_starting`)."""
-        bundle = {"CPU": self.cpus_per_trial, **({"GPU": self.gpus_per_trial} if self.gpus_per_trial else {})}
-        pg = placement_group([bundle] * self.trial_workers, strategy=self.gang_strategy, name=f"{self.name_prefix}-{g}")
-        threads = max(1, math.floor(self.cpus_per_trial))
-        actors = [GangMember.options(  # type: ignore[attr-defined]
-            name=name, namespace=self.namespace, num_cpus=self.cpus_per_trial, num_gpus=self.gpus_per_trial,
-            max_concurrency=1, scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=r),
-        ).remote(name, g, r, self.trial_workers, self._space_ref, self._data_ref, self.settings, self._train, threads)
-            for r, name in enumerate(self.names(g))]
-        address = actors[0].address.remote()  # (each rank's setup waits for it: no wait here)
-        ready = [a.setup.remote(address, self.backend, self.collective_timeout) for a in actors]
-        self._gangs[g] = self._starting[g] = _Gang(g, actors, pg, ready, time.monotonic() + self.start_timeout)
-        inbox = self._inbox
-        for ref in ready:
-            ref.future().add_done_callback(lambda _: inbox.put((-1, -1)))  # wakes a waiting poll
-
-    def _check_starting(self) -> None:
-        for g, gang in list(self._starting.items()):
-            done, _ = ray.wait(gang.ready, num_returns=len(gang.ready), timeout=0)
-            if len(done) == len(gang.ready):
-                del self._starting[g]
-                try:
-                    gang.nodes = [info["node"][:12] for info in ray.get(gang.ready)]
-                except ray.exceptions.RayError as e:  # (placed on a node that was leaving, say): again, a few times
-                    if gang.failed_starts + 1 >= self.START_ATTEMPTS:
-                        self._retire(g, f"a rank died while the gang started, {self.START_ATTEMPTS} times: "
-                                        f"{type(e).__name__}")
-                    else:
-                        self._rebuild(gang, failed_starts=gang.failed_starts + 1)
-                    continue
-                self._free[g] = None
-            elif time.monotonic() >= gang.deadline:
-                del self._starting[g]
-                self._retire(g, f"it was not placed and started within {self.start_timeout:g} s")
-
-    def _kill(self, gang: _Gang) -> None:
-        for actor in gang.actors:
-            with contextlib.suppress(Exception):  # already dead is what we expect
-                ray.kill(actor, no_restart=True)
-        with contextlib.suppress(Exception):
-            remove_placement_group(gang.pg)
-
-    def _rebuild(self, gang: _Gang, failed_starts: int = 0) -> None:
-        """Tear gang ``g`` down and start it again, or retire it when the cluster no longer holds every gang."""
-        g = gang.index
-        if self._gangs[g] is not gang:
-            return  # already rebuilt
-        self._kill(gang)
-        self._free.pop(g, None)
-        self.restarts += 1
-        cluster = ray.cluster_resources()
-        need_cpu, need_gpu = self._needs(self.slots)
-        if need_cpu > cluster.get("CPU", 0) + 1e-9 or need_gpu > cluster.get("GPU", 0) + 1e-9:
-            self._retire(g, f"the cluster has {cluster.get('CPU', 0):g} CPUs and {cluster.get('GPU', 0):g} GPUs, "
-                            f"the gangs need {need_cpu:g} and {need_gpu:g}")
-            return
-        self._start(g)
-        self._starting[g].failed_starts = failed_starts
-
-    def _retire(self, g: int, why: str) -> None:
-        gang = self._gangs[g]
-        if gang is not None:
-            self._kill(gang)
-        self._gangs[g] = None
-        self._free.pop(g, None)
-        self.retired.append(g)
-        log.warning("gang %s-%d could not be rebuilt (%s): %d gangs left", self.name_prefix, g, why, self.slots)
-
     @property
     def slots(self) -> int:
         """Gangs (retired ones excluded): trials that run at once."""
-        return len(self._gangs) - len(self.retired)
+        return self.pool.slots
+
+    @property
+    def restarts(self) -> int:
+        """Gangs torn down and started again."""
+        return self.pool.restarts
+
+    @property
+    def retired(self) -> list[int]:
+        return self.pool.retired
 
     def gang(self, g: int) -> list[Any]:
         """The actors of gang ``g``, in rank order (empty when retired)."""
-        gang = self._gangs[g]
+        gang = self.pool.gangs[g]
         return list(gang.actors) if gang is not None else []
 
     def _check_pool(self) -> None:
         if self.slots == 0:
+            s = self.pool.spec
             raise RuntimeError(f"every gang was lost and none could be rebuilt ({len(self.retired)} retired): the Ray "
-                               f"cluster has no room left for {self.trial_workers} ranks of {self.cpus_per_trial:g} "
-                               f"CPUs / {self.gpus_per_trial:g} GPUs")
+                               f"cluster has no room left for {s.ranks} ranks of {s.cpus:g} CPUs / {s.gpus:g} GPUs")
 
     def free_slots(self) -> int:
         self._check_pool()
-        return max(0, len(self._free) - len(self._retry))
+        return max(0, len(self.pool.free) - len(self._retry))
 
     def in_flight(self) -> int:
         return len(self._running) + len(self._retry)
@@ -264,18 +169,15 @@ class GangExecutor:
     def now(self) -> float | None:
         return None
 
-    # -- trials -------------------------------------------------------------------------------------------
     def submit(self, trial: Trial, *, keep: KeepRule, wait_epochs: Collection[int] = (), attempt: int = 0) -> None:
-        if not self._free:
+        if not self.pool.free:
             raise RuntimeError("no free gang: submit only when free_slots() > 0")
-        g = self._free.popitem()[0]
-        gang = self._gangs[g]
-        assert gang is not None  # (a free gang is a live one)
+        gang = self.pool.take()
         try:
             source = self.checkpoints.handle(trial.checkpoint_from)
             inherit = self.checkpoints.handle(trial.inherit_from)
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
-            self._free[g] = None
+            self.pool.release(gang)
             self._done.append(Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0]),
                                                                   FailureKind.CHECKPOINT_MISSING)))
             return
@@ -323,14 +225,15 @@ class GangExecutor:
             actor.decide.remote(trial_id, Decision.CONTINUE)
         self._awaiting.clear()
         out, self._done = self._done, []
-        self._check_starting()
+        self.pool.check_starting()
         self._dispatch_retries()
-        if not self._runs and not self._starting:
+        deadline = self.pool.next_deadline()
+        if not self._runs and deadline is None:
             if self._retry:
                 self._check_pool()
             return out
-        if self._starting:  # wake up in time to retire a gang that does not start
-            until = min(gang.deadline for gang in self._starting.values()) - time.monotonic()
+        if deadline is not None:  # wake up in time to retire a gang that does not start
+            until = deadline - time.monotonic()
             timeout = max(0.0, until if timeout is None else min(timeout, until))
         messages = []
         with contextlib.suppress(queue.Empty):
@@ -341,7 +244,7 @@ class GangExecutor:
             run = self._runs.get(serial)
             if run is not None:
                 out += self._take_lead(run) if rank == 0 else self._take_follower(run, rank)
-        self._check_starting()
+        self.pool.check_starting()
         self._dispatch_retries()
         return out
 
@@ -353,7 +256,7 @@ class GangExecutor:
         run.gen._consume_next_ref_n(run.consume)
         if isinstance(item, Began):
             self._watch(run)
-            return [Event.started(run.trial, time=item.time, worker=self.names(run.gang.index)[0])]
+            return [Event.started(run.trial, time=item.time, worker=self.pool.spec.names(run.gang.index)[0])]
         if isinstance(item, Report):
             if item.epoch in run.wait_epochs:
                 self._awaiting[run.trial.trial_id] = run.gang.actors[0]
@@ -384,14 +287,14 @@ class GangExecutor:
             if not run.ended:  # its training failed where rank 0's goes on: the trial fails with its reason
                 kind = FailureKind(end.failure) if end.failure else FailureKind.ERROR
                 failed = Result.failed(run.trial.trial_id, f"rank {rank}: {end.error}", kind,
-                                       worker=self.names(run.gang.index)[rank])
+                                       worker=self.pool.spec.names(run.gang.index)[rank])
                 return self._lost(run, rank, failed) if kind is FailureKind.COLLECTIVE else self._end(run, failed)
         self._settle(run)
         return []
 
     def _fault(self, run: _Run, rank: int, e: BaseException) -> list[Event]:
         """Rank ``rank``'s task failed: it died (the trial is retried), or its task ended without a result."""
-        name = self.names(run.gang.index)[rank]
+        name = self.pool.spec.names(run.gang.index)[rank]
         if run.ended:  # the result is out already: only the gang needs mending
             run.clean = False
             self._settle(run)
@@ -406,7 +309,7 @@ class GangExecutor:
         """The gang lost the trial (rank ``rank`` died, or a collective failed: a peer died or stopped answering):
         it is rebuilt, and the trial runs again while retries are left, else ends ``failed``. (When a rank dies
         the driver may hear first of its death or of its peer's failed collective: either way, one attempt.)"""
-        trial, name = run.trial, self.names(run.gang.index)[rank]
+        trial, name = run.trial, self.pool.spec.names(run.gang.index)[rank]
         if trial.trial_id in self._cancelled or run.attempt >= self.max_retries:
             return self._end(run, failed)
         log.warning("trial %d lost its gang (%s: %s); the gang is rebuilt and the trial retried", trial.trial_id,
@@ -440,45 +343,28 @@ class GangExecutor:
             self._drop(run)
         elif run.ended and not run.followers:
             del self._runs[run.serial]
-            if self._gangs[run.gang.index] is run.gang:
-                self._free[run.gang.index] = None
+            self.pool.release(run.gang)
 
     def _drop(self, run: _Run) -> None:
         self._runs.pop(run.serial, None)
-        self._rebuild(run.gang)
+        self.pool.rebuild(run.gang)
 
     def _dispatch_retries(self) -> None:
-        while self._retry and self._free:
+        while self._retry and self.pool.free:
             trial, attempt, keep, waits = self._retry.popleft()
             self.submit(trial, keep=keep, wait_epochs=waits, attempt=attempt)
 
     def shutdown(self) -> None:
-        for gang in self._gangs:
-            if gang is not None:
-                self._kill(gang)
-        self._gangs = [None] * len(self._gangs)
+        self.pool.shutdown()
         self._runs.clear()
         self._running.clear()
-        self._starting.clear()
         self._retry.clear()
-        self._free.clear()
 
     def __enter__(self) -> GangExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-def _fetch(item: Any) -> bytes | None:
-    """A kept checkpoint's bytes: its ObjectRef fetched, or the bytes put back on resume."""
-    if isinstance(item, bytes):
-        return item
-    try:
-        return ray.get(item)  # type: ignore[no-any-return]
-    except ray.exceptions.RayError:  # kept on a node that has left the cluster
-        log.warning("a kept checkpoint was lost with its node")
-        return None
 
 
 __all__ = ["GangExecutor"]

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from nas.core.types import Decision, Report, Result, Trial, arch_key
-from nas.engine.channel import Crashed, Done, TrialChannel
+from nas.core.types import Decision, Result, Trial, arch_key
+from nas.engine.channel import TrialChannel
 from nas.engine.protocol import KeepRule, TrainFn
 from nas.engine.trainer_actor import Began, CheckpointNext
 
@@ -102,11 +102,7 @@ class GangMember:
         try:
             channel.start(lambda: self.runner.run(trial, self.space, checkpoint, report=channel.report,
                                                   inherit=inherit, keep=keep))
-            while not isinstance(message := channel.next(), Done | Crashed):
-                yield Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time, self.name)
-            if isinstance(message, Crashed):
-                raise message.error
-            result, ckpt = message.value
+            result, ckpt = yield from channel.reports(trial.trial_id, self.name)
         finally:
             self.current = None
             self.channels.pop(trial.trial_id, None)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from nas.core.types import Decision, Report, Result, Trial, arch_key
-from nas.engine.channel import Crashed, Done, TrialChannel
+from nas.engine.channel import TrialChannel
 from nas.engine.protocol import KeepRule, TrainFn
 
 if TYPE_CHECKING:
@@ -90,11 +90,7 @@ class TrainerActor:
             channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
             channel.start(lambda: self.runner.run(trial, self.space, checkpoint,  # type: ignore[arg-type]
                                                   report=channel.report, inherit=inherit, keep=keep))
-            while not isinstance(message := channel.next(), Done | Crashed):
-                yield Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time, self.name)
-            if isinstance(message, Crashed):
-                raise message.error
-            result, ckpt = message.value
+            result, ckpt = yield from channel.reports(trial.trial_id, self.name)
         finally:
             self.current = None
             self.channels.pop(trial.trial_id, None)

@@ -82,11 +82,12 @@ class Gang:
     def join(cls, host: str, port: int, *, rank: int, world: int, backend: str = "gloo", timeout: float = 300.0
              ) -> Gang:
         """Join the gang whose rank 0 listens at ``host:port`` (every rank calls this once). ``timeout``: seconds
-        any collective may wait for the others before it fails. On a loopback address gloo is told to use the
-        loopback interface (its own choice, from the host name, could be another)."""
+        any collective may wait for the others before it fails. On a loopback address gloo and NCCL are told to use
+        the loopback interface (their own choice, from the host name, could be another)."""
         lo = loopback_interface() if ipaddress.ip_address(host).is_loopback else None
-        if lo is not None and "GLOO_SOCKET_IFNAME" not in os.environ:
-            os.environ["GLOO_SOCKET_IFNAME"] = lo
+        for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+            if lo is not None and name not in os.environ:
+                os.environ[name] = lo
         dist.init_process_group(backend, init_method=f"tcp://{host}:{port}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout))
         return cls(rank, world, "cuda" if backend == "nccl" else "cpu")
