@@ -53,33 +53,37 @@ def one_trial(ex: Any, trial: Trial) -> tuple[float, Any]:
     return wall, results[0]
 
 
-def executor(space: Any, data: Any, settings: Any, ranks: int, *, name: str) -> tuple[Any, float]:
-    """A plain trainer actor (``ranks`` 0) or a gang of ``ranks``, and the seconds it took to start."""
+def executor(space: Any, data: Any, settings: Any, ranks: int, *, name: str, gpus: float = 0.0) -> tuple[Any, float]:
+    """A plain trainer actor (``ranks`` 0) or a gang of ``ranks`` (``gpus`` each), and the seconds it took to start."""
     from nas.engine.gang import GangExecutor
     from nas.engine.ray_pool import RayExecutor
 
     t0 = time.perf_counter()
     if ranks == 0:
-        ex: Any = RayExecutor(space, data, settings, workers=1, prefetch=False, name_prefix=name, start_timeout=600)
+        ex: Any = RayExecutor(space, data, settings, workers=1, prefetch=False, name_prefix=name, start_timeout=600,
+                              gpus_per_trial=gpus)
     else:
-        ex = GangExecutor(space, data, settings, trial_workers=ranks, name_prefix=name, start_timeout=600)
+        ex = GangExecutor(space, data, settings, trial_workers=ranks, name_prefix=name, start_timeout=600,
+                          gpus_per_trial=gpus)
     return ex, time.perf_counter() - t0
 
 
-def scaling(space: Any, arch: Any, data: Any, settings: Any, ranks: list[int], repeats: int) -> list[dict[str, Any]]:
+def scaling(space: Any, arch: Any, data: Any, settings: Any, ranks: list[int], repeats: int, gpus: float = 0.0
+            ) -> list[dict[str, Any]]:
     """Each side (0: the trainer actor) trains the candidate ``repeats`` times, the same trial each time; medians.
     Where the cluster's CPUs hold every side at once, all are started first and the repeats interleave (one trial
     at a time, so they never share the cores), so that a change in the machine's load hits every side alike."""
     import ray
 
     sides = [0, *ranks]
-    together = 1 + sum(ranks) <= ray.cluster_resources().get("CPU", 0)
+    cluster = ray.cluster_resources()
+    together = 1 + sum(ranks) <= cluster.get("CPU", 0) and gpus * (1 + sum(ranks)) <= cluster.get("GPU", 0) + 1e-9
     runs: dict[int, list[tuple[float, Any]]] = {r: [] for r in sides}
     held: dict[int, tuple[Any, float]] = {}
 
     def start(r: int) -> None:
         per_rank = dataclasses.replace(settings, batch_size=settings.batch_size // max(r, 1))
-        held[r] = executor(space, data, per_rank, r, name=f"nas-bench-gang-{r}-{os.getpid()}")
+        held[r] = executor(space, data, per_rank, r, name=f"nas-bench-gang-{r}-{os.getpid()}", gpus=gpus)
 
     def stop(r: int) -> None:
         held[r][0].shutdown()
@@ -101,6 +105,7 @@ def scaling(space: Any, arch: Any, data: Any, settings: Any, ranks: list[int], r
     for r in sides:
         metrics = [res.metrics for _, res in runs[r]]
         rows.append({"ranks": r, "batch_per_rank": settings.batch_size // max(r, 1), "repeats": repeats,
+                     "backend": getattr(held[r][0], "backend", "-"), "device": metrics[0]["device"],
                      "samples_per_second": statistics.median(m["samples_per_second"] for m in metrics),
                      "val_acc": statistics.median(m["val_acc"] for m in metrics), "start_up": held[r][1],
                      "train": statistics.median(m["train_seconds"] for m in metrics),
@@ -112,10 +117,10 @@ def scaling(space: Any, arch: Any, data: Any, settings: Any, ranks: list[int], r
 
 def format_scaling(rows: list[dict[str, Any]]) -> str:
     base = rows[0]["samples_per_second"]
-    out = [["side", "batch/rank", "samples/s", "speed-up", "val_acc", "start-up (s)", "fixed s/trial"]]
+    out = [["side", "device", "batch/rank", "samples/s", "speed-up", "val_acc", "start-up (s)", "fixed s/trial"]]
     for r in rows:
-        side = "trainer actor" if r["ranks"] == 0 else f"gang of {r['ranks']}"
-        out.append([side, str(r["batch_per_rank"]), f"{r['samples_per_second']:.0f}",
+        side = "trainer actor" if r["ranks"] == 0 else f"gang of {r['ranks']} ({r['backend']})"
+        out.append([side, r["device"], str(r["batch_per_rank"]), f"{r['samples_per_second']:.0f}",
                     f"{r['samples_per_second'] / base:.2f}x", f"{r['val_acc']:.4f}", f"{r['start_up']:.1f}",
                     f"{r['per_trial_fixed']:.3f}"])
     return text_table(out, rule=True)
@@ -171,6 +176,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, default=6, help="short trials on the warm gang (default 6)")
     p.add_argument("--ray-train-trials", type=int, default=3, help="Ray Train trials (default 3)")
     p.add_argument("--gang-ranks", type=int, default=2, help="ranks of the fixed-cost comparison (default 2)")
+    p.add_argument("--gpus-per-rank", type=float, default=0.0,
+                   help="GPUs per rank (and for the actor) in the scaling table: 1 gives each its own GPU and NCCL, "
+                        "a fraction shares one over gloo (default 0: CPUs)")
     p.add_argument("--skip", choices=["scaling", "fixed"], help="leave one table out")
     p.add_argument("--json", help="write the figures to this file")
     p.add_argument("--seed", type=int, default=0)
@@ -181,6 +189,8 @@ def handler(args: argparse.Namespace) -> int:
     at_least(1, ranks=min(ranks), epochs=args.epochs, repeats=args.repeats, batch_size=args.batch_size,
              trials=args.trials, ray_train_trials=args.ray_train_trials, gang_ranks=args.gang_ranks,
              samples=args.samples)
+    if args.gpus_per_rank < 0:
+        raise ValueError(f"--gpus-per-rank must be >= 0, got {args.gpus_per_rank}")
     if args.batch_size % max(ranks):
         raise ValueError(f"--batch-size {args.batch_size} must split evenly over {max(ranks)} ranks")
     from nas.api import connect, resolve_space
@@ -193,11 +203,11 @@ def handler(args: argparse.Namespace) -> int:
         space = resolve_space(args.space)
         arch = space.parse(args.arch or DEFAULT_ARCHS.get(args.space, ""))
         data = bench_dataset(args.dataset, samples=args.samples, seed=args.seed)
-        settings = TrainSettings(epochs=args.epochs, batch_size=args.batch_size, device="cpu", seed=args.seed,
-                                 measure_costs=False)
+        settings = TrainSettings(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, measure_costs=False,
+                                 device="cuda" if args.gpus_per_rank else "cpu")
         print(f"{args.space} candidate on {args.dataset} ({len(data.x_train)} training samples), {args.epochs} "
               f"epochs at a global batch of {args.batch_size}; 1 CPU and 1 torch thread per rank", flush=True)
-        out["scaling"] = scaling(space, arch, data, settings, ranks, args.repeats)
+        out["scaling"] = scaling(space, arch, data, settings, ranks, args.repeats, args.gpus_per_rank)
     if args.skip != "fixed":
         print(f"fixed cost per trial: {args.trials} short trials (toy MLP, digits, 1 epoch) on a warm gang of "
               f"{args.gang_ranks}, {args.ray_train_trials} as Ray Train TorchTrainer fits", flush=True)
