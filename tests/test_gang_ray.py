@@ -18,6 +18,7 @@ import ray
 import torch
 
 import nas
+from nas.cli import main
 from nas.core.space import SearchSpace, Task
 from nas.core.types import Trial
 from nas.engine.gang import GangExecutor
@@ -152,6 +153,22 @@ def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(ray
         assert result.metrics["val_acc"] == int((logits.argmax(1) == val_y).sum()) / len(val_y)
         assert result.metrics["val_loss"] == pytest.approx(
             float(torch.nn.functional.cross_entropy(logits, val_y)), rel=1e-4)
+
+
+def test_nas_search_with_trial_workers_trains_each_trial_on_a_gang(ray_local, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["search", "--space", "toy", "--strategy", "random", "--budget", "3", "--workers", "1",
+                 "--trial-workers", "2", "--gang-strategy", "pack", "--epochs", "2", "--batch-size", "32",
+                 "--run-dir", str(run), "--quiet"]) == 0
+    df = nas.load_results(run)
+    assert len(df) == 3 and (df.state == "COMPLETE").all() and set(df.worker) == {"nas-gang-0-rank-0"}
+    assert all(m["ranks"] == 2 and len(m["nodes"]) == 2 and m["epochs_trained"] == 2 for m in df.metrics)
+    config = json.loads((run / "run.json").read_text())
+    assert config["trial_workers"] == 2 and config["gang_strategy"] == "PACK"
+    assert "1 gang x 2 ranks, PACK" in format_status(run_status(run))
+    assert (run / "best.pt").stat().st_size > 0  # rank 0's checkpoint: the module's own weights
+    best = torch.load(run / "best.pt", weights_only=True)
+    assert not any(k.startswith("module.") for k in best["model"])
 
 
 class EpochLog:
