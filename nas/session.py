@@ -154,6 +154,12 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
     executor_class: str | None
     if given.executor is not None:
         executor, executor_class = executor_name(given.executor), _qualname(given.executor)
+        own = getattr(given.executor, "trial_workers", 1)  # (the run records the gangs an executor you built has)
+        if e.trial_workers not in (1, own):
+            raise ValueError(f"trial_workers={e.trial_workers!r} with an executor of {own} per trial: give it to the "
+                             "executor you build")
+        e = dataclasses.replace(e, trial_workers=own,
+                                gang_strategy=getattr(given.executor, "gang_strategy", e.gang_strategy))
     else:
         executor, executor_class = e.executor, e.executor_class
         _check_executor(config, resume)
@@ -265,7 +271,7 @@ def _make_executor(config: RunConfig, space: SearchSpace, data: Dataset | None, 
     executor = build_executor(name, ExecutorConfig(
         space, data, config.train.settings, workers=e.workers, train=train, cpus_per_trial=e.cpus_per_trial,
         gpus_per_trial=e.gpus_per_trial, max_retries=e.max_retries, namespace=namespace, seed=config.search.seed,
-        options=dict(e.executor_options)))
+        options=dict(e.executor_options), trial_workers=e.trial_workers, gang_strategy=e.gang_strategy))
     return executor, url
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The GPU check (issue 6), one script, about 3-4 minutes on a one-GPU machine:
+# The GPU check (issue 6), one script, about 5-7 minutes on a one-GPU machine:
 #   1. the device: nvidia-smi, torch's CUDA view; fails at once when CUDA is not available;
 #   2. a packed search: `nas search` of 8 trials, 4 workers at --gpus-per-trial 0.25 (four trials share
 #      the GPU); checks 8 COMPLETE trials trained on device cuda by 4 different actors;
 #   3. the GPU-marked tests (tests/test_gpu.py);
 #   4. `nas bench train`: our trainer against a bare PyTorch loop on CPU and GPU, and the aggregate
 #      samples/s of 1, 2, 4, 8 trials packed on the GPU (digits, small cells); then the same comparison
-#      on 3x32x32 synthetic images (more work per step), packing 1 and 4.
+#      on 3x32x32 synthetic images (more work per step), packing 1 and 4;
+#   5. `nas bench gang` on the GPU: a gang of 1 rank with a whole GPU (DDP over NCCL) against a trainer actor,
+#      then gangs of 1 and 2 ranks sharing the GPU (half each: NCCL wants a GPU per rank, so gloo carries
+#      the CUDA tensors); one machine with one GPU cannot run 2 NCCL ranks.
 # Every step runs under its own time limit and a failed step does not stop the others. Everything is
 # written under $OUT (default ./gpu_check_out): gpu_check.log, the search run, bench JSON, summary.txt.
 # Exit status 0 only when every step passed.
@@ -81,6 +84,12 @@ step "nas bench train (digits; CPU + GPU; packing 1,2,4,8)" 120 \
 step "nas bench train (synthetic-32 on the GPU; packing 1,4)" 90 \
     "$PY" -m nas.cli bench train --device cuda --dataset synthetic-32 --samples 10000 --epochs 2 \
     --pack 1,4 --pack-trials 1 --json "$OUT/bench_train_synthetic32.json"
+
+step "nas bench gang (DDP on CUDA: 1 rank over NCCL; 2 ranks sharing the GPU over gloo)" 240 bash -c \
+    '"$PY" -m nas.cli bench gang --skip fixed --ranks 1 --gpus-per-rank 1 --repeats 2 \
+        --json "$OUT/bench_gang_nccl.json" &&
+     "$PY" -m nas.cli bench gang --skip fixed --ranks 1,2 --gpus-per-rank 0.5 --repeats 2 \
+        --json "$OUT/bench_gang_shared.json"'
 
 echo; echo "== summary (${SECONDS}s in all)"; cat "$OUT/summary.txt"
 if ((${#FAILED[@]})); then echo "FAILED: ${FAILED[*]}"; exit 1; fi

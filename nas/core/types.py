@@ -86,6 +86,7 @@ class FailureKind(StrEnum):
     WORKER_LOST = "WORKER_LOST"  # its worker died more times than the retries allowed
     OBJECTIVE_MISSING = "OBJECTIVE_MISSING"  # the trainer never reported an objective metric
     CHECKPOINT_MISSING = "CHECKPOINT_MISSING"  # the checkpoint it starts from is no longer kept
+    COLLECTIVE = "COLLECTIVE"  # a collective of its data-parallel gang failed or timed out (a rank stopped answering)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

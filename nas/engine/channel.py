@@ -32,10 +32,10 @@ import dataclasses
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Generator, Mapping
 from typing import Any
 
-from nas.core.types import Decision
+from nas.core.types import Decision, Report
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,6 +122,15 @@ class TrialChannel:
     def go_on(self) -> None:
         """No answer came: CONTINUE (the training thread, if it waits, trains on)."""
         self._answer.set()
+
+    def reports(self, trial_id: int, worker: str) -> Generator[Report, None, Any]:
+        """The training thread's reports as they come, as :class:`nas.core.types.Report` values from ``worker``;
+        then the thread's value (``yield from`` returns it), or its error raised here."""
+        while not isinstance(message := self.next(), Done | Crashed):
+            yield Report(trial_id, message.epoch, message.metrics, message.score, message.time, worker)
+        if isinstance(message, Crashed):
+            raise message.error
+        return message.value
 
 
 class TrainingThread:

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from nas.train.data import Dataset
     from nas.train.settings import TrainSettings
 
+#: how a data-parallel gang's ranks are placed (Ray placement-group strategies; see :mod:`nas.engine.gang`)
+GANG_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+
 TrainFn = Callable[["TrialContext"], Any]
 """A training function ``train(ctx)``: the one trial contract (:mod:`nas.train.context`)."""
 
@@ -206,9 +209,11 @@ class ExecutorClass(Protocol):
 @dataclasses.dataclass
 class ExecutorConfig:
     """Everything a registered executor may be built from; each takes what it uses. ``train``: the training
-    function every trial runs (None: the built-in :func:`nas.train.fit.fit`). ``options`` are executor-specific
-    (ray: ``prefetch``, ``start_timeout``; simulated: ``benchmark`` (an object with ``query``/``epochs`` or a name
-    in ``nas.core.registry.tables``), ``noise``, ``round_trip``, ``prefetch``)."""
+    function every trial runs (None: the built-in :func:`nas.train.fit.fit`). ``trial_workers``: processes that
+    train each trial data-parallel (ray: above 1, ``workers`` gangs of that many ranks placed by ``gang_strategy``,
+    :mod:`nas.engine.gang`). ``options`` are executor-specific (ray: ``prefetch``, ``start_timeout``; with gangs
+    ``start_timeout``, ``collective_timeout``; simulated: ``benchmark`` (an object with ``query``/``epochs`` or a
+    name in ``nas.core.registry.tables``), ``noise``, ``round_trip``, ``prefetch``)."""
 
     space: SearchSpace
     data: Dataset | None = None
@@ -221,6 +226,8 @@ class ExecutorConfig:
     namespace: str | None = None
     seed: int | None = None
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    trial_workers: int = 1
+    gang_strategy: str = "PACK"
 
     def checked_options(self, executor: str, *allowed: str) -> dict[str, Any]:
         """``options``, after checking that each is one ``executor`` takes (a ValueError names the rest)."""
@@ -233,6 +240,9 @@ class ExecutorConfig:
 def build_executor(name: str, config: ExecutorConfig) -> Executor:
     """The executor registered as ``name``, built from ``config`` (a ValueError names unknown ones)."""
     cls: ExecutorClass = registry.executors.get(name)
+    if config.trial_workers != 1 and name != "ray":
+        raise ValueError(f"trial_workers={config.trial_workers!r}: data-parallel trials (gangs) need the ray "
+                         f"executor, not {name!r}")
     return cls.from_config(config)
 
 
@@ -306,5 +316,5 @@ class PrefetchRule:
                 "median_round_trip": self.median_round_trip, "ratio": self.ratio}
 
 
-__all__ = ["BoundedCheckpoints", "Checkpoints", "Event", "EventKind", "Executor", "ExecutorClass", "ExecutorConfig",
-           "KeepRule", "PrefetchRule", "TrainFn", "build_executor", "finished"]
+__all__ = ["GANG_STRATEGIES", "BoundedCheckpoints", "Checkpoints", "Event", "EventKind", "Executor", "ExecutorClass",
+           "ExecutorConfig", "KeepRule", "PrefetchRule", "TrainFn", "build_executor", "finished"]

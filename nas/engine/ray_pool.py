@@ -172,7 +172,11 @@ class RayExecutor:
         self._ping = time.perf_counter() - t0  # the transport's share of a round trip
 
     @classmethod
-    def from_config(cls, cfg: ExecutorConfig) -> RayExecutor:
+    def from_config(cls, cfg: ExecutorConfig) -> Any:
+        if cfg.trial_workers > 1:  # data-parallel trials: gangs of actors (nas.engine.gang)
+            from nas.engine.gang import GangExecutor
+
+            return GangExecutor.from_config(cfg)
         opts = cfg.checked_options("ray", "prefetch", "start_timeout", "name_prefix")
         return cls(cfg.space, cfg.data, cfg.settings, workers=cfg.workers, train=cfg.train,
                    cpus_per_trial=cfg.cpus_per_trial, gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,

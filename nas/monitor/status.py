@@ -92,6 +92,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     return {
         "run_dir": str(run_dir), "space": cfg.search.space, "strategy": cfg.search.strategy,
         "workers": workers, "budget": budget, "state": state,
+        "trial_workers": cfg.execution.trial_workers, "gang_strategy": cfg.execution.gang_strategy,
         "updated_ago": now - live["updated"] if live and "updated" in live else None,
         "finished": finished, "complete": int(counts.get("COMPLETE", 0)), "failed": int(counts.get("FAILED", 0)),
         "running": int(live.get("running", 0)) if alive and live else 0,
@@ -118,9 +119,22 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
+def workers_text(st: dict[str, Any]) -> str:
+    """The workers of a run, as ``nas status`` names them: trainer actors, or gangs of ranks (data-parallel trials).
+
+    >>> workers_text({"workers": 2}), workers_text({"workers": 2, "trial_workers": 4, "gang_strategy": "SPREAD"})
+    ('2 workers', '2 gangs x 4 ranks, SPREAD: actors nas-gang-<g>-rank-<r>')
+    """
+    ranks = st.get("trial_workers") or 1
+    if ranks == 1:
+        return f"{st['workers']} workers"
+    gangs = f"{st['workers']} gang{'s' if st['workers'] != 1 else ''}"
+    return f"{gangs} x {ranks} ranks, {st.get('gang_strategy') or 'PACK'}: actors nas-gang-<g>-rank-<r>"
+
+
 def format_status(st: dict[str, Any]) -> str:
     lines = [f"run       {st['run_dir']}  ({st['space']} / {st['strategy']}, budget {st['budget']}, "
-             f"{st['workers']} workers)"]
+             f"{workers_text(st)})"]
     state = st["state"]
     if st["updated_ago"] is not None and state == "running":
         state += f" (updated {_duration(st['updated_ago'])} ago)"

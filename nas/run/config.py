@@ -30,6 +30,7 @@ from typing import Any
 
 from nas.core.fields import option
 from nas.core.objectives import Objectives
+from nas.engine.protocol import GANG_STRATEGIES
 from nas.run.config_tree import BUILTIN, check_type, leaves, plain, section_from_json, sections
 from nas.train.settings import TrainSettings
 
@@ -111,6 +112,11 @@ class ExecutionSection:
     cpus_per_trial: float = option(1.0, help="CPUs per trainer actor; torch uses this many threads")
     gpus_per_trial: float = option(0.0, help="GPUs per trainer actor, fractional packs several trials on one GPU")
     max_retries: int = option(2, help="resubmissions of a trial whose worker died")
+    trial_workers: int = option(1, help="processes that train each trial data-parallel (torch DDP, executor ray); "
+                                "--workers then counts gangs of this many actors, and --cpus-per-trial and "
+                                "--gpus-per-trial are per process")
+    gang_strategy: str = option("PACK", help="how a gang's actors are placed: on as few nodes as hold them (PACK) "
+                                "or on as many (SPREAD); STRICT_PACK and STRICT_SPREAD insist")
     address: str | None = option(None, help="Ray cluster to join (default: $RAY_ADDRESS, else start a local one)")
     dashboard: bool = option(False, help="start Ray's dashboard (on 127.0.0.1) with a local cluster and print its "
                              "URL")
@@ -123,6 +129,14 @@ class ExecutionSection:
         check_fields(self)
         at_least(self.workers, 1, "workers")
         at_least(self.max_retries, 0, "max_retries")
+        at_least(self.trial_workers, 1, "trial_workers")
+        self.gang_strategy = self.gang_strategy.upper()
+        if self.gang_strategy not in GANG_STRATEGIES:
+            raise ValueError(f"config key 'gang_strategy' must be one of {', '.join(GANG_STRATEGIES)}, "
+                             f"got {self.gang_strategy!r}")
+        if self.trial_workers > 1 and self.executor != "ray":
+            raise ValueError(f"trial_workers={self.trial_workers} (data-parallel trials) needs executor 'ray', "
+                             f"not {self.executor!r}")
         if not self.cpus_per_trial > 0:
             raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
         g = self.gpus_per_trial

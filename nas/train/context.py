@@ -18,6 +18,16 @@ style of Ray Tune's and Optuna's:
 >>> result.state.value, result.score, result.epoch, [h["epoch"] for h in result.history]
 ('COMPLETE', 0.6000000000000001, 3, [1, 2, 3])
 
+On a data-parallel gang (``trial_workers=N``: :mod:`nas.train.gang`) the same function runs on every rank:
+``ctx.rank`` and ``ctx.world_size`` say which, ``ctx.data`` is this rank's shard of each epoch, and
+``ctx.wrap(model)`` returns the model wrapped in torch's ``DistributedDataParallel`` (the module itself on one
+rank, so a function that trains ``ctx.wrap(ctx.model)`` runs anywhere), as Ray Train's ``prepare_model`` and
+Lightning Fabric's ``setup`` do; train the wrapper, save and load ``ctx.model``. Only rank 0's reports reach the
+driver; every rank's ``ctx.report`` returns the scheduler's answer at the same epoch.
+
+>>> ctx.rank, ctx.world_size, ctx.wrap(ctx.model) is ctx.model
+(0, 1, True)
+
 ``ctx.report`` sends each report on (to the driver, where a scheduler decides) as it happens. The
 final result is the last report's metrics (plus what the framework measured: costs, training seconds);
 its scores are the run's objectives applied to them (:class:`nas.core.objectives.Objectives`, the one
@@ -99,15 +109,18 @@ class TrialContext:
     full length, which a learning-rate schedule spans even where a scheduler stops the trial early),
     ``costs`` (measured before training), ``checkpoint`` (:class:`CheckpointIO`),
     ``report(epoch=..., **metrics) -> bool``, and ``evaluate()`` (validation loss and accuracy of
-    ``model``) where the worker provides it."""
+    ``model``) where the worker provides it. ``rank``, ``world_size`` and :meth:`wrap`: the data-parallel gang
+    this trial runs on (rank 0 of 1 elsewhere)."""
 
     def __init__(self, trial: Trial, *, model: Any, data: Any, hparams: Mapping[str, Any],
                  device: str | torch.device, costs: Mapping[str, Any] | None = None,
                  checkpoint: CheckpointIO | None = None, report: ReportFn | None = None,
                  objectives: Objectives | None = None, default_epochs: int = 1, total_epochs: int | None = None,
                  evaluate: Callable[[Any], tuple[float, float]] | None = None,
-                 autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None) -> None:
+                 autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+                 rank: int = 0, world_size: int = 1, wrap: Callable[..., Any] | None = None) -> None:
         self.trial = trial
+        self.rank, self.world_size = rank, world_size
         self.model = model
         self.data = data
         self.hparams = dict(hparams)
@@ -123,6 +136,7 @@ class TrialContext:
         self._report = report
         self._evaluate = evaluate
         self._autocast = autocast
+        self._wrap = wrap
 
     def report(self, epoch: int | None = None, **metrics: Any) -> bool:
         """Record one epoch's metrics and send them on; True when the trial should stop now (the scheduler
@@ -151,6 +165,13 @@ class TrialContext:
         if self._evaluate is None:
             raise RuntimeError("this worker has no evaluate(): compute the validation metrics yourself")
         return self._evaluate(self.model if model is None else model)
+
+    def wrap(self, model: Any = None, **options: Any) -> Any:
+        """``model`` (default ``ctx.model``) ready to train data-parallel: on a gang of several ranks wrapped in
+        ``DistributedDataParallel`` (its gradients averaged over the ranks in ``backward``; ``options`` go to it,
+        e.g. ``find_unused_parameters=True``), elsewhere the model itself. Wrap once, after loading a checkpoint."""
+        model = self.model if model is None else model
+        return self._wrap(model, **options) if self._wrap is not None else model
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """The worker's mixed-precision context (bf16 autocast where the device supports it)."""

@@ -126,19 +126,23 @@ class DeviceSide:
         norm = self.feed.normalize
         return None if norm is None else {"mean": norm.mean, "std": norm.std}
 
-    @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> tuple[float, float]:
         """Validation loss and accuracy, summed on the device and read once."""
+        loss, right = self.eval_sums(model, self.feed.val_batches(self.eval_batch_size)).tolist()  # one device sync
+        return loss / self.feed.n_val, int(right) / self.feed.n_val
+
+    @torch.no_grad()
+    def eval_sums(self, model: torch.nn.Module, batches: Iterator[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """The summed loss and the count of right answers over ``batches``, on the device (float64, shape (2,))."""
         model.eval()
         loss_sum = torch.zeros((), device=self.device)
         correct = torch.zeros((), dtype=torch.int64, device=self.device)
-        for x, y in self.feed.val_batches(self.eval_batch_size):
+        for x, y in batches:
             with self.autocast():
                 logits = model(x)
             loss_sum += torch.nn.functional.cross_entropy(logits.float(), y, reduction="sum")
             correct += (logits.argmax(1) == y).sum()
-        loss, right = torch.stack([loss_sum, correct.double()]).tolist()  # one device sync
-        return loss / self.feed.n_val, int(right) / self.feed.n_val
+        return torch.stack([loss_sum.double(), correct.double()])
 
 
 __all__ = ["DeviceSide"]

@@ -70,13 +70,19 @@ class DeviceFeed:
 
     def train_batches(self, batch_size: int, augment: Augment | None = None) -> Iterator[Batch]:
         order, spans = train_order(self.n_train, batch_size, self.device)
-        for i, j in spans:
-            idx = order[i:j]
+        yield from self.gather([order[i:j] for i, j in spans], augment)
+
+    def gather(self, batches: Sequence[torch.Tensor], augment: Augment | None = None) -> Iterator[Batch]:
+        """The training batches made of these rows (one index tensor per batch), ready for the model."""
+        for idx in batches:
             yield self.prepare(self.x_train[idx], augment), self.y_train[idx]
 
-    def val_batches(self, batch_size: int) -> Iterator[Batch]:
-        for i in range(0, self.n_val, batch_size):
-            yield self.prepare(self.x_val[i : i + batch_size]), self.y_val[i : i + batch_size]
+    def val_batches(self, batch_size: int, rows: slice = slice(None)) -> Iterator[Batch]:
+        """The validation split (or its ``rows``, a contiguous slice) in batches."""
+        lo, hi, _ = rows.indices(self.n_val)
+        for i in range(lo, hi, batch_size):
+            j = min(i + batch_size, hi)
+            yield self.prepare(self.x_val[i:j]), self.y_val[i:j]
 
     def train_samples(self, batch_size: int) -> int:
         """Samples one epoch trains on (all but a dropped last batch of one)."""
@@ -120,12 +126,15 @@ class StreamFeed(DeviceFeed):
 
     def train_batches(self, batch_size: int, augment: Augment | None = None) -> Iterator[Batch]:
         order, spans = train_order(self.n_train, batch_size, torch.device("cpu"))
-        idx = order.numpy()
-        for x, y in self._load(self.train_set, [np.sort(idx[i:j]) for i, j in spans]):
+        yield from self.gather([order[i:j] for i, j in spans], augment)
+
+    def gather(self, batches: Sequence[torch.Tensor], augment: Augment | None = None) -> Iterator[Batch]:
+        for x, y in self._load(self.train_set, [np.sort(idx.cpu().numpy()) for idx in batches]):
             yield self.prepare(x, augment), y
 
-    def val_batches(self, batch_size: int) -> Iterator[Batch]:
-        spans = [slice(i, i + batch_size) for i in range(0, self.n_val, batch_size)]
+    def val_batches(self, batch_size: int, rows: slice = slice(None)) -> Iterator[Batch]:
+        lo, hi, _ = rows.indices(self.n_val)
+        spans = [slice(i, min(i + batch_size, hi)) for i in range(lo, hi, batch_size)]
         for x, y in self._load(self.val_set, spans):
             yield self.prepare(x), y
 

@@ -7,7 +7,9 @@ validation loss and accuracy, reported after every epoch; it returns as soon as 
 A trial with a checkpoint to start from (a promotion continuing a paused trial, PBT's exploit) continues
 its model, optimizer and schedule where that checkpoint ended; a trial that inherited its parent's weights
 (``inherit_from``) starts at epoch 0 and takes the parent's optimizer state where it fits. The loss is
-summed on the device and read once per epoch.
+summed on the device and read once per epoch. On a data-parallel gang it runs unchanged on every rank: each
+trains ``ctx.wrap(model)`` on its shard of each epoch (``ctx.data``) and the validation is shared out too; the
+train loss reported is rank 0's shard's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def fit(ctx: TrialContext) -> None:
     elif ctx.inherited is not None and ctx.inherited.get("optimizer_name") == hp["optimizer"] \
             and "optimizer_param_names" in ctx.inherited:  # the parent's optimizer state, where shapes match
         inherit_optimizer_state(model, opt, ctx.inherited["optimizer"], ctx.inherited["optimizer_param_names"])
+    net = ctx.wrap(model)  # on a data-parallel gang: DDP, which averages the ranks' gradients (else the model)
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=hp["label_smoothing"])
     augment = augmentation(hp)
     per_epoch = feed.train_samples(hp["batch_size"])
@@ -64,7 +67,7 @@ def fit(ctx: TrialContext) -> None:
             for group in opt.param_groups:
                 group["lr"] = lr
             with ctx.autocast():
-                loss = loss_fn(model(x), y)
+                loss = loss_fn(net(x), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if hp["grad_clip"] is not None:

@@ -131,11 +131,10 @@ class TrialRunner:
         return run_safely(trial, body, self.worker, self.node)
 
     def _run_bare(self, trial: Trial, report: ReportFn | None, keep: Keep) -> tuple[Result, bytes | None]:
-        s = self.settings
-        ctx = TrialContext(trial, model=None, data=None, hparams=s.for_trial(trial), device="cpu", report=report,
-                           objectives=self.objectives, default_epochs=s.epochs, total_epochs=s.epochs)
-        returned = self.train(ctx)
-        return ctx.outcome(returned, keep_checkpoint=keep)
+        ctx = self._context(trial, model=None, data=None, hparams=self.settings.for_trial(trial), device="cpu",
+                            report=report)
+        returned = self._train(ctx)
+        return self._outcome(ctx, returned, {}, keep)
 
     def _run(self, side: DeviceSide, trial: Trial, space: SearchSpace, checkpoint: bytes | None,
              report: ReportFn | None, inherit: bytes | None, keep: Keep) -> tuple[Result, bytes | None]:
@@ -144,18 +143,9 @@ class TrialRunner:
         from nas.train.hparams import check_augmentation
         from nas.train.inherit import inherit_into
 
-        s = self.settings
-        hp = s.for_trial(trial)
+        hp = self.settings.for_trial(trial)
         check_augmentation(hp, side.task.input_shape)
-        torch.manual_seed(s.seed * 1_000_003 + trial.trial_id)
-        model, n_params = side.build(trial.arch, space)
-        if n_params > s.max_params:  # before anything else is measured: it may not even fit a forward pass
-            raise TrialFailure(FailureKind.INFEASIBLE, f"params {n_params:,} > max_params {s.max_params:,}",
-                               {"params": n_params})
-        costs = side.measure(model, n_params, hp["batch_size"])
-        violation = self.constraints.check(costs) if self.constraints.active else None
-        if violation is not None:  # recorded at once; nothing is trained
-            raise TrialFailure(FailureKind.INFEASIBLE, str(violation), costs)
+        model, costs = self._prepare(side, trial, space, hp)
         measured: dict[str, Any] = {}
         inherited = None
         if inherit is not None:
@@ -164,19 +154,56 @@ class TrialRunner:
         ckpt_io = CheckpointIO(checkpoint, side.device)
         if (norm := side.normalization()) is not None:
             ckpt_io.extra["normalization"] = norm
-        ctx = TrialContext(trial, model=model, data=side.feed, hparams=hp, device=side.device, costs=costs,
-                           checkpoint=ckpt_io, report=report, objectives=self.objectives, default_epochs=s.epochs,
-                           total_epochs=s.epochs, evaluate=side.evaluate, autocast=side.autocast)
+        ctx = self._context(trial, model=model, data=side.feed, hparams=hp, device=side.device, costs=costs,
+                            checkpoint=ckpt_io, report=report, evaluate=side.evaluate, autocast=side.autocast)
         ctx.inherited = inherited
         t0 = time.perf_counter()
-        returned = self.train(ctx)
+        returned = self._train(ctx)
         train_seconds = time.perf_counter() - t0
         epochs = len(ctx.history)
+        samples = ctx.data.train_samples(hp["batch_size"]) * ctx.world_size * epochs  # (every rank's, on a gang)
         measured.update({
             "train_seconds": train_seconds, "epochs_trained": epochs,
-            "samples_per_second": side.feed.train_samples(hp["batch_size"]) * epochs / max(train_seconds, 1e-9),
+            "samples_per_second": samples / max(train_seconds, 1e-9),
             "device": side.device.type, "threads": torch.get_num_threads(), "hparams": hp,
             "data_path": "streaming" if side.feed.streaming else "device"})
+        return self._outcome(ctx, returned, measured, keep)
+
+
+    # -- the steps a data-parallel gang's runner (nas.train.gang.GangRunner) does its own way -----------
+    def _prepare(self, side: DeviceSide, trial: Trial, space: SearchSpace, hp: dict[str, Any]
+                 ) -> tuple[Any, dict[str, Any]]:
+        """The candidate built on the device and its measured costs; a broken constraint is INFEASIBLE."""
+        model, n_params = self._build(side, trial, space)
+        return model, self._measure(side, model, n_params, hp)
+
+    def _build(self, side: DeviceSide, trial: Trial, space: SearchSpace) -> tuple[Any, int]:
+        import torch
+
+        s = self.settings
+        torch.manual_seed(s.seed * 1_000_003 + trial.trial_id)
+        model, n_params = side.build(trial.arch, space)
+        if n_params > s.max_params:  # before anything else is measured: it may not even fit a forward pass
+            raise TrialFailure(FailureKind.INFEASIBLE, f"params {n_params:,} > max_params {s.max_params:,}",
+                               {"params": n_params})
+        return model, n_params
+
+    def _measure(self, side: DeviceSide, model: Any, n_params: int, hp: dict[str, Any]) -> dict[str, Any]:
+        costs = side.measure(model, n_params, hp["batch_size"])
+        violation = self.constraints.check(costs) if self.constraints.active else None
+        if violation is not None:  # recorded at once; nothing is trained
+            raise TrialFailure(FailureKind.INFEASIBLE, str(violation), costs)
+        return costs
+
+    def _context(self, trial: Trial, **parts: Any) -> TrialContext:
+        s = self.settings
+        return TrialContext(trial, objectives=self.objectives, default_epochs=s.epochs, total_epochs=s.epochs, **parts)
+
+    def _train(self, ctx: TrialContext) -> Any:
+        return self.train(ctx)
+
+    def _outcome(self, ctx: TrialContext, returned: Any, measured: dict[str, Any], keep: Keep
+                 ) -> tuple[Result, bytes | None]:
         return ctx.outcome(returned, measured=measured, keep_checkpoint=keep)
 
 
