@@ -33,7 +33,7 @@ import pandas as pd
 from nas.core import registry
 from nas.core.scheduler import Scheduler
 from nas.core.space import SearchSpace
-from nas.core.spec import BUILTIN, CUSTOM, space_from_spec, train_from_spec, train_spec
+from nas.core.spec import BUILTIN, CUSTOM, resolve_space_spec, space_from_spec, train_from_spec, train_spec
 from nas.core.strategy import Strategy
 from nas.core.types import Trial
 from nas.engine.interfaces import Callback
@@ -182,11 +182,14 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
 
 
 def _resumable(config: RunConfig, given: Given) -> None:
-    """Refuse at once (before anything is built) a resume with a lower budget, or one that cannot get the run's
-    custom training function or Dataset object again (a Python caller hands them in)."""
+    """Refuse at once (before anything is built) a resume with a lower budget, of a space that is no SearchSpace
+    class, or one that cannot get the run's custom training function or Dataset object again (a Python caller
+    hands them in)."""
     if config.run_dir is None:
         raise ValueError("resume=True needs the run_dir of the run to continue")
     prior = read_config(Path(config.run_dir)).resumed_as(config.run_dir, budget=config.search.budget)  # (budget first)
+    if given.space is None:  # what run.json names must be a SearchSpace class (imported as the search did)
+        resolve_space_spec(prior.search.space, allow_import=True)
     t = prior.train
     if t.function.startswith(CUSTOM) and given.train is None and given.executor is None:
         _training_function(prior, resume=True)

@@ -52,7 +52,8 @@ def test_a_huge_label_warns_of_the_head_it_builds(caplog):
 def test_the_cli_refuses_bad_labels_before_any_trial(tmp_path, capsys, y_val, message):
     path = tmp_path / "data.npz"
     np.savez(path, x=X, y=Y, x_val=X[:4], y_val=y_val)
-    code = main(["search", "--space", "toy", "--executor", "inprocess", "--quiet", "--budget", "2", "--data", str(path),
+    code = main(["search", "--space", "toy", "--executor", "inprocess", "--quiet", "--budget", "2",
+                 "--dataset", str(path),
                  "--run-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -84,7 +84,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         write_export(args.export_weights, best_checkpoint(Path(args.run_dir), int(best.trial_id)))
         print(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
     if args.evaluate_test:
-        from nas.monitor.evaluate import evaluate_test
+        from nas.monitor.testset import evaluate_test
 
         t = evaluate_test(args.run_dir, int(best.trial_id))
         print(f"test accuracy {t['test_acc']:.4f} (loss {t['test_loss']:.4f}) on {t['test_images']:,} test images, "

@@ -224,7 +224,7 @@ class RunConfig:
         if found == 2:
             from nas.run.config_format2 import from_format2
 
-            return from_format2(saved)
+            return from_format2(saved, cls)
         if found != FORMAT_VERSION:
             raise ValueError(f"written by an incompatible version (format {found!r}; this version reads format "
                              f"{FORMAT_VERSION} and converts format 2)")
@@ -246,7 +246,7 @@ class RunConfig:
             return cls.from_json(value)
         from nas.run.config_format2 import from_format2
 
-        return from_format2(value)
+        return from_format2(value, cls)
 
     def updated(self, values: Mapping[str, Any]) -> RunConfig:
         """This config with ``values`` (keys as :meth:`from_mapping` takes them) over it; what it records of the

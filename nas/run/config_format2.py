@@ -7,7 +7,9 @@ Format 2 did not record the training function: a run with a dataset spec is take
 command line could run no other); a run without one (a Dataset object, or no data at all) is recorded as a custom
 function that cannot be imported, so only Python (with the same ``train=``) resumes it.
 
->>> cfg = from_format2({"space": "toy", "budget": 3, "epochs": 2, "data": None, "dataset": "none", "format": 2})
+>>> from nas.run.config import RunConfig
+>>> cfg = RunConfig.from_json({"space": "toy", "budget": 3, "epochs": 2, "data": None, "dataset": "none",
+...                            "format": 2})
 >>> cfg.search.budget, cfg.train.settings.epochs, cfg.train.dataset, cfg.train.function
 (3, 2, None, 'custom, not importable (format 2 did not record it)')
 """
@@ -16,18 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nas.run.config import RunConfig
 from nas.run.config_tree import BUILTIN, section_from_json
 from nas.train.settings import TrainSettings
+
+if TYPE_CHECKING:
+    from nas.run.config import RunConfig
 
 #: keys of format 2 that are no leaf of the tree: the record of what the run was given
 _RECORD = ("space_spec", "data", "settings", "dataset_fingerprint", "executor_class", "created", "resumed", "format")
 
 
-def from_format2(saved: Mapping[str, Any]) -> RunConfig:
-    """The :class:`RunConfig` a format-2 ``run.json`` (or any flat mapping of leaves) describes."""
+def from_format2(saved: Mapping[str, Any], config_class: type[RunConfig]) -> RunConfig:
+    """The :class:`RunConfig` (``config_class``, passed in: this module is the config's helper, below it) a
+    format-2 ``run.json`` (or any flat mapping of leaves) describes."""
     values = {k: v for k, v in saved.items() if k not in _RECORD}
     settings = saved.get("settings")
     if isinstance(settings, Mapping):  # the complete settings: the flat training keys repeat them
@@ -40,7 +45,7 @@ def from_format2(saved: Mapping[str, Any]) -> RunConfig:
     named = values.get("dataset")
     if "data" in saved:  # (format 2 wrote "none" for no data, a Dataset object's name for an object)
         values["dataset"] = data if isinstance(data, str) else None
-    cfg = RunConfig.from_mapping(values)
+    cfg = config_class.from_mapping(values)
     no_spec = "data" in saved and not isinstance(data, str)
     train = dataclasses.replace(
         cfg.train, dataset_fingerprint=fingerprint,

@@ -16,9 +16,9 @@ run code (the standard library's ``pickle.load`` would).
 >>> d = tempfile.mkdtemp()
 >>> write_cifar(d, "cifar10", np.zeros((20, 3, 32, 32), np.uint8), list(range(10)) * 2,
 ...             np.zeros((10, 3, 32, 32), np.uint8), list(range(10)))
->>> ds = load_image_dataset(f"cifar10:{d}?val=4")
->>> ds.x_train.dtype, ds.x_train.shape, ds.x_val.shape, ds.x_test.shape
-(dtype('uint8'), (16, 3, 32, 32), (4, 3, 32, 32), (10, 3, 32, 32))
+>>> name, a = load_image_arrays(f"cifar10:{d}?val=4")
+>>> name.startswith("cifar10:"), a["x"].dtype, a["x"].shape, a["x_val"].shape, a["x_test"].shape
+(True, dtype('uint8'), (16, 3, 32, 32), (4, 3, 32, 32), (10, 3, 32, 32))
 """
 
 from __future__ import annotations

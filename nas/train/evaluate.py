@@ -1,5 +1,5 @@
 """The test-set accuracy of a trained candidate: a checkpoint's weights on the dataset's test split, which no
-search ever reads (``nas best RUN --evaluate-test`` calls it through :mod:`nas.monitor.evaluate`).
+search ever reads (``nas best RUN --evaluate-test`` calls it through :mod:`nas.monitor.testset`).
 
 The inputs are normalised with the training split's statistics as in training, and the weights read with
 ``torch.load(weights_only=True)`` (data, never code).
