@@ -5,8 +5,8 @@ Two tables, side by side in one command, on a local Ray cluster:
 1. Scaling: the same candidate (``--space``/``--arch``, default the macro space's 2-block CNN) on the same data
    (``--dataset``, default ``synthetic-32``: 3x32x32 images), the same global batch (``--batch-size``, split evenly
    over the ranks: each trains its own shard, DDP averages the gradients), optimizer and epochs: a trainer actor of
-   the usual pool (:class:`nas.engine.ray_pool.RayExecutor`), then gangs (:class:`nas.engine.gang.GangExecutor`) of
-   each of ``--ranks`` (default 1, 2, and 4 where the machine has 4 cores), 1 CPU and 1 torch thread per rank.
+   the usual pool (:class:`nas.engine.ray_pool.RayExecutor`), then gangs
+   (:class:`nas.engine.gang_executor.GangExecutor`) of each of ``--ranks`` (default 1, 2, and 4 where the machine has 4 cores), 1 CPU and 1 torch thread per rank.
    Per row, medians of ``--repeats`` trials, interleaved across the sides (all held at once: Ray's CPUs are
    reservations, and one trial trains at a time): training samples per second (every rank's samples over the
    training function's seconds, validation included), the speed-up over the actor, the final validation accuracy
@@ -55,7 +55,7 @@ def one_trial(ex: Any, trial: Trial) -> tuple[float, Any]:
 
 def executor(space: Any, data: Any, settings: Any, ranks: int, *, name: str, gpus: float = 0.0) -> tuple[Any, float]:
     """A plain trainer actor (``ranks`` 0) or a gang of ``ranks`` (``gpus`` each), and the seconds it took to start."""
-    from nas.engine.gang import GangExecutor
+    from nas.engine.gang_executor import GangExecutor
     from nas.engine.ray_pool import RayExecutor
 
     t0 = time.perf_counter()

@@ -21,7 +21,7 @@ import nas
 from nas.cli import main
 from nas.core.space import SearchSpace, Task
 from nas.core.types import Trial
-from nas.engine.gang import GangExecutor
+from nas.engine.gang_executor import GangExecutor
 from nas.engine.protocol import EventKind, KeepRule, finished
 from nas.monitor.status import format_status, run_status
 from nas.run.reader import read_journal

@@ -1,4 +1,4 @@
-"""One rank of a data-parallel gang of :class:`nas.engine.gang.GangExecutor`: a Ray actor named
+"""One rank of a data-parallel gang of :class:`nas.engine.gang_executor.GangExecutor`: a Ray actor named
 ``nas-gang-<g>-rank-<r>`` in the dashboard, placed in its gang's placement group (bundle ``r``).
 
 The gang starts once: every rank gets its data onto its device (:class:`nas.train.gang.GangRunner`), rank 0 names

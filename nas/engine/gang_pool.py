@@ -1,4 +1,4 @@
-"""The gangs of a :class:`nas.engine.gang.GangExecutor`: each a placement group and its ranks
+"""The gangs of a :class:`nas.engine.gang_executor.GangExecutor`: each a placement group and its ranks
 (:class:`nas.engine.gang_actor.GangMember`), started, torn down, rebuilt and retired here; which trial a gang runs
 is the executor's business.
 

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from nas.train.data import Dataset
     from nas.train.settings import TrainSettings
 
-#: how a data-parallel gang's ranks are placed (Ray placement-group strategies; see :mod:`nas.engine.gang`)
+#: how a data-parallel gang's ranks are placed (Ray placement-group strategies; see :mod:`nas.engine.gang_executor`)
 GANG_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 TrainFn = Callable[["TrialContext"], Any]
@@ -211,7 +211,8 @@ class ExecutorConfig:
     """Everything a registered executor may be built from; each takes what it uses. ``train``: the training
     function every trial runs (None: the built-in :func:`nas.train.fit.fit`). ``trial_workers``: processes that
     train each trial data-parallel (ray: above 1, ``workers`` gangs of that many ranks placed by ``gang_strategy``,
-    :mod:`nas.engine.gang`). ``options`` are executor-specific (ray: ``prefetch``, ``start_timeout``; with gangs
+    :mod:`nas.engine.gang_executor`). ``options`` are executor-specific (ray: ``prefetch``, ``start_timeout``;
+    with gangs
     ``start_timeout``, ``collective_timeout``; simulated: ``benchmark`` (an object with ``query``/``epochs`` or a
     name in ``nas.core.registry.tables``), ``noise``, ``round_trip``, ``prefetch``)."""
 

@@ -46,7 +46,7 @@ from nas.core.registry import register_executor
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import BoundedCheckpoints, Event, ExecutorConfig, KeepRule, PrefetchRule, TrainFn
-from nas.engine.trainer_actor import CheckpointNext, Ended, TrainerActor
+from nas.engine.trainer_actor import CheckpointNext, Ended, TrainerActor, fetch_checkpoint
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
@@ -153,7 +153,7 @@ class RayExecutor:
         self._running: dict[int, _Running] = {}  # trial id -> its run
         self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (trial id, attempt)
         self._cancelled: set[int] = set()
-        self.checkpoints = BoundedCheckpoints(fetch=self._fetch)  # ObjectRefs; fetched only when used
+        self.checkpoints = BoundedCheckpoints(fetch=fetch_checkpoint)  # ObjectRefs; fetched only when used
         self.restarts = 0
         self.start_timeout = start_timeout
         self.retired: list[int] = []  # slots whose worker was lost and could not be replaced
@@ -173,8 +173,8 @@ class RayExecutor:
 
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> Any:
-        if cfg.trial_workers > 1:  # data-parallel trials: gangs of actors (nas.engine.gang)
-            from nas.engine.gang import GangExecutor
+        if cfg.trial_workers > 1:  # data-parallel trials: gangs of actors (nas.engine.gang_executor)
+            from nas.engine.gang_executor import GangExecutor
 
             return GangExecutor.from_config(cfg)
         opts = cfg.checked_options("ray", "prefetch", "start_timeout", "name_prefix")
@@ -463,18 +463,6 @@ class RayExecutor:
         self.retired.append(slot)
         log.warning("worker %s could not be replaced (%s): the pool shrinks to %d workers",
                     self._names[slot], why, self.slots)
-
-    @staticmethod
-    def _fetch(item: Any) -> bytes | None:
-        """A kept checkpoint's bytes: its ObjectRef fetched, or the bytes put back on resume (kept as they are,
-        and sent to a worker in the task's arguments)."""
-        if isinstance(item, bytes):
-            return item
-        try:
-            return ray.get(item)  # type: ignore[no-any-return]
-        except ray.exceptions.RayError:  # kept on a node that has left the cluster
-            log.warning("a kept checkpoint was lost with its node")
-            return None
 
     def shutdown(self) -> None:
         for actor in self._actors:

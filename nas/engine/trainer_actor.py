@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import logging
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import ray
+import ray.exceptions
 
 from nas.core.types import Decision, Report, Result, Trial, arch_key
 from nas.engine.channel import Crashed, Done, Reported, TrainingThread, TrialChannel
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from nas.train.data import Dataset
     from nas.train.settings import TrainSettings
 
+
+log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CheckpointNext:
@@ -42,6 +46,19 @@ class Ended:
 StreamItem = tuple[Report | Ended, ...] | CheckpointNext
 """One item of a trial's stream: the messages ready together (reports, then perhaps the result), or the note that
 the checkpoint's bytes follow as the next item."""
+
+
+def fetch_checkpoint(item: Any) -> bytes | None:
+    """A kept checkpoint's bytes: its ObjectRef (left in the object store by the actor's stream) fetched, or the
+    bytes put back on resume (kept as they are, and sent to a worker in the task's arguments); None when it was
+    kept on a node that has left the cluster."""
+    if isinstance(item, bytes):
+        return item
+    try:
+        return ray.get(item)  # type: ignore[no-any-return]
+    except ray.exceptions.RayError:
+        log.warning("a kept checkpoint was lost with its node")
+        return None
 
 
 @ray.remote(concurrency_groups={"monitor": 1})  # type: ignore[call-overload]
@@ -133,4 +150,4 @@ class TrainerActor:
         return self.name
 
 
-__all__ = ["CheckpointNext", "Ended", "StreamItem", "TrainerActor"]
+__all__ = ["fetch_checkpoint", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]

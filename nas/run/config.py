@@ -130,10 +130,10 @@ class ExecutionSection:
         at_least(self.workers, 1, "workers")
         at_least(self.max_retries, 0, "max_retries")
         at_least(self.trial_workers, 1, "trial_workers")
-        self.gang_strategy = self.gang_strategy.upper()
-        if self.gang_strategy not in GANG_STRATEGIES:
+        if self.gang_strategy.upper() not in GANG_STRATEGIES:
             raise ValueError(f"config key 'gang_strategy' must be one of {', '.join(GANG_STRATEGIES)}, "
                              f"got {self.gang_strategy!r}")
+        self.gang_strategy = self.gang_strategy.upper()
         if self.trial_workers > 1 and self.executor != "ray":
             raise ValueError(f"trial_workers={self.trial_workers} (data-parallel trials) needs executor 'ray', "
                              f"not {self.executor!r}")

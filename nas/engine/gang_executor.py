@@ -47,8 +47,7 @@ from nas.engine.gang_actor import Began, GangEnded, RankEnd
 from nas.engine.gang_pool import Gang, GangPool, GangSpec
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import GANG_STRATEGIES, BoundedCheckpoints, Event, ExecutorConfig, KeepRule, TrainFn
-from nas.engine.ray_pool import RayExecutor
-from nas.engine.trainer_actor import CheckpointNext
+from nas.engine.trainer_actor import CheckpointNext, fetch_checkpoint
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
@@ -123,7 +122,7 @@ class GangExecutor:
         self._done: list[Event] = []
         self._cancelled: set[int] = set()
         self._awaiting: dict[int, Any] = {}  # trial id -> rank 0 waiting at a rung for the loop's answer
-        self.checkpoints = BoundedCheckpoints(fetch=RayExecutor._fetch)  # ObjectRefs; fetched only when used
+        self.checkpoints = BoundedCheckpoints(fetch=fetch_checkpoint)  # ObjectRefs; fetched only when used
         inbox = self._inbox
         self.pool = GangPool(workers, spec, start_timeout=start_timeout, wake=lambda: inbox.put((-1, -1)))
 
