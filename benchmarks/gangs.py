@@ -6,7 +6,8 @@ Two tables, side by side in one command, on a local Ray cluster:
    (``--dataset``, default ``synthetic-32``: 3x32x32 images), the same global batch (``--batch-size``, split evenly
    over the ranks: each trains its own shard, DDP averages the gradients), optimizer and epochs: a trainer actor of
    the usual pool (:class:`nas.engine.ray_pool.RayExecutor`), then gangs
-   (:class:`nas.engine.gang_executor.GangExecutor`) of each of ``--ranks`` (default 1, 2, and 4 where the machine has 4 cores), 1 CPU and 1 torch thread per rank.
+   (:class:`nas.engine.gang_executor.GangExecutor`) of each of ``--ranks`` (default 1, 2, and 4 where the machine
+   has 4 cores), 1 CPU and 1 torch thread per rank.
    Per row, medians of ``--repeats`` trials, interleaved across the sides (all held at once: Ray's CPUs are
    reservations, and one trial trains at a time): training samples per second (every rank's samples over the
    training function's seconds, validation included), the speed-up over the actor, the final validation accuracy
