@@ -23,7 +23,7 @@ from re-evaluating the cells it just came from; a restart far away may, rarely, 
 
 >>> from nas.search_spaces.toy import ToySpace, toy_score
 >>> from nas.core.types import Outcome, Result
->>> ls = LocalSearch(ToySpace(), seed=0)
+>>> ls = LocalSearch(ToySpace(), init=1, seed=0)
 >>> found = []
 >>> for _ in range(60):
 ...     t = ls.ask()
@@ -65,12 +65,13 @@ def neighbours(space: SearchSpace, arch: Arch) -> list[dict[str, Any]]:
 
 @register_strategy("local")
 class LocalSearch(ProxyWarmup, Strategy):
-    """Options: ``init`` (cells evaluated at each start, the best becoming the incumbent; default 1), ``move``
+    """Options: ``init`` (cells evaluated at each start, the best becoming the incumbent; default 10: on the
+    NAS-Bench-201 protocol it ends on better cells than 1 on CIFAR-10 and CIFAR-100, ``nas bench strategies``), ``move``
     (``"first"``, default, or ``"best"``: see the module docstring), ``memory`` (recent evaluations remembered;
     default four neighbourhoods, at least 64), ``warmup`` (``"PROXY:M:K"``: starts take the proxy's top K of M
     random cells, best first, before any random one; :mod:`nas.strategies.warmup`)."""
 
-    def __init__(self, space: SearchSpace, *, seed: int | None = None, init: int = 1, move: str = "first",
+    def __init__(self, space: SearchSpace, *, seed: int | None = None, init: int = 10, move: str = "first",
                  memory: int | None = None, warmup: str | None = None) -> None:
         super().__init__(space, seed=seed)
         self.init = check_positive_int("init", init)

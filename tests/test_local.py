@@ -30,7 +30,7 @@ def test_neighbours_are_every_one_decision_change():
 
 
 def test_first_improvement_moves_at_once_and_hands_out_the_new_neighbourhood():
-    ls = LocalSearch(ToySpace(), seed=0)
+    ls = LocalSearch(ToySpace(), seed=0, init=1)
     start = ls.ask()
     ls.tell(start, done(start, 0.0))
     assert ls.incumbent == start.arch and len(ls.queue) == 20
@@ -46,7 +46,7 @@ def test_first_improvement_moves_at_once_and_hands_out_the_new_neighbourhood():
 
 
 def test_best_improvement_evaluates_the_whole_neighbourhood_before_moving():
-    ls = LocalSearch(ToySpace(), seed=0, move="best")
+    ls = LocalSearch(ToySpace(), seed=0, init=1, move="best")
     start = ls.ask()
     ls.tell(start, done(start, 0.0))
     trials = [ls.ask() for _ in range(20)]
@@ -59,7 +59,7 @@ def test_best_improvement_evaluates_the_whole_neighbourhood_before_moving():
 
 
 def test_a_local_optimum_restarts_and_the_last_neighbours_in_flight_are_awaited():
-    ls = LocalSearch(ToySpace(), seed=1)
+    ls = LocalSearch(ToySpace(), seed=1, init=1)
     start = ls.ask()
     ls.tell(start, done(start, 5.0))
     out = [ls.ask() for _ in range(20)]
@@ -80,7 +80,7 @@ def test_init_starts_from_the_best_of_several_cells():
 
 
 def test_failed_neighbours_are_not_asked_again_and_never_become_the_incumbent():
-    ls = LocalSearch(ToySpace(), seed=0)
+    ls = LocalSearch(ToySpace(), seed=0, init=1)
     start = ls.ask()
     ls.tell(start, done(start, 0.0))
     bad = ls.ask()
@@ -90,7 +90,7 @@ def test_failed_neighbours_are_not_asked_again_and_never_become_the_incumbent():
 
 
 def test_a_promoted_result_is_compared_like_with_like():
-    ls = LocalSearch(ToySpace(), seed=0)
+    ls = LocalSearch(ToySpace(), seed=0, init=1)
     start = ls.ask()
     ls.tell(start, done(start, 0.70, epoch=12, outcome=Outcome.PAUSED))
     a = ls.ask()
@@ -116,18 +116,18 @@ def test_the_warm_up_starts_from_the_proxys_best_in_order():
 
 
 def test_it_finds_the_toy_optimum_before_random_search_on_the_same_budget():
-    assert toy_search(LocalSearch(ToySpace(), seed=0), 60, in_flight=4) == 0.0
+    assert toy_search(LocalSearch(ToySpace(), seed=0, init=1), 60, in_flight=4) == 0.0
     assert toy_search(RandomSearch(ToySpace(), seed=0), 60, in_flight=4) < 0.0
 
 
 def test_memory_is_bounded_and_a_snapshot_restores_the_climb(tmp_path):
-    ls = LocalSearch(ToySpace(), seed=0, memory=30)
+    ls = LocalSearch(ToySpace(), seed=0, init=1, memory=30)
     for _ in range(200):
         t = ls.ask()
         ls.tell(t, done(t, toy_score(t.arch)))
     assert len(ls.memory) == 30
     write_snapshot(tmp_path / "s.json", ls.state_dict())
-    back = LocalSearch(ToySpace(), seed=5, memory=30)
+    back = LocalSearch(ToySpace(), seed=5, init=1, memory=30)
     back.load_state_dict(read_snapshot(tmp_path / "s.json"))
     for _ in range(20):
         a, b = ls.ask(), back.ask()
@@ -146,7 +146,7 @@ def test_bad_options_are_one_line_errors(options, message):
 
 
 def test_a_warm_start_at_the_optimum_climbs_no_further_and_restarts():
-    ls = LocalSearch(ToySpace(), seed=0)
+    ls = LocalSearch(ToySpace(), seed=0, init=1)
     ls.warm_start(Trial(-1, TOY_OPTIMUM), Result(-1, Outcome.COMPLETE, score=0.0, epoch=1))
     assert ls.incumbent == TOY_OPTIMUM and ls.asked == 0
     for _ in range(20):
