@@ -17,7 +17,7 @@ from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.strategies.random import RandomSearch
 from nas.train.data import load_dataset
 from nas.train.fit import fit
-from nas.train.proxies import PROXIES, check_names, compute, score_archs, scoring, screened
+from nas.train.proxies import PROXIES, check_names, compute, rank_against, score_archs, scoring, screened
 from nas.train.settings import TrainSettings
 
 SPACE, TASK = NB201Space(channels=4), Task((3, 8, 8), 10)
@@ -65,6 +65,13 @@ def test_scores_of_a_list_of_architectures_are_seeded(batch):
     a = score_archs(SPACE, archs, TASK, names=["synflow", "naswot"], x=batch[0], y=batch[1])
     b = score_archs(SPACE, archs, TASK, names=["synflow", "naswot"], x=batch[0], y=batch[1])
     assert a == b and len(a["synflow"]) == 3 and a["naswot"][2] == -math.inf
+
+
+def test_rank_against_known_scores(batch):
+    archs = [from_op_code(c) for c in ("334131", "111111", "000000", "333333")]
+    params = score_archs(SPACE, archs, TASK, names=["params"])["params"]
+    ranks = rank_against(SPACE, archs, params, TASK, names=["params", "naswot"], x=batch[0])
+    assert ranks["params"] == (pytest.approx(1.0), pytest.approx(1.0)) and -1 <= ranks["naswot"][0] <= 1
 
 
 @pytest.fixture(scope="module")

@@ -248,5 +248,22 @@ def score_archs(space: Any, archs: Sequence[Arch], task: Any, *, names: Iterable
     return out
 
 
-__all__ = ["NEEDS_DATA", "PROXIES", "check_names", "compute", "grad_norm", "jacob_cov", "naswot", "score_archs",
-           "screened", "scoring", "snip", "synflow"]
+def rank_against(space: Any, archs: Sequence[Arch], scores: Sequence[float], task: Any, *,
+                 names: Iterable[str] = PROXIES, x: torch.Tensor | None = None, y: torch.Tensor | None = None,
+                 seed: int = 0, device: str | torch.device = "cpu") -> dict[str, tuple[float, float]]:
+    """Spearman's rho and Kendall's tau (scipy) of each proxy of ``archs`` against their ``scores`` (a run's finished
+    trials, say): what ``nas proxies RUN`` prints. A proxy that failed on a cell ranks it last."""
+    from scipy.stats import kendalltau, spearmanr
+
+    values = score_archs(space, archs, task, names=names, x=x, y=y, seed=seed, device=device)
+    out = {}
+    for name, column in values.items():
+        v = np.array(column, dtype=float)
+        bad = ~np.isfinite(v)
+        v[bad] = (v[~bad].min() if (~bad).any() else 0.0) - 1.0
+        out[name] = (float(spearmanr(v, scores)[0]), float(kendalltau(v, scores)[0]))
+    return out
+
+
+__all__ = ["NEEDS_DATA", "PROXIES", "check_names", "compute", "grad_norm", "jacob_cov", "naswot", "rank_against",
+           "score_archs", "screened", "scoring", "snip", "synflow"]
