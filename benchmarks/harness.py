@@ -47,11 +47,12 @@ class Outcome:
 def simulated_search(strategy: Any, benchmark: Any, *, seed: int, workers: int = 1, budget: int | None = None,
                      time_budget: float | None = None, noise: float = 0.0, options: Mapping[str, Any] | None = None,
                      objectives: Sequence[str] = ("val_acc:max",), epochs: int | None = None, scheduler: Any = None,
-                     callbacks: Sequence[Any] = ()) -> tuple[Any, Any]:
+                     callbacks: Sequence[Any] = (), stop: Any = None) -> tuple[Any, Any]:
     """One seeded search of ``strategy`` (a registered name, or a strategy) through the real
     :class:`nas.engine.loop.SearchLoop` on a :class:`nas.engine.simulated.SimulatedExecutor` handed ``benchmark`` (a
     table object, or a name of :data:`nas.core.registry.tables`), without a journal; the finished loop and executor.
-    ``noise``: std of Gaussian noise on each reward, in accuracy points (the executor's scores are fractions)."""
+    ``noise``: std of Gaussian noise on each reward, in accuracy points (the executor's scores are fractions);
+    ``stop``: a :class:`nas.engine.stop.StopSignal` a callback may request."""
     from nas.api import build_strategy
     from nas.core.registry import spaces, tables
     from nas.engine.loop import SearchLoop
@@ -62,7 +63,7 @@ def simulated_search(strategy: Any, benchmark: Any, *, seed: int, workers: int =
     executor = SimulatedExecutor(space, bench, workers=workers, seed=seed, noise=noise / 100,
                                  objectives=list(objectives), epochs=epochs)
     loop = SearchLoop(build_strategy(strategy, space, seed, options, list(objectives)), executor, budget=budget,
-                      time_budget=time_budget, scheduler=scheduler, callbacks=callbacks)
+                      time_budget=time_budget, scheduler=scheduler, callbacks=callbacks, stop=stop)
     loop.run()
     return loop, executor
 
@@ -206,9 +207,9 @@ def add_simulation_arguments(p: Any) -> None:
     noise, processes and the output directory."""
     from nas.engine.tabular.nb201_table import DATASETS
 
-    p.add_argument("--search-dataset", choices=list(DATASETS), default="cifar10",
+    p.add_argument("--search-dataset", choices=list(DATASETS),
                    help="whose 12-epoch validation accuracy is the reward and whose time is charged "
-                        "(default: cifar10, as the paper)")
+                        "(default: --dataset's)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="STRATEGY.KEY=VALUE",
                    help="a strategy option, e.g. -o evolution.population=20 (repeatable; "
                         f"protocol defaults: {PROTOCOL_OPTIONS})")

@@ -1,3 +1,3 @@
 """Built-in search strategies, one file each, registered by name (``nas strategies`` lists them)."""
 
-from nas.strategies import evolution, optuna_sampler, pbt, random, rl  # noqa: F401  (importing registers them)
+from nas.strategies import evolution, local, optuna_sampler, pbt, predictor, random, rl  # noqa: F401  (importing registers them)

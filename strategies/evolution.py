@@ -12,6 +12,16 @@ made asynchronous.
 There is no generation barrier: asks made while the initial population is still training use the
 members that have finished so far, and are random while none has.
 
+Fidelities: with a scheduler (ASHA, Hyperband), a result may come from a trial stopped or paused at a rung (12
+epochs, say) and a promoted trial's longer result arrives later (:meth:`RegularizedEvolution.update`). Each member
+keeps its score per fidelity, the later one included while it lives, and the tournament compares the sampled
+members like with like: at the highest fidelity they all share, or, where they share none, by their ranks within
+the population at their own fidelities (:mod:`nas.strategies.fidelity`); never a 12-epoch score against a 200-epoch
+one. (With several objectives the Pareto ranks use each member's latest scores.)
+
+With a ``warmup`` (``"PROXY:M:K"``, Mellor et al. 2021's AREA), the first K asks are the top K of M random
+architectures by a zero-cost proxy (:mod:`nas.strategies.warmup`) instead of random ones.
+
 Multi-objective (several ``objectives``, or results whose ``scores`` hold more than one value): the
 tournament picks the sampled member of lowest Pareto rank within the population, ties broken by the
 largest crowding distance within its front (NSGA-II's crowded comparison, Deb et al. 2002, "A Fast and
@@ -40,18 +50,25 @@ from nas.core.registry import register_strategy
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy, check_positive_int
 from nas.core.types import Arch, Result, Trial, arch_key
+from nas.strategies.fidelity import Fidelities, add, best_of, from_data, to_data
+from nas.strategies.warmup import ProxyWarmup, make_pool
 
 
 @dataclasses.dataclass(frozen=True)
 class Member:
     trial_id: int
     arch: Arch
-    score: float
+    score: float  # at its highest fidelity
     scores: list[float] | None = None  # every objective, higher-is-better, when there are several
+    fidelities: Fidelities = dataclasses.field(default_factory=dict)  # epochs -> score ({0: score}: not known)
+
+    def __post_init__(self) -> None:
+        if not self.fidelities:
+            self.fidelities[0] = self.score  # a member of a snapshot written before fidelities were kept
 
 
 @register_strategy("evolution")
-class RegularizedEvolution(Strategy):
+class RegularizedEvolution(ProxyWarmup, Strategy):
     """Options: ``population`` (P, default 50), ``sample_size`` (S, default 10, at most P), ``dedup``
     (re-mutate up to a few times when a child is already in the population or in flight; default False,
     as in the paper). Dedup looks only at the living population and the trials in flight, not at every
@@ -64,6 +81,8 @@ class RegularizedEvolution(Strategy):
     ``inherit_from=parent`` and starts from its parent's trained weights wherever a tensor's name and shape
     are unchanged (:mod:`nas.train.inherit`), and every trial keeps its checkpoint (so that it can be a
     parent). ``child_epochs``: with ``inherit``, the epochs a child trains (default: the run's).
+
+    ``warmup`` (``"PROXY:M:K"``): the first K asks are the proxy's top K of M random architectures.
 
     >>> from nas.search_spaces.toy import ToySpace
     >>> from nas.core.types import Result, TrialState
@@ -90,6 +109,7 @@ class RegularizedEvolution(Strategy):
         dedup: bool = False,
         inherit: bool = False,
         child_epochs: int | None = None,
+        warmup: str | None = None,
     ) -> None:
         super().__init__(space, seed=seed)
         self.objectives = Objectives(objectives) if objectives is not None else None
@@ -107,13 +127,17 @@ class RegularizedEvolution(Strategy):
                              "for the run's epochs otherwise)")
         self.inherit = inherit
         self.child_epochs = None if child_epochs is None else check_positive_int("child_epochs", child_epochs)
+        self.warmup_pool = make_pool(warmup)
         self.population: collections.deque[Member] = collections.deque()  # oldest on the left
         self._random_asked = 0
         self._in_flight: dict[int, str] = {}  # with dedup: trial id -> arch key, until its result
         self._taken: collections.Counter[str] = collections.Counter()  # with dedup: keys in population + flight
 
     def ask(self) -> Trial:
-        if self._random_asked < self.capacity or not self.population:
+        if self.warmup_pool is not None and (ranked := self.warmup_pool.take(1)):
+            self._random_asked += 1
+            arch, parent = ranked[0], None
+        elif self._random_asked < self.capacity or not self.population:
             self._random_asked += 1
             arch, parent = self.space.sample(self.rng), None
         else:
@@ -138,7 +162,8 @@ class RegularizedEvolution(Strategy):
         picks = self.rng.choice(len(self.population), size=k, replace=False)
         if self.population[0].scores is not None:
             return self._crowded_tournament([int(i) for i in picks])
-        return max((self.population[int(i)] for i in picks), key=lambda m: m.score)
+        sample = [self.population[int(i)] for i in picks]
+        return sample[best_of([m.fidelities for m in sample], [m.fidelities for m in self.population])]
 
     def _crowded_tournament(self, picks: list[int]) -> Member:
         """The pick of lowest Pareto rank in the population, then of largest crowding distance within its
@@ -182,13 +207,27 @@ class RegularizedEvolution(Strategy):
             self._release(key)
         if not result.ok or result.score is None:
             return  # a failed candidate never becomes a parent; it takes no place in the population
-        self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score), self._scores(result)))
+        self.population.append(Member(trial.trial_id, dict(trial.arch), float(result.score), self._scores(result),
+                                      add({}, result)))
         if self.dedup:
             self._taken[arch_key(trial.arch)] += 1
         if len(self.population) > self.capacity:
             dead = self.population.popleft()  # the oldest dies, however good it was
             if self.dedup:
                 self._release(arch_key(dead.arch))
+
+    def update(self, trial: Trial, result: Result) -> None:
+        """A promoted trial's longer result: its member, if it still lives, gains the score at that fidelity (and,
+        with several objectives, that result's scores)."""
+        if not result.ok or result.score is None:
+            return
+        for i, m in enumerate(self.population):
+            if m.trial_id == trial.trial_id:
+                fidelities = add(dict(m.fidelities), result)
+                top = fidelities[max(fidelities)]
+                scores = self._scores(result) if m.scores is not None else None
+                self.population[i] = dataclasses.replace(m, score=top, scores=scores, fidelities=fidelities)
+                return
 
     def warm_start(self, trial: Trial, result: Result) -> None:
         """A finished trial of an earlier run (:mod:`nas.run.warmstart`): it joins the population as a member
@@ -208,17 +247,28 @@ class RegularizedEvolution(Strategy):
     def state_dict(self) -> dict[str, Any]:
         return {
             **super().state_dict(),
-            "population": [{k: v for k, v in dataclasses.asdict(m).items() if v is not None or k != "scores"}
-                           for m in self.population],
+            "population": [self._member_data(m) for m in self.population],
             "random_asked": self._random_asked,
             "in_flight": dict(self._in_flight),
+            "warmup": None if self.warmup_pool is None else self.warmup_pool.state_dict(),
         }
+
+    @staticmethod
+    def _member_data(m: Member) -> dict[str, Any]:
+        data: dict[str, Any] = {"trial_id": m.trial_id, "arch": m.arch, "score": m.score,
+                                "fidelities": to_data(m.fidelities)}
+        if m.scores is not None:
+            data["scores"] = m.scores
+        return data
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
-        self.population = collections.deque(Member(**m) for m in state["population"])
+        self.population = collections.deque(
+            Member(**{**m, "fidelities": from_data(m.get("fidelities", ()))}) for m in state["population"])
         self._random_asked = int(state["random_asked"])
         self._in_flight = {int(k): str(v) for k, v in state["in_flight"].items()}
         self._taken = collections.Counter(self._in_flight.values())
         if self.dedup:
             self._taken.update(arch_key(m.arch) for m in self.population)
+        if self.warmup_pool is not None and state.get("warmup") is not None:
+            self.warmup_pool.load_state_dict(state["warmup"])

@@ -25,7 +25,7 @@ def test_every_method_runs_and_asha_trains_fewer_cells_to_200_epochs(quick):
         assert o.trials == o.full > 0
     for o in by["evolution 12"]:
         assert o.full == 0 and o.trials > 10 * by["evolution 200"][0].trials
-    for m in ("ASHA stopping", "ASHA promotion"):
+    for m in ("ASHA stopping", "ASHA promotion", "HB promotion", "ASHA prom. (mixed)", "HB prom. (mixed)"):
         for o in by[m]:
             assert 0 < o.full < o.trials  # some went on to 200 epochs, the rest ended at the 12-epoch rung
     valid = load_table().valid200["cifar10"]
@@ -74,4 +74,18 @@ def test_the_quick_command_prints_the_table(capsys):
     args = parser.parse_args(["asha", "--quick", "--jobs", "1", "--workers", "2"])
     assert args.handler(args) == 0
     out = capsys.readouterr().out
-    assert "3 seeds" in out and "ASHA promotion" in out and "12 runs in" in out
+    assert "3 seeds" in out and "HB promotion" in out and f"{3 * len(asha_sim.METHODS)} runs in" in out
+    assert "median stopping: not run" in out and "p vs it" in out
+
+
+def test_the_mixed_evolution_compares_raw_scores_and_ignores_promotions():
+    from nas.core.types import Outcome, Result
+    from nas.search_spaces.nb201 import NB201Space
+
+    evo = asha_sim.MixedEvolution(NB201Space(), population=2, sample_size=2, seed=0)
+    a, b = evo.ask(), evo.ask()
+    evo.tell(a, Result(a.trial_id, Outcome.COMPLETE, score=0.90, epoch=200))
+    evo.tell(b, Result(b.trial_id, Outcome.PAUSED, score=0.85, epoch=12))
+    evo.update(b, Result(b.trial_id, Outcome.COMPLETE, score=0.95, epoch=200))
+    assert [m.fidelities for m in evo.population] == [{200: 0.90}, {12: 0.85}]
+    assert {evo.ask().parent for _ in range(5)} == {a.trial_id}  # 0.90 at 200 "beats" 0.85 at 12

@@ -1,0 +1,269 @@
+"""Zero-cost proxies: scores of an untrained network, from one minibatch (or none), that rank architectures.
+
+Each is written from its paper (no code copied) and computed on the model's device:
+
+- ``synflow`` (Tanaka et al. 2020, "Pruning neural networks without any data by iteratively conserving synaptic
+  flow", NeurIPS, eq. 2; as a NAS proxy: Abdelfattah et al. 2021, "Zero-Cost Proxies for Lightweight NAS", ICLR):
+  every parameter replaced by its absolute value, the network in evaluation mode (batch norm an affine identity at
+  initialisation) and double precision, one all-ones input; R = the sum of the outputs; the score is
+  sum |theta * dR/dtheta| over the weights of convolutions and linear layers. It sees no data.
+- ``snip`` (Lee et al. 2019, "SNIP: Single-shot Network Pruning based on Connection Sensitivity", ICLR, eq. 6):
+  sum |theta * dL/dtheta| of the cross-entropy loss L on one labelled minibatch, same weights.
+- ``grad_norm`` (Abdelfattah et al. 2021, section 3): the sum over those layers of the Euclidean norm of dL/dtheta.
+- ``jacob_cov`` (Mellor et al. 2020, "Neural Architecture Search without Training", arXiv v1, section 3): the
+  Jacobians of the summed outputs with respect to each input of a minibatch, their correlation matrix' eigenvalues
+  l, and -sum(log(l + k) + 1 / (l + k)), k = 1e-5. Labels are not used.
+- ``naswot`` (Mellor et al. 2021, the ICML version, eq. 2): the binary code of which ReLUs are active for each
+  input, the kernel K[i, j] = (units) - Hamming(c_i, c_j), and log |det K|. Labels are not used.
+- ``params``: the parameter count, the baseline a proxy must beat (it correlates 0.735 with CIFAR-100 accuracy
+  on NAS-Bench-201, Abdelfattah et al. 2021, Table 1).
+
+Higher is better for every one. :func:`compute` scores one model; :class:`scoring` is a training function that
+scores instead of training (``nas.search(..., train=scoring("synflow"), objectives=["synflow"])`` ranks a space's
+candidates on the workers, in parallel); :class:`screened` scores before training and makes a candidate below a
+threshold an INFEASIBLE trial that trained nothing (a cheap pre-screen); :func:`score_archs` scores a list of
+architectures in this process (the benches; a strategy's warm-up, :func:`nas.strategies.warmup.warm_up`).
+
+>>> import torch
+>>> from nas.search_spaces.nb201 import NB201Space, from_op_code
+>>> from nas.core.space import Task
+>>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+<torch._C.Generator object at ...>
+>>> x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,))
+>>> space, task = NB201Space(channels=4), Task((3, 8, 8), 10)
+>>> good, bad = (space.build(from_op_code(c), task) for c in ("334131", "000000"))
+>>> s_good, s_bad = compute(good, x, y), compute(bad, x, y)
+>>> sorted(s_good) == sorted(PROXIES), s_good["synflow"] > s_bad["synflow"], s_good["params"] > s_bad["params"]
+(True, True, True)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from nas.core.types import Arch, FailureKind
+from nas.train.context import TrialContext, TrialFailure
+
+PROXIES = ("synflow", "snip", "grad_norm", "jacob_cov", "naswot", "params")
+NEEDS_DATA = frozenset({"snip", "grad_norm", "jacob_cov", "naswot"})
+
+
+def check_names(names: Iterable[str]) -> list[str]:
+    """``names`` as a list, or a ValueError naming the unknown one and the known."""
+    out = list(names)
+    for name in out:
+        if name not in PROXIES:
+            raise ValueError(f"unknown proxy {name!r}; known: {', '.join(PROXIES)}")
+    if not out:
+        raise ValueError(f"no proxy named; known: {', '.join(PROXIES)}")
+    return out
+
+
+def _weights(model: nn.Module) -> list[torch.Tensor]:
+    """The weights of every convolution and linear layer (where the papers sum)."""
+    return [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Conv1d, nn.Linear))
+            and m.weight is not None]
+
+
+def synflow(model: nn.Module, input_shape: Sequence[int]) -> float:
+    """Synaptic flow of a copy of ``model`` (the original is left untouched)."""
+    net = copy.deepcopy(model).double().eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.abs_()
+    weights = _weights(net)
+    device = weights[0].device if weights else torch.device("cpu")
+    net.zero_grad()
+    net(torch.ones(1, *input_shape, dtype=torch.float64, device=device)).sum().backward()
+    with torch.no_grad():
+        return float(sum((w * w.grad).abs().sum() for w in weights if w.grad is not None))
+
+
+def _loss_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(weight, dL/dweight) of every convolution and linear layer of a copy of ``model`` in training mode, L the
+    cross-entropy of the minibatch (one backward pass, shared by snip and grad_norm)."""
+    net = copy.deepcopy(model).train()
+    weights = _weights(net)
+    net.zero_grad()
+    nn.functional.cross_entropy(net(x), y).backward()
+    return [(w.detach(), w.grad.detach()) for w in weights if w.grad is not None]
+
+
+def _sum(values: Iterable[torch.Tensor]) -> float:
+    return float(sum((v.double() for v in values), torch.zeros((), dtype=torch.float64)))
+
+
+def snip(grads: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """From :func:`_loss_gradients`."""
+    return _sum((w * g).abs().sum() for w, g in grads)
+
+
+def grad_norm(grads: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """From :func:`_loss_gradients`."""
+    return _sum(g.norm() for _, g in grads)
+
+
+def _activations(model: nn.Module, x: torch.Tensor) -> tuple[np.ndarray | None, torch.Tensor | None]:
+    """One forward and backward pass of a copy of ``model`` in training mode: the Jacobian of the summed outputs
+    with respect to each input (rows; None where the output does not depend on the input) and the binary codes of
+    the ReLUs (rows; None where it has none), shared by jacob_cov and naswot."""
+    net = copy.deepcopy(model).train()
+    codes: list[torch.Tensor] = []
+
+    def hook(_module: nn.Module, inputs: tuple[torch.Tensor, ...], _output: torch.Tensor) -> None:
+        codes.append((inputs[0].detach().reshape(len(x), -1) > 0).double())
+
+    handles = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.ReLU)]
+    inputs = x.detach().clone().requires_grad_(True)
+    try:
+        out = net(inputs).sum()
+    finally:
+        for h in handles:
+            h.remove()
+    jac = None
+    if out.requires_grad:
+        out.backward()
+        if inputs.grad is not None:
+            jac = inputs.grad.reshape(len(x), -1).double().cpu().numpy()
+    return jac, torch.cat(codes, dim=1) if codes else None
+
+
+def jacob_cov(jac: np.ndarray | None) -> float:
+    """From :func:`_activations`."""
+    if jac is None:
+        return -math.inf
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.corrcoef(jac)
+    if not np.all(np.isfinite(corr)):
+        return -math.inf  # constant Jacobians (a cell that passes nothing through)
+    eig = np.linalg.eigvalsh(corr)
+    k = 1e-5
+    return float(-np.sum(np.log(eig + k) + 1.0 / (eig + k)))
+
+
+def naswot(codes: torch.Tensor | None) -> float:
+    """From :func:`_activations`."""
+    if codes is None:
+        return -math.inf
+    kernel = codes @ codes.T + (1 - codes) @ (1 - codes).T  # units minus the Hamming distance
+    sign, logdet = torch.linalg.slogdet(kernel)
+    return float(logdet) if float(sign) > 0 else -math.inf
+
+
+def compute(model: nn.Module, x: torch.Tensor | None = None, y: torch.Tensor | None = None, *,
+            names: Iterable[str] = PROXIES, input_shape: Sequence[int] | None = None) -> dict[str, float]:
+    """The proxies ``names`` of ``model`` (on its device; left untouched) with the minibatch ``x``, ``y`` on that
+    device (needed by all but synflow and params; ``input_shape`` stands in for ``x``'s there)."""
+    wanted = check_names(names)
+    if x is None and NEEDS_DATA.intersection(wanted):
+        raise ValueError(f"proxies {sorted(NEEDS_DATA.intersection(wanted))} need a minibatch")
+    shape = tuple(x.shape[1:]) if x is not None else tuple(input_shape or ())
+    out: dict[str, float] = {}
+    if "params" in wanted:
+        out["params"] = float(sum(p.numel() for p in model.parameters()))
+    if "synflow" in wanted:
+        out["synflow"] = synflow(model, shape)
+    if {"snip", "grad_norm"}.intersection(wanted):
+        if y is None:
+            raise ValueError("proxies snip and grad_norm need labels")
+        grads = _loss_gradients(model, x, y)  # type: ignore[arg-type]
+        out.update(snip=snip(grads), grad_norm=grad_norm(grads))
+    if {"jacob_cov", "naswot"}.intersection(wanted):
+        jac, codes = _activations(model, x)  # type: ignore[arg-type]
+        out.update(jacob_cov=jacob_cov(jac), naswot=naswot(codes))
+    return {name: out[name] for name in wanted}
+
+
+def _first_batch(ctx: TrialContext, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    for x, y in ctx.data.train_batches(batch_size, None):
+        return x, y
+    raise TrialFailure(FailureKind.ERROR, "the worker's data has no training batch to score proxies on")
+
+
+def _finite(values: dict[str, float]) -> dict[str, float]:
+    """Non-finite proxy values (a degenerate cell) as the lowest finite float, so they rank last, not fail."""
+    return {k: (v if math.isfinite(v) else -1e300) for k, v in values.items()}
+
+
+class scoring:  # noqa: N801 - used as a function: train=scoring("synflow")
+    """A training function that trains nothing: it reports the proxies ``names`` of the built model, computed on
+    one minibatch of ``batch_size`` from the worker's data on its device, as metrics at epoch 1."""
+
+    def __init__(self, *names: str, batch_size: int = 64) -> None:
+        self.names, self.batch_size = check_names(names or ("synflow",)), int(batch_size)
+
+    def __call__(self, ctx: TrialContext) -> None:
+        x, y = _first_batch(ctx, self.batch_size)
+        ctx.report(epoch=1, **_finite(compute(ctx.model, x, y, names=self.names)))
+
+    def __repr__(self) -> str:
+        return f"scoring({', '.join(map(repr, self.names))})"
+
+
+class screened:  # noqa: N801 - used as a function: train=screened(fit, "synflow", minimum=1e20)
+    """A training function that scores proxy ``name`` first (on a copy of the model: the weights it trains are the
+    untouched initialisation) and makes a candidate scoring below ``minimum`` an INFEASIBLE trial that trained
+    nothing; the others train with ``train`` (e.g. :func:`nas.train.fit.fit`), the score among their metrics."""
+
+    def __init__(self, train: Callable[[TrialContext], Any], name: str, *, minimum: float,
+                 batch_size: int = 64) -> None:
+        self.train, self.name, self.minimum = train, check_names([name])[0], float(minimum)
+        self.batch_size = int(batch_size)
+
+    def __call__(self, ctx: TrialContext) -> Any:
+        x, y = _first_batch(ctx, self.batch_size if self.name in NEEDS_DATA else 1)
+        value = compute(ctx.model, x, y, names=[self.name])[self.name]
+        if not value >= self.minimum:
+            raise TrialFailure(FailureKind.INFEASIBLE, f"{self.name} {value:.4g} < minimum {self.minimum:.4g}",
+                               {self.name: value})
+        ctx.costs[self.name] = value  # among the result's metrics
+        return self.train(ctx)
+
+
+def score_archs(space: Any, archs: Sequence[Arch], task: Any, *, names: Iterable[str] = ("synflow",),
+                x: torch.Tensor | None = None, y: torch.Tensor | None = None, seed: int = 0,
+                device: str | torch.device = "cpu") -> dict[str, list[float]]:
+    """Each proxy of each architecture of ``space`` built for ``task`` (a :class:`nas.core.space.Task`), in this
+    process on ``device``, each model initialised from ``seed`` + its index; NaN where one fails to build or score."""
+    wanted = check_names(names)
+    out: dict[str, list[float]] = {n: [] for n in wanted}
+    if x is not None:
+        x = x.to(device)
+        y = None if y is None else y.to(device)
+    for i, arch in enumerate(archs):
+        torch.manual_seed(seed + i)
+        try:
+            values = compute(space.build(arch, task).to(device), x, y, names=wanted, input_shape=task.input_shape)
+        except (RuntimeError, ValueError):
+            values = {n: math.nan for n in wanted}
+        for n in wanted:
+            out[n].append(values[n])
+    return out
+
+
+def rank_against(space: Any, archs: Sequence[Arch], scores: Sequence[float], task: Any, *,
+                 names: Iterable[str] = PROXIES, x: torch.Tensor | None = None, y: torch.Tensor | None = None,
+                 seed: int = 0, device: str | torch.device = "cpu") -> dict[str, tuple[float, float]]:
+    """Spearman's rho and Kendall's tau (scipy) of each proxy of ``archs`` against their ``scores`` (a run's finished
+    trials, say): what ``nas proxies RUN`` prints. A proxy that failed on a cell ranks it last."""
+    from scipy.stats import kendalltau, spearmanr
+
+    values = score_archs(space, archs, task, names=names, x=x, y=y, seed=seed, device=device)
+    out = {}
+    for name, column in values.items():
+        v = np.array(column, dtype=float)
+        bad = ~np.isfinite(v)
+        v[bad] = (v[~bad].min() if (~bad).any() else 0.0) - 1.0
+        out[name] = (float(spearmanr(v, scores)[0]), float(kendalltau(v, scores)[0]))
+    return out
+
+
+__all__ = ["NEEDS_DATA", "PROXIES", "check_names", "compute", "grad_norm", "jacob_cov", "naswot", "rank_against",
+           "score_archs", "screened", "scoring", "snip", "synflow"]
