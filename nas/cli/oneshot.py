@@ -1,0 +1,228 @@
+"""Two-stage search with a supernet: train it once (``nas supernet train``), search its sub-networks with inherited
+weights (``nas search --supernet DIR``, :class:`nas.train.supernet_eval.SupernetEval`), retrain the chosen ones
+standalone (``nas retrain RUN --top K``). In Python: :func:`train_supernet`, ``nas.search(..., supernet=DIR)``,
+:func:`retrain`.
+
+>>> import tempfile
+>>> from nas.train.settings import TrainSettings
+>>> d = tempfile.mkdtemp()
+>>> df = train_supernet("macro", "digits", d, epochs=1, settings=TrainSettings(device="cpu", threads=1),
+...                     progress=False)
+>>> df[["epoch", "steps", "paths"]].to_dict("records")
+[{'epoch': 1, 'steps': 22, 'paths': 22}]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import nas.api
+from nas.core.space import SearchSpace
+from nas.core.strategy import Strategy
+from nas.core.types import Arch, Result, Trial
+from nas.run.supernet_store import SupernetStore
+from nas.train.data import Dataset, dataset_fingerprint, load_dataset
+from nas.train.settings import TrainSettings
+
+EpochCallback = Callable[[Mapping[str, Any]], None]
+
+
+def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "digits",
+                   run_dir: str | os.PathLike[str] | None = None, *, epochs: int = 10, sampling: str = "uniform",
+                   settings: TrainSettings | None = None, seed: int = 0, resume: bool = False, progress: bool = True,
+                   on_epoch: EpochCallback | None = None) -> pd.DataFrame:
+    """Train ``space``'s supernet on ``data`` by single-path one-shot training (:mod:`nas.train.supernet_spos`,
+    ``sampling`` uniform, fair or sandwich) for ``epochs`` epochs, with ``settings``' optimizer, learning rate,
+    schedule and batch size, in ``run_dir`` (:mod:`nas.run.supernet_store`: lock, journal of epochs, a checkpoint
+    each epoch). ``resume=True`` continues the run there (same space, data, sampling, seed and settings; ``epochs``
+    may be raised) to the weights an uninterrupted run reaches. ``on_epoch(record)`` is called once each epoch is
+    on disk. Returns one row per epoch; ``df.attrs["run_dir"]`` names the directory."""
+    import torch
+    from tqdm import tqdm
+
+    from nas.train.device import DeviceSide
+    from nas.train.supernet_io import weights_bytes
+    from nas.train.supernet_spos import SAMPLINGS, SPOSTrainer
+
+    space_obj = nas.api.resolve_space(space)
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"unknown sampling {sampling!r}; known: {', '.join(SAMPLINGS)}")
+    settings = settings or TrainSettings(seed=seed)
+    dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
+    settings.check_data(dataset)
+    task = dataset.task
+    if not space_obj.has_supernet:
+        space_obj.supernet(task)  # the space's own one-line refusal
+    run_path = Path(run_dir or Path("runs") / f"{datetime.datetime.now():%Y%m%d-%H%M%S}-supernet-{space_obj!r}")
+    config = {"space": nas.api.space_spec(space_obj), "space_spec": space_obj.spec(),
+              "task": {"input_shape": list(task.input_shape), "num_classes": task.num_classes},
+              "dataset": data if isinstance(data, str) else dataset.name,
+              "dataset_fingerprint": dataset_fingerprint(dataset), "sampling": sampling, "seed": seed,
+              "epochs": epochs, "hparams": settings.defaults(), "run_dir": str(run_path),
+              "created": datetime.datetime.now().isoformat(timespec="seconds")}
+    side = DeviceSide(dataset, settings)  # (before seeding: its warm-up draws random numbers)
+    with side.flags():
+        torch.manual_seed(seed)
+        supernet = space_obj.supernet(task).to(side.device)
+        trainer = SPOSTrainer(supernet, side.feed, settings.defaults(), epochs=epochs, sampling=sampling, seed=seed,
+                              autocast=side.autocast)
+        store = SupernetStore.resume(run_path, config) if resume else SupernetStore.create(run_path, config)
+        try:
+            state = store.checkpoint()
+            if state is not None:
+                trainer.load_state_dict(state)
+            bar = tqdm(total=epochs, initial=trainer.epoch, desc="supernet", unit="epoch", file=sys.stderr,
+                       disable=not progress, dynamic_ncols=True)
+            with bar:
+                while trainer.epoch < epochs:
+                    record = trainer.train_epoch()
+                    store.on_epoch(record, trainer.state_dict(),
+                                   weights_bytes(supernet, space_spec=space_obj.spec(), epoch=trainer.epoch))
+                    bar.set_postfix_str(f"loss {record['train_loss']:.4f}, acc {record['train_acc']:.4f}")
+                    bar.update(1)
+                    if on_epoch is not None:
+                        on_epoch(record)
+            store.write_status("finished", epochs)
+            records = list(store.records)
+        finally:
+            store.close()
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "kind"} for r in records])
+    df.attrs["run_dir"] = str(run_path)
+    return df
+
+
+class FixedArchs(Strategy):
+    """A strategy that asks the given architectures once each, in order (what :func:`retrain` runs)."""
+
+    def __init__(self, space: SearchSpace, archs: Sequence[Arch], *, seed: int | None = None) -> None:
+        super().__init__(space, seed=seed)
+        self.archs = [dict(a) for a in archs]
+
+    def ask(self) -> Trial | None:
+        return self.trial(self.archs[self.asked]) if self.asked < len(self.archs) else None
+
+    def tell(self, trial: Trial, result: Result) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"next": self.asked}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._next_id = int(state["next"])
+
+
+def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[dict[str, Any], list[Arch]]:
+    """A search run's config and its ``top`` architectures: by score; with several objectives, the Pareto front
+    first (best first objective first), then the rest by score."""
+    from nas.core.front import pareto_front
+    from nas.run.reader import load_run, read_journal
+
+    cfg, df = load_run(run_dir)
+    archs = {t.trial_id: t.arch for t, _ in read_journal(run_dir)}
+    ok = df[df["state"] == "COMPLETE"].sort_values("score", ascending=False, kind="stable")
+    order = list(ok["trial_id"])
+    if len(cfg.get("objectives") or []) > 1:
+        front = list(pareto_front(df, cfg["objectives"])["trial_id"])
+        order = [t for t in order if t in front] + [t for t in order if t not in front]
+    picked: list[Arch] = []
+    for tid in order:
+        if archs[tid] not in picked:
+            picked.append(archs[tid])
+        if len(picked) == top:
+            break
+    return cfg, picked
+
+
+def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None = None,
+            data: str | Dataset | None = None, out_dir: str | os.PathLike[str] | None = None,
+            settings: TrainSettings | None = None, **search_options: Any) -> pd.DataFrame:
+    """Train the ``top`` architectures of the search in ``run_dir`` standalone, from scratch, with the built-in
+    training function (:func:`chosen` picks them): a search of its own (``out_dir``, default ``RUN/retrain``)
+    whose strategy asks exactly those, for ``epochs`` epochs each (default: the search's ``epochs`` setting)
+    on the search's data (or ``data``). ``search_options`` go to :func:`nas.api.search` (``executor``,
+    ``workers``, ...). Returns its results."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be an integer >= 1, got {top!r}")
+    cfg, archs = chosen(run_dir, top)
+    if not archs:
+        raise ValueError(f"run {str(run_dir)!r} has no COMPLETE trial to retrain")
+    space = nas.api.space_from_spec(cfg["space_spec"])
+    if data is None:
+        data = cfg.get("data")
+        if not isinstance(data, str):
+            raise ValueError(f"run {str(run_dir)!r} searched data given in Python; pass data= to retrain")
+    if settings is None:
+        saved = {f.name: cfg["settings"][f.name] for f in dataclasses.fields(TrainSettings)
+                 if f.name in (cfg.get("settings") or {})}
+        saved["objectives"] = tuple(saved.get("objectives", ("val_acc:max",)))
+        settings = TrainSettings(**saved)
+    if epochs is not None:
+        settings = dataclasses.replace(settings, epochs=epochs)
+    return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
+                          run_dir=out_dir or Path(run_dir) / "retrain", seed=int(cfg.get("seed", 0)),
+                          **search_options)
+
+
+# -- the command line (wired into `nas` by nas/cli/__init__.py's COMMAND_MODULES) --------------------------------
+def cmd_train(args: argparse.Namespace) -> int:
+    settings = TrainSettings(lr=args.lr, batch_size=args.batch_size, optimizer=args.optimizer,
+                             schedule=args.schedule, seed=args.seed, device=args.device, threads=args.threads)
+    df = train_supernet(args.space, args.dataset, args.run_dir, epochs=args.epochs, sampling=args.sampling,
+                        settings=settings, seed=args.seed, resume=args.resume, progress=not args.quiet)
+    last = df.iloc[-1]
+    print(f"supernet trained {int(last['epoch'])} epochs in {df.attrs['run_dir']} (last epoch: train loss "
+          f"{last['train_loss']:.4f}, train accuracy of its paths {last['train_acc']:.4f}); search it with: "
+          f"nas search --space {args.space} --dataset {args.dataset} --supernet {df.attrs['run_dir']}")
+    return 0
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    df = retrain(args.run_dir, top=args.top, epochs=args.epochs, out_dir=args.out, executor=args.executor,
+                 workers=args.workers)
+    cols = ["trial_id", "arch", "score"]
+    print(df[cols].sort_values("score", ascending=False).to_string(index=False))
+    print(f"retrained in {df.attrs['run_dir']}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("supernet", help="train a weight-sharing supernet (then: nas search --supernet DIR)",
+                           description=(__doc__ or "").split("\n\n")[0])
+    gsub = group.add_subparsers(dest="supernet_command", required=True, metavar="COMMAND")
+    p = gsub.add_parser("train", help="single-path one-shot training of a space's supernet")
+    p.add_argument("--space", default="macro", help="a space with a supernet: macro or nb201 (default: macro)")
+    p.add_argument("--dataset", default="digits", help="digits, synthetic, a .npz file, cifar10:DIR, ...")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--sampling", choices=["uniform", "fair", "sandwich"], default="uniform",
+                   help="paths per step: one uniform (SPOS), fair (FairNAS) or sandwich (default: uniform)")
+    p.add_argument("--run-dir", help="the run directory (default: runs/<time>-supernet-<space>)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adam")
+    p.add_argument("--schedule", choices=["constant", "cosine", "step"], default="cosine")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=cmd_train)
+    p = sub.add_parser("retrain", help="train a search's best architectures standalone, from scratch")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--top", type=int, default=1, help="how many (several objectives: the Pareto front first)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs each (default: the search's)")
+    p.add_argument("--out", help="the retraining's run directory (default: RUN_DIR/retrain)")
+    p.add_argument("--executor", default="ray", help="ray (default) or inprocess")
+    p.add_argument("--workers", type=int, default=2)
+    p.set_defaults(handler=cmd_retrain)
+
+
+__all__ = ["FixedArchs", "chosen", "register", "retrain", "train_supernet"]
