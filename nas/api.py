@@ -150,6 +150,7 @@ def search(
     objectives: Sequence[str] | None = None,
     train: Callable[[TrialContext], Any] | None = None,
     warm_start: Sequence[str | os.PathLike[str]] = (),
+    supernet: str | os.PathLike[str] | Callable[[TrialContext], Any] | None = None,
 ) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.run.reader.results_frame`).
 
@@ -173,6 +174,9 @@ def search(
     objectives whose finished trials the strategy is told before it asks anything (not re-run; in the
     returned frame with negative ids, their source in ``metrics``); with weight inheritance their kept weights
     can be inherited.
+    ``supernet``: the run directory of a trained supernet (``nas supernet train``) of ``space``: each trial then
+    evaluates its sub-network with the supernet's weights instead of training it (a
+    :class:`nas.train.supernet_eval.SupernetEval`; pass one for its options).
     ``stop`` (a :class:`nas.engine.stop.StopSignal`) ends the search gracefully when requested;
     ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
     (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``).
@@ -200,6 +204,10 @@ def search(
     dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
     if dataset is not None:
         settings.check_data(dataset)  # e.g. augmentation on tabular data: one line, before any worker starts
+    if supernet is not None:
+        from nas.train.supernet_eval import for_search
+
+        train = for_search(supernet, space_obj, dataset, train)
     run_path = Path(run_dir or default_run_dir(space_spec(space_obj), config.strategy))
     record = {
         **config.to_json(), "run_dir": str(run_path), "strategy": strategy if isinstance(strategy, str) else strat.name,

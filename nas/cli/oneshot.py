@@ -10,6 +10,11 @@ standalone (``nas retrain RUN --top K``). In Python: :func:`train_supernet`, ``n
 ...                     progress=False)
 >>> df[["epoch", "steps", "paths"]].to_dict("records")
 [{'epoch': 1, 'steps': 22, 'paths': 22}]
+>>> found = nas.api.search("macro", "random", budget=4, executor="inprocess", supernet=d, data="digits",
+...                        objectives=["val_acc", "params:min"], run_dir=f"{d}/search", settings=TrainSettings(
+...                        device="cpu", threads=1, measure_costs=False))
+>>> len(found), sorted(found["state"].unique()), len(found.attrs["front"]) >= 1
+(4, ['COMPLETE'], True)
 """
 
 from __future__ import annotations
