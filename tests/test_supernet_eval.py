@@ -30,6 +30,15 @@ ARCH = {"depth": 2, "width_0": 32, "width_1": 64, "width_2": 16, "kernel_0": 3, 
         "activation": "relu", "norm": "batch", "dropout": 0.1}
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny torch work on one thread (two threads of these small convolutions run ~20x slower on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def macro_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("supernets") / "macro"

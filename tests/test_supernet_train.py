@@ -148,3 +148,21 @@ def test_the_store_keeps_the_journal_and_the_checkpoint_in_step(tmp_path):
         assert status["epoch"] == 1 and status["state"] == "running"
     finally:
         store.close()
+
+
+def test_the_command_line_trains_and_resumes(tmp_path, capsys):
+    import argparse
+
+    from nas.cli.oneshot import register
+
+    parser = argparse.ArgumentParser(prog="nas")
+    register(parser.add_subparsers(dest="command"))  # (wired into `nas` by nas/cli/__init__.py's COMMAND_MODULES)
+    common = ["--run-dir", str(tmp_path / "sn"), "--device", "cpu", "--threads", "1", "--quiet", "--seed", "1",
+              "--optimizer", "sgd"]  # (SGD with momentum, where paths not yet trained have none)
+    for extra in (["--epochs", "1"], ["--epochs", "2", "--resume"]):
+        args = parser.parse_args(["supernet", "train", "--space", "macro", "--sampling", "fair", *common, *extra])
+        assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "supernet trained 1 epochs in" in out and "supernet trained 2 epochs in" in out
+    assert f"nas search --space macro --dataset digits --supernet {tmp_path / 'sn'}" in out
+    assert [r["epoch"] for r in read_epochs(tmp_path / "sn" / EPOCHS)] == [1, 2]

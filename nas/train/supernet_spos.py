@@ -101,6 +101,9 @@ class SPOSTrainer:
         self.supernet, self.feed, self.hp = supernet, feed, check_hparams(hparams)
         self.sampler = PathSampler(supernet, sampling, seed=seed)
         self.opt = make_optimizer(supernet, self.hp)
+        if isinstance(self.opt, torch.optim.SGD):  # fused SGD refuses the missing momentum of paths not yet trained
+            for group in self.opt.param_groups:
+                group["fused"], group["foreach"] = None, True
         self.loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=self.hp["label_smoothing"])
         self.augment = augmentation(self.hp)
         self.steps_per_epoch = -(-feed.train_samples(self.hp["batch_size"]) // min(self.hp["batch_size"], feed.n_train))
