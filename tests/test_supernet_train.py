@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from nas.cli.oneshot import train_supernet
 from nas.core.space import Task
+from nas.run.store import RunStore
 from nas.run.supernet_store import EPOCHS, SupernetStore, read_epochs
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import NB201Space
@@ -93,6 +94,10 @@ def test_a_resume_must_be_the_same_run_and_reads_no_pickle(tmp_path):
         train_supernet("macro", "digits", d, resume=True, **{**RUN, "sampling": "fair"})
     with pytest.raises(ValueError, match="already holds a run"):
         train_supernet("macro", "digits", d, **RUN)
+    search = RunStore.create(tmp_path / "search", {"space": "macro"})
+    search.close()
+    with pytest.raises(ValueError, match="is a search run, not a supernet run directory"):
+        train_supernet("macro", "digits", tmp_path / "search", resume=True, **RUN)
     (d / "checkpoint.json").write_bytes(pickle.dumps({"state": "anything"}))
     with pytest.raises(ValueError, match="is a pickle, not a JSON snapshot; refusing to load it"):
         train_supernet("macro", "digits", d, resume=True, **RUN)

@@ -41,14 +41,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nas.run.config import FORMAT_VERSION
 from nas.run.files import atomic_write
 from nas.run.journal import JournalWriter, cut_torn_tail
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
+from nas.run.store import read_config
 from nas.train.supernet_io import WEIGHTS
 
 RUN_JSON, EPOCHS, CHECKPOINT, STATUS = "run.json", "epochs.jsonl", "checkpoint.json", "status.json"
-KIND, FORMAT = "supernet", 1
+KIND, FORMAT = "supernet", 1  # (run.json also carries the run format of nas.run.config)
 MAY_CHANGE = ("epochs", "resumed", "created", "run_dir")  # what a resume may differ in
 
 
@@ -102,7 +104,8 @@ class SupernetStore:
                 raise ValueError(f"run directory {str(path)!r} already holds a run; pass resume=True (--resume) "
                                  "to continue it or choose another run directory")
             lock.write_holder()
-            atomic_write(path / RUN_JSON, _json({**config, "kind": KIND, "format": FORMAT}))
+            atomic_write(path / RUN_JSON, _json({**config, "kind": KIND, "format": FORMAT_VERSION,
+                                                 "supernet_format": FORMAT}))
             return cls(path, lock, [])
         except BaseException:
             lock.release()
@@ -116,7 +119,7 @@ class SupernetStore:
         lock = RunLock(path).acquire()
         try:
             diffs = [f"{k}: {prior.get(k)!r} there, {config.get(k)!r} here" for k in sorted(set(prior) | set(config))
-                     if k not in (*MAY_CHANGE, "kind", "format") and prior.get(k) != config.get(k)]
+                     if k not in (*MAY_CHANGE, "kind", "format", "supernet_format") and prior.get(k) != config.get(k)]
             if diffs:
                 raise ValueError(f"cannot resume {str(path)!r}: it is a different supernet run ({'; '.join(diffs)})")
             records = read_epochs(path / EPOCHS)
@@ -171,16 +174,9 @@ class SupernetStore:
 
 def read_run(path: Path) -> dict[str, Any]:
     """``run.json`` of the supernet run in ``path``; a one-line ValueError when it is none."""
-    cfg_path = path / RUN_JSON
-    if not cfg_path.is_file():
-        raise ValueError(f"{str(path)!r} is not a supernet run directory (no run.json)")
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except (ValueError, OSError) as e:
-        raise ValueError(f"{cfg_path} is corrupt: {e}") from None
-    if not isinstance(cfg, dict) or cfg.get("kind") != KIND or cfg.get("format") != FORMAT:
-        raise ValueError(f"{str(path)!r} is not a supernet run directory of this version (run.json kind "
-                         f"{cfg.get('kind') if isinstance(cfg, dict) else None!r})")
+    cfg = read_config(path)
+    if cfg.get("kind") != KIND:
+        raise ValueError(f"{str(path)!r} is a search run, not a supernet run directory")
     return cfg
 
 
