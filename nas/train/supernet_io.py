@@ -70,7 +70,7 @@ def read_info(run_dir: str | os.PathLike[str]) -> SupernetInfo:
     path = Path(run_dir)
     if not path.is_dir():
         raise ValueError(f"supernet directory {str(path)!r} does not exist")
-    file = path / WEIGHTS
+    file = path.resolve() / WEIGHTS  # (absolute: workers may run in another directory)
     if not file.is_file():
         raise ValueError(f"{str(path)!r} holds no trained supernet (no {WEIGHTS}; train one with "
                          f"`nas supernet train --run-dir {path}`)")
