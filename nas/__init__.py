@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from nas.engine.interfaces import Callback, LoopStatus
     from nas.engine.loop import SearchLoop
     from nas.engine.protocol import Executor
+    from nas.oneshot import retrain, train_supernet
     from nas.run.config import RunConfig
     from nas.train.context import TrialContext
     from nas.train.data import Dataset, load_dataset
@@ -59,6 +60,7 @@ _WHERE = {
     "nas.engine.interfaces": ["Callback", "LoopStatus"],
     "nas.engine.loop": ["SearchLoop"],
     "nas.engine.protocol": ["Executor"],
+    "nas.oneshot": ["retrain", "train_supernet"],
     "nas.run.config": ["RunConfig"],
     "nas.train.context": ["TrialContext"],
     "nas.train.data": ["Dataset", "load_dataset"],
@@ -71,8 +73,8 @@ __all__ = ["Arch", "Callback", "Dataset", "Decision", "Executor", "FailureKind",
     "InvalidArchitecture", "InvalidSpace", "LoopStatus", "Outcome", "Report", "Result", "RunConfig", "SearchConfig",
     "SearchLoop", "SearchSpace", "Strategy", "Task", "TrainSettings", "Trial", "TrialContext", "TrialState",
     "arch_hash", "arch_key", "connect", "fit", "hypervolume", "load_dataset", "load_results", "load_run",
-    "make_strategy", "pareto_front", "register_space", "register_strategy", "resolve_space", "scored", "search",
-    "sleeping"]
+    "make_strategy", "pareto_front", "register_space", "register_strategy", "resolve_space", "retrain", "scored",
+    "search", "sleeping", "train_supernet"]
 assert __all__ == sorted(_MODULE_OF)
 
 

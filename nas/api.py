@@ -19,6 +19,7 @@ The same search from a configuration (:class:`nas.run.config.RunConfig`, what a 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -72,7 +73,10 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
     ``executor`` (an Executor, by its registered name), ``train`` (a training function ``train(ctx)``, see
     :mod:`nas.train.context`, by its import path: :func:`nas.core.spec.train_spec`), ``data`` (a dataset spec, a
     :class:`nas.train.data.Dataset`, or None: no data, model or device, for a scoring function on a toy space) and
-    ``settings`` (TrainSettings; the run's ``seed`` and ``objectives`` stay the search's).
+    ``settings`` (TrainSettings; the run's ``seed`` and ``objectives`` stay the search's). ``supernet``: the run
+    directory of a trained supernet (:func:`nas.oneshot.train_supernet`), or a
+    :class:`nas.train.supernet_eval.SupernetEval` with its options: each trial then evaluates its sub-network with
+    the supernet's weights instead of training it.
 
     ``resume=True`` continues the run in ``run_dir`` after a crash or an interrupt: pass the same search (a
     difference is a ValueError naming it; a custom training function must be handed in again); ``budget`` may
@@ -108,7 +112,12 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
         if settings.seed and values.get("seed", settings.seed) != settings.seed:
             raise ValueError(f"settings.seed {settings.seed} and seed {values['seed']} differ: a run has one seed")
         values = {**flat, "seed": settings.seed, "objectives": list(settings.objectives), **values}
-    for key in ("run_dir",):
+    ev = values.get("supernet")
+    if ev is not None and hasattr(ev, "run_dir") and hasattr(ev, "options"):  # a SupernetEval: its options too
+        values["supernet"] = ev.run_dir
+        values["supernet_options"] = {**{k: v for k, v in dataclasses.asdict(ev.options).items() if k != "seed"},
+                                      **values.get("supernet_options", {})}
+    for key in ("run_dir", "supernet"):
         if isinstance(values.get(key), os.PathLike):
             values[key] = os.fspath(values[key])
     if "warm_start" in values:

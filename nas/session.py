@@ -169,6 +169,10 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
     elif data is None and t.data_object is not None:
         raise ValueError(_python_only(config, resume, f"was given a Dataset object ({t.data_object!r}) in Python",
                                       "data=<that dataset>"))
+    supernet_sha256 = None
+    if t.supernet is not None:  # each trial's sub-network evaluated with the supernet's weights, not trained
+        train = _supernet_eval(config, space, data, train)
+        supernet_sha256 = train.info.sha256
     config = dataclasses.replace(
         config, run_dir=config.run_dir or default_run_dir(spec["class"], given.strategy.name if given.strategy
                                                          else s.strategy),
@@ -176,9 +180,25 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
                                    strategy=given.strategy.name if given.strategy else s.strategy),
         train=dataclasses.replace(t, function=function, dataset=None if given.data is not None else t.dataset,
                                   data_object=given.data.name if given.data is not None else t.data_object,
-                                  dataset_fingerprint=None if data is None else dataset_fingerprint(data)),
+                                  dataset_fingerprint=None if data is None else dataset_fingerprint(data),
+                                  supernet_sha256=supernet_sha256),
         execution=dataclasses.replace(e, executor=executor, executor_class=executor_class))
     return config, space, data, train
+
+
+def _supernet_eval(config: RunConfig, space: SearchSpace, data: Dataset | None, train: TrainFn | None) -> Any:
+    """The training function of a search of the supernet ``config.train.supernet`` names (checked to fit)."""
+    from nas.train.supernet_eval import SupernetEval, for_search
+
+    options = dict(config.train.supernet_options)
+    unknown = sorted(set(options) - {"bn_batches", "bn_batch_size", "finetune_steps"})
+    if unknown:
+        raise ValueError(f"unknown supernet options {unknown}; allowed: bn_batches, bn_batch_size, finetune_steps")
+    assert config.train.supernet is not None
+    if not space.has_supernet and data is not None:
+        space.supernet(data.task)  # the space's own one-line refusal, before the supernet is read
+    ev = SupernetEval(config.train.supernet, space=space, seed=config.search.seed, **options)
+    return for_search(ev, space, data, train)
 
 
 def _resumable(config: RunConfig, given: Given) -> None:

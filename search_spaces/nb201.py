@@ -16,12 +16,14 @@ benchmark's string and :func:`op_code` its 6-digit code (digit = index into :dat
 (True, '334131')
 
 :meth:`NB201Space.build` follows the paper's macro skeleton (stem, 3 stages of N cells separated by
-residual reduction blocks, BN-ReLU, global pool, linear) at a size that trains quickly on small images.
+residual reduction blocks, BN-ReLU, global pool, linear) at a size that trains quickly on small images;
+:meth:`NB201Space.supernet` is the same skeleton with every op on every edge (:class:`NB201Supernet`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -29,6 +31,7 @@ from torch import nn
 from nas.core.registry import register_space
 from nas.core.space import InvalidArchitecture, SearchSpace, Task
 from nas.core.types import Arch
+from nas.core.weight_sharing import Supernet
 
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 EDGES = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))  # (to, from), in arch-string order
@@ -94,6 +97,50 @@ class Cell(nn.Module):
         return nodes[3]
 
 
+class SuperCell(nn.Module):
+    """A cell with every op on every edge; :meth:`run` computes the cell of ``arch`` from the ops it picks."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.ops = nn.ModuleDict({edge: nn.ModuleDict({op: make_op(op, channels) for op in OPS if op != "none"})
+                                  for edge in EDGE_NAMES})
+
+    def run(self, x: torch.Tensor, arch: Arch) -> torch.Tensor:
+        nodes = [x]
+        for i in range(1, 4):
+            inputs = [cast(nn.ModuleDict, self.ops[name])[str(arch[name])](nodes[j])
+                      for (to, j), name in zip(EDGES, EDGE_NAMES) if to == i and arch[name] != "none"]
+            nodes.append(sum(inputs[1:], inputs[0]) if inputs else torch.zeros_like(x))
+        return nodes[3]
+
+
+class NB201Supernet(Supernet):
+    """The NAS-Bench-201 network with a :class:`SuperCell` in place of every cell (the one-shot model of SPOS
+    and of the benchmark's own weight-sharing baselines). A path's state is the standalone network's: a cell's
+    ``ops.<edge>.<op>.*`` tensors become ``ops.<edge>.*`` for the op ``arch`` picks; all else is shared."""
+
+    def __init__(self, space: NB201Space, task: Task) -> None:
+        super().__init__(space, task)
+        self.layers = nn.ModuleList(space._layers(task, SuperCell))
+
+    def run(self, x: torch.Tensor, arch: Arch) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer.run(x, arch) if isinstance(layer, SuperCell) else layer(x)
+        return x
+
+    def subnet_state(self, arch: Arch) -> dict[str, torch.Tensor]:
+        out = {}
+        for key, value in self.state_dict().items():
+            index, _, rest = key.removeprefix("layers.").partition(".")
+            if rest.startswith("ops."):  # a cell's op: ops.<edge>.<op>.<tensor>
+                _, edge, op, tensor = rest.split(".", 3)
+                if arch[edge] != op:
+                    continue
+                rest = f"ops.{edge}.{tensor}"
+            out[f"{index}.{rest}"] = value
+        return out
+
+
 @register_space("nb201")
 class NB201Space(SearchSpace):
     """NAS-Bench-201 cells in a network of ``channels`` stem channels and ``cells_per_stage`` cells per
@@ -138,6 +185,14 @@ class NB201Space(SearchSpace):
 
     def build(self, arch: Arch, task: Task) -> nn.Module:
         self.validate(arch)
+        return nn.Sequential(*self._layers(task, lambda c: Cell(arch, c)))
+
+    def supernet(self, task: Task) -> NB201Supernet:
+        """Every op on every edge (:class:`NB201Supernet`); the stem, reductions and classifier are shared."""
+        return NB201Supernet(self, task)
+
+    def _layers(self, task: Task, make_cell: Callable[[int], nn.Module]) -> list[nn.Module]:
+        """The macro skeleton around ``make_cell(channels)``: stem, 3 stages, BN-ReLU, pool, classifier."""
         if len(task.input_shape) != 3:
             raise ValueError(
                 f"the nb201 space needs image inputs (C, H, W), got input_shape={tuple(task.input_shape)}"
@@ -149,10 +204,10 @@ class NB201Space(SearchSpace):
             if stage > 0:
                 layers.append(ResidualReduction(c, 2 * c))
                 c *= 2
-            layers += [Cell(arch, c) for _ in range(self.cells_per_stage)]
+            layers += [make_cell(c) for _ in range(self.cells_per_stage)]
         layers += [nn.BatchNorm2d(c), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                    nn.Linear(c, task.num_classes)]
-        return nn.Sequential(*layers)
+        return layers
 
     def __repr__(self) -> str:
         return f"NB201Space(channels={self.channels}, cells_per_stage={self.cells_per_stage})"

@@ -30,12 +30,15 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from nas.core.types import Arch, InvalidArchitecture, InvalidSpace
+
+if TYPE_CHECKING:
+    from nas.core.weight_sharing import Supernet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +102,27 @@ class SearchSpace:
     def build(self, arch: Arch, task: Task) -> torch.nn.Module:
         """A fresh, untrained model for ``arch``."""
         raise NotImplementedError
+
+    def supernet(self, task: Task) -> Supernet:
+        """Optional: a weight-sharing :class:`nas.core.weight_sharing.Supernet` that runs every architecture of this
+        space for ``task``. A space without one refuses with one line:
+
+        >>> from nas.search_spaces.toy import ToySpace
+        >>> ToySpace().supernet(Task((4,), 2))
+        Traceback (most recent call last):
+        ...
+        ValueError: space 'toy' (ToySpace) has no supernet; spaces with one: macro, nb201
+        """
+        from nas.core import registry
+
+        have = sorted(n for n in registry.spaces.names() if registry.spaces.get(n).supernet is not SearchSpace.supernet)
+        name = f"{self.registered_name!r} ({type(self).__name__})" if self.registered_name else type(self).__name__
+        raise ValueError(f"space {name} has no supernet; spaces with one: {', '.join(have) or 'none'}")
+
+    @property
+    def has_supernet(self) -> bool:
+        """Whether :meth:`supernet` is implemented."""
+        return type(self).supernet is not SearchSpace.supernet
 
     def format(self, arch: Arch) -> str:
         """A human-readable one-line form of ``arch`` (spaces with a standard notation override it)."""

@@ -90,6 +90,13 @@ class TrainSection:
                                 "explicitly win over it")
     function: str = option(BUILTIN, name="train_function", metavar="MODULE:FUNCTION",
                            help="the training function: builtin, or module:function naming a train(ctx) of your own")
+    supernet: str | None = option(None, metavar="RUN_DIR", help="a trained supernet (nas supernet train): each "
+                                  "trial evaluates its sub-network with the supernet's weights instead of training it")
+    supernet_options: dict[str, Any] = option(factory=dict, flag="--supernet-option", metavar="KEY=VALUE",
+                                              help="how a sub-network is evaluated: bn_batches (batch-norm "
+                                              "recalibration batches, default 8), bn_batch_size, finetune_steps "
+                                              "(default 0) (repeatable)")
+    supernet_sha256: str | None = option(None, fact=True, help="the SHA-256 of the supernet's weights")
     settings: TrainSettings = dataclasses.field(default_factory=TrainSettings)
     data_object: str | None = option(None, fact=True, help="the name of a Dataset object given in Python")
     dataset_fingerprint: str | None = option(None, fact=True, help="the dataset's content fingerprint")
@@ -163,6 +170,9 @@ class RunIdentity:
     data_object: str | None
     dataset_fingerprint: str | None
     train_function: str
+    supernet: str | None
+    supernet_options: Mapping[str, Any]
+    supernet_sha256: str | None
     training: TrainSettings  # its runtime fields at their defaults; seed and objectives are the search's own
 
     def differences(self, current: RunIdentity) -> list[str]:
@@ -277,7 +287,8 @@ class RunConfig:
             space=s.space, space_args=s.space_args, strategy=s.strategy, strategy_options=s.strategy_options,
             seed=s.seed, objectives=tuple(s.objectives), scheduler=s.scheduler, scheduler_options=s.scheduler_options,
             warm_start=tuple(s.warm_start), dataset=t.dataset, data_object=t.data_object,
-            dataset_fingerprint=t.dataset_fingerprint, train_function=t.function, training=training)
+            dataset_fingerprint=t.dataset_fingerprint, train_function=t.function, supernet=t.supernet,
+            supernet_options=t.supernet_options, supernet_sha256=t.supernet_sha256, training=training)
 
     # -- resuming --------------------------------------------------------------------------------------------------
     def resumed_as(self, where: object, budget: int | None = None, address: str | None = None) -> RunConfig:

@@ -53,6 +53,9 @@ def read_config(path: Path) -> RunConfig:
         raise ValueError(f"{cfg_path} is corrupt: {e}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{cfg_path} is corrupt: it holds a {type(cfg).__name__}, not a table")
+    if cfg.get("kind") == "supernet":
+        raise ValueError(f"{str(path)!r} holds a supernet (nas supernet train), not a search: search its "
+                         f"sub-networks with nas search --supernet {path}")
     try:
         return RunConfig.from_json(cfg)
     except ValueError as e:

@@ -1,0 +1,156 @@
+"""Two-stage search with a supernet: train it once (``nas supernet train``), search its sub-networks with inherited
+weights (``nas search --supernet DIR``, :class:`nas.train.supernet_eval.SupernetEval`), retrain the chosen ones
+standalone (``nas retrain RUN --top K``). In Python: :func:`train_supernet`, ``nas.search(..., supernet=DIR)``,
+:func:`retrain`.
+
+>>> import tempfile
+>>> from nas.train.settings import TrainSettings
+>>> d = tempfile.mkdtemp()
+>>> df = train_supernet("macro", "digits", d, epochs=1, settings=TrainSettings(device="cpu", threads=1),
+...                     progress=False)
+>>> df[["epoch", "steps", "paths"]].to_dict("records")
+[{'epoch': 1, 'steps': 22, 'paths': 22}]
+>>> found = nas.api.search("macro", "random", budget=4, executor="inprocess", supernet=d, data="digits",
+...                        objectives=["val_acc", "params:min"], run_dir=f"{d}/search", settings=TrainSettings(
+...                        device="cpu", threads=1, measure_costs=False))
+>>> len(found), sorted(found["state"].unique()), len(found.attrs["front"]) >= 1
+(4, ['COMPLETE'], True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import nas.api
+from nas.core.space import SearchSpace
+from nas.core.types import Arch
+from nas.run.config import RunConfig
+from nas.run.supernet_store import SupernetStore
+from nas.strategies.fixed import FixedArchs
+from nas.train.data import Dataset, dataset_fingerprint, load_dataset
+from nas.train.settings import TrainSettings
+
+EpochCallback = Callable[[Mapping[str, Any]], None]
+
+
+def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "digits",
+                   run_dir: str | os.PathLike[str] | None = None, *, epochs: int = 10, sampling: str = "uniform",
+                   settings: TrainSettings | None = None, seed: int = 0, resume: bool = False, progress: bool = True,
+                   on_epoch: EpochCallback | None = None) -> pd.DataFrame:
+    """Train ``space``'s supernet on ``data`` by single-path one-shot training (:mod:`nas.train.supernet_spos`,
+    ``sampling`` uniform, fair or sandwich) for ``epochs`` epochs, with ``settings``' optimizer, learning rate,
+    schedule and batch size, in ``run_dir`` (:mod:`nas.run.supernet_store`: lock, journal of epochs, a checkpoint
+    each epoch). ``resume=True`` continues the run there (same space, data, sampling, seed and settings; ``epochs``
+    may be raised) to the weights an uninterrupted run reaches. ``on_epoch(record)`` is called once each epoch is
+    on disk. Returns one row per epoch; ``df.attrs["run_dir"]`` names the directory."""
+    import torch
+    from tqdm import tqdm
+
+    from nas.train.device import DeviceSide
+    from nas.train.supernet_io import weights_bytes
+    from nas.train.supernet_spos import SAMPLINGS, SPOSTrainer
+
+    space_obj = nas.api.space_from_spec(space)
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"unknown sampling {sampling!r}; known: {', '.join(SAMPLINGS)}")
+    settings = settings or TrainSettings(seed=seed)
+    dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
+    settings.check_data(dataset)
+    task = dataset.task
+    if not space_obj.has_supernet:
+        space_obj.supernet(task)  # the space's own one-line refusal
+    run_path = Path(run_dir or Path("runs") / f"{datetime.datetime.now():%Y%m%d-%H%M%S}-supernet-{space_obj!r}")
+    config = {"space": space_obj.spec()["class"], "space_spec": space_obj.spec(),
+              "task": {"input_shape": list(task.input_shape), "num_classes": task.num_classes},
+              "dataset": data if isinstance(data, str) else dataset.name,
+              "dataset_fingerprint": dataset_fingerprint(dataset), "sampling": sampling, "seed": seed,
+              "epochs": epochs, "hparams": settings.defaults(), "run_dir": str(run_path),
+              "created": datetime.datetime.now().isoformat(timespec="seconds")}
+    side = DeviceSide(dataset, settings)  # (before seeding: its warm-up draws random numbers)
+    with side.flags():
+        torch.manual_seed(seed)
+        supernet = space_obj.supernet(task).to(side.device)
+        trainer = SPOSTrainer(supernet, side.feed, settings.defaults(), epochs=epochs, sampling=sampling, seed=seed,
+                              autocast=side.autocast)
+        store = SupernetStore.resume(run_path, config) if resume else SupernetStore.create(run_path, config)
+        try:
+            state = store.checkpoint()
+            if state is not None:
+                trainer.load_state_dict(state)
+            bar = tqdm(total=epochs, initial=trainer.epoch, desc="supernet", unit="epoch", file=sys.stderr,
+                       disable=not progress, dynamic_ncols=True)
+            with bar:
+                while trainer.epoch < epochs:
+                    record = trainer.train_epoch()
+                    store.on_epoch(record, trainer.state_dict(),
+                                   weights_bytes(supernet, space_spec=space_obj.spec(), epoch=trainer.epoch))
+                    bar.set_postfix_str(f"loss {record['train_loss']:.4f}, acc {record['train_acc']:.4f}")
+                    bar.update(1)
+                    if on_epoch is not None:
+                        on_epoch(record)
+            store.write_status("finished", epochs)
+            records = list(store.records)
+        finally:
+            store.close()
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "kind"} for r in records])
+    df.attrs["run_dir"] = str(run_path)
+    return df
+
+
+def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[RunConfig, list[Arch]]:
+    """A search run's config and its ``top`` architectures: by score; with several objectives, the Pareto front
+    first (best first objective first), then the rest by score."""
+    from nas.core.front import pareto_front
+    from nas.run.reader import load_run, read_journal
+
+    cfg, df = load_run(run_dir)
+    archs = {t.trial_id: t.arch for t, _ in read_journal(run_dir)}
+    ok = df[df["state"] == "COMPLETE"].sort_values("score", ascending=False, kind="stable")
+    order = list(ok["trial_id"])
+    if len(cfg.search.objectives) > 1:
+        front = list(pareto_front(df, cfg.search.objectives)["trial_id"])
+        order = [t for t in order if t in front] + [t for t in order if t not in front]
+    picked: list[Arch] = []
+    for tid in order:
+        if archs[tid] not in picked:
+            picked.append(archs[tid])
+        if len(picked) == top:
+            break
+    return cfg, picked
+
+
+def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None = None,
+            data: str | Dataset | None = None, out_dir: str | os.PathLike[str] | None = None,
+            settings: TrainSettings | None = None, **search_options: Any) -> pd.DataFrame:
+    """Train the ``top`` architectures of the search in ``run_dir`` standalone, from scratch, with the built-in
+    training function (:func:`chosen` picks them): a search of its own (``out_dir``, default ``RUN/retrain``)
+    whose strategy asks exactly those, for ``epochs`` epochs each (default: the search's ``epochs`` setting)
+    on the search's data (or ``data``). ``search_options`` go to :func:`nas.api.search` (``executor``,
+    ``workers``, ...). Returns its results."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be an integer >= 1, got {top!r}")
+    cfg, archs = chosen(run_dir, top)
+    if not archs:
+        raise ValueError(f"run {str(run_dir)!r} has no COMPLETE trial to retrain")
+    space = nas.api.space_from_spec(cfg.search.space, cfg.search.space_args)
+    if data is None:
+        data = cfg.train.dataset
+        if data is None:
+            raise ValueError(f"run {str(run_dir)!r} searched data given in Python (or none); pass data= to retrain")
+    if settings is None:
+        settings = dataclasses.replace(cfg.train.settings, objectives=tuple(cfg.search.objectives))
+    if epochs is not None:
+        settings = dataclasses.replace(settings, epochs=epochs)
+    return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
+                          run_dir=out_dir or Path(run_dir) / "retrain", seed=cfg.search.seed, **search_options)
+
+
+__all__ = ["chosen", "retrain", "train_supernet"]

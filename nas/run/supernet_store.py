@@ -1,0 +1,203 @@
+"""The owner of a supernet training run's directory: its layout, every write to it, and the lock, with a search
+run's guarantees, from the same parts (:mod:`nas.run.lock`, :func:`nas.run.files.atomic_write`,
+:class:`nas.run.journal.JournalWriter`, :mod:`nas.run.snapshot`).
+
+Layout: ``run.json`` (what the run is: space, task, data, sampling, seed, training settings, epochs),
+``epochs.jsonl`` (a journal: one ``{"kind": "epoch", ...}`` record per epoch trained, fsynced), ``checkpoint.json``
++ its safetensors file (everything the next epoch depends on: :meth:`nas.train.supernet_spos.SPOSTrainer.state_dict`,
+plain data and tensors, never pickle), ``supernet.safetensors`` (the weights searches read,
+:mod:`nas.train.supernet_io`), ``status.json``, ``.lock`` + ``.lock.json``.
+
+After each epoch: the checkpoint (which also holds the epoch's record), the weights, then the journal record
+(fsync), then the status. A crash between leaves the checkpoint one epoch ahead of the journal; a resume
+appends the missing record from the checkpoint, so the journal always lists exactly the epochs the checkpoint
+holds.
+
+>>> import tempfile
+>>> d = Path(tempfile.mkdtemp()) / "sn"
+>>> store = SupernetStore.create(d, {"space": "macro", "epochs": 2})
+>>> store.on_epoch({"epoch": 1, "train_loss": 2.0}, {"epoch": 1}, b"weights")
+>>> SupernetStore.create(d, {"space": "macro", "epochs": 2})
+Traceback (most recent call last):
+...
+ValueError: run directory '...' is in use by another search (pid ...); wait for it to end or choose ...
+>>> store.close()
+>>> store = SupernetStore.resume(d, {"space": "macro", "epochs": 3})
+>>> [r["epoch"] for r in store.records], store.checkpoint()["epoch"]
+([1], 1)
+>>> store.close()
+>>> SupernetStore.resume(d, {"space": "nb201", "epochs": 3})
+Traceback (most recent call last):
+...
+ValueError: cannot resume '...': it is a different supernet run (space: 'macro' there, 'nb201' here)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from nas.run.files import atomic_write
+from nas.run.journal import JournalWriter, cut_torn_tail
+from nas.run.lock import RunLock
+from nas.run.snapshot import read_snapshot, write_snapshot
+from nas.train.supernet_io import WEIGHTS
+
+RUN_JSON, EPOCHS, CHECKPOINT, STATUS = "run.json", "epochs.jsonl", "checkpoint.json", "status.json"
+KIND, FORMAT = "supernet", 1  # (run.json also carries the run format of nas.run.config)
+MAY_CHANGE = ("epochs", "resumed", "created", "run_dir")  # what a resume may differ in
+
+
+class EpochJournal(JournalWriter):
+    """``epochs.jsonl``: the journal writer's file handling (torn tail cut, full disk named) for epoch records."""
+
+    def write_epoch(self, record: dict[str, Any]) -> None:
+        self._write((json.dumps({"kind": "epoch", **record}, default=str) + "\n").encode())
+        self.sync()
+
+
+def read_epochs(path: Path) -> list[dict[str, Any]]:
+    """The epoch records of ``path``; a torn last line is ignored, any other bad line is a ValueError."""
+    if not path.is_file():
+        return []
+    out = []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                rec = None
+            if not isinstance(rec, dict) or rec.get("kind") != "epoch" or not isinstance(rec.get("epoch"), int):
+                raise ValueError(f"{path} line {number} is not an epoch record; the journal is corrupt")
+            out.append(rec)
+    return out
+
+
+class SupernetStore:
+    """The one writer of a supernet run directory; make it with :meth:`create` or :meth:`resume` (both lock)."""
+
+    def __init__(self, path: Path, lock: RunLock, records: list[dict[str, Any]]) -> None:
+        self.path, self._lock = path, lock
+        self.records = records
+        self.journal = EpochJournal(path / EPOCHS)
+        self._started = time.time()
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> SupernetStore:
+        """A new run in ``path`` (made if missing); refused when it already holds a run of any kind."""
+        path = Path(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"cannot create run directory {str(path)!r}: {e.strerror}") from None
+        lock = RunLock(path).acquire()
+        try:
+            if (path / RUN_JSON).exists() or (path / EPOCHS).exists():
+                raise ValueError(f"run directory {str(path)!r} already holds a run; pass resume=True (--resume) "
+                                 "to continue it or choose another run directory")
+            lock.write_holder()
+            atomic_write(path / RUN_JSON, _json({**config, "kind": KIND, "supernet_format": FORMAT}))
+            return cls(path, lock, [])
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> SupernetStore:
+        """Continue the run in ``path`` as ``config``; every check runs before anything is written."""
+        path = Path(path)
+        prior = read_run(path)
+        lock = RunLock(path).acquire()
+        try:
+            diffs = [f"{k}: {prior.get(k)!r} there, {config.get(k)!r} here" for k in sorted(set(prior) | set(config))
+                     if k not in (*MAY_CHANGE, "kind", "supernet_format") and prior.get(k) != config.get(k)]
+            if diffs:
+                raise ValueError(f"cannot resume {str(path)!r}: it is a different supernet run ({'; '.join(diffs)})")
+            records = read_epochs(path / EPOCHS)
+            state = _read_checkpoint(path)
+            done = 0 if state is None else int(state["epoch"])
+            if config.get("epochs", done) < done:
+                raise ValueError(f"{str(path)!r} has trained {done} epochs; epochs={config['epochs']} is fewer")
+            listed = [r["epoch"] for r in records]
+            if len(records) not in (done, done - 1) or listed != list(range(1, len(records) + 1)):
+                raise ValueError(f"{path / EPOCHS} lists epochs {listed} but the checkpoint "
+                                 f"holds {done}; the run directory is inconsistent")
+            lock.write_holder()
+            cut_torn_tail(path / EPOCHS)
+            store = cls(path, lock, records)
+            if len(records) == done - 1 and state is not None:  # the crash fell between checkpoint and journal
+                store._journal(state["record"])
+            atomic_write(path / RUN_JSON, _json({**prior, "epochs": config.get("epochs", prior.get("epochs")),
+                                                 "resumed": [*prior.get("resumed", []), time.time()]}))
+        except BaseException:
+            lock.release()
+            raise
+        return store
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        """The last checkpoint's state (:meth:`nas.train.supernet_spos.SPOSTrainer.state_dict`), or None."""
+        state = _read_checkpoint(self.path)
+        return None if state is None else state["state"]
+
+    def on_epoch(self, record: dict[str, Any], state: dict[str, Any], weights: bytes) -> None:
+        """An epoch trained: its checkpoint, the weights searches read, its journal record, the status."""
+        write_snapshot(self.path / CHECKPOINT, {"format": FORMAT, "record": record, "state": state,
+                                                "epoch": record["epoch"]})
+        atomic_write(self.path / WEIGHTS, weights)
+        self._journal(record)
+
+    def _journal(self, record: dict[str, Any]) -> None:
+        self.journal.write_epoch(record)
+        self.records.append({"kind": "epoch", **record})
+        self.write_status("running")
+
+    def write_status(self, state: str, epochs: int | None = None) -> None:
+        last = self.records[-1] if self.records else {}
+        atomic_write(self.path / STATUS, _json({
+            "kind": KIND, "state": state, "epoch": last.get("epoch", 0), "epochs": epochs,
+            "train_loss": last.get("train_loss"), "updated": time.time(), "started": self._started,
+            "pid": os.getpid(), "host": socket.gethostname()}))
+
+    def close(self) -> None:
+        self.journal.close()
+        self._lock.release()
+
+
+def read_run(path: Path) -> dict[str, Any]:
+    """``run.json`` of the supernet run in ``path`` (JSON, read as data); a one-line ValueError when it is none,
+    corrupt, a search's, or of another version."""
+    cfg_path = path / RUN_JSON
+    if not cfg_path.is_file():
+        raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (ValueError, OSError) as e:
+        raise ValueError(f"{cfg_path} is corrupt: {e}") from None
+    if not isinstance(cfg, dict) or cfg.get("kind") != KIND:
+        raise ValueError(f"{str(path)!r} is a search run, not a supernet run directory")
+    if cfg.get("supernet_format") != FORMAT:
+        raise ValueError(f"{str(path)!r} was written by an incompatible version (supernet format "
+                         f"{cfg.get('supernet_format')!r}, this version reads {FORMAT})")
+    return cfg
+
+
+def _read_checkpoint(path: Path) -> dict[str, Any] | None:
+    if not (path / CHECKPOINT).exists():
+        return None
+    payload = read_snapshot(path / CHECKPOINT)  # JSON + safetensors: a pickle is refused unread
+    if payload.get("format") != FORMAT or not isinstance(payload.get("epoch"), int) or "state" not in payload:
+        raise ValueError(f"{path / CHECKPOINT} is not a supernet checkpoint of this version")
+    return payload
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, indent=2, default=str).encode()
+
+
+__all__ = ["SupernetStore", "read_epochs", "read_run"]

@@ -1,0 +1,173 @@
+"""Single-path one-shot supernet training (nas.train.supernet_spos) in its own run directory
+(nas.run.supernet_store): killed by SIGKILL after an epoch's checkpoint, a resumed run reaches the weights of a run
+that never stopped; the lock, the journal of epochs, safe loading and bad input as a search's."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nas.core.space import Task
+from nas.oneshot import train_supernet
+from nas.run.store import RunStore
+from nas.run.supernet_store import EPOCHS, SupernetStore, read_epochs
+from nas.search_spaces.macro import MacroSpace
+from nas.search_spaces.nb201 import NB201Space
+from nas.train.settings import TrainSettings
+from nas.train.supernet_io import WEIGHTS
+from nas.train.supernet_spos import PathSampler
+
+SETTINGS = TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, schedule="cosine")
+RUN = {"epochs": 4, "sampling": "uniform", "seed": 3, "settings": SETTINGS, "progress": False}
+
+CHILD = """
+import sys
+from nas.oneshot import train_supernet
+from nas.train.settings import TrainSettings
+
+fifo, run_dir, kill_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def on_epoch(record):
+    if record["epoch"] == kill_after:  # epoch k is on disk: say so, then wait to be killed
+        with open(fifo, "w") as f:
+            f.write(f"epoch {record['epoch']} saved\\n")
+        sys.stdin.read()
+
+train_supernet("macro", "digits", run_dir, epochs=4, sampling="uniform", seed=3, progress=False, on_epoch=on_epoch,
+               settings=TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, schedule="cosine"))
+"""
+
+
+def weights(run_dir) -> dict[str, torch.Tensor]:
+    return load_file(str(run_dir / WEIGHTS))
+
+
+def test_a_run_killed_after_an_epoch_resumes_to_the_weights_of_a_run_that_never_stopped(tmp_path, signals):
+    whole = train_supernet("macro", "digits", tmp_path / "whole", **RUN)
+    assert list(whole["epoch"]) == [1, 2, 3, 4]
+
+    killed = tmp_path / "killed"
+    saved = signals("saved")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, saved.path, str(killed), "2"], stdin=subprocess.PIPE)
+    try:
+        assert saved.wait(timeout=120) == "epoch 2 saved"
+        with pytest.raises(ValueError, match=r"is in use by another search \(pid \d+"):  # the child holds the lock
+            train_supernet("macro", "digits", killed, resume=True, **RUN)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == -9
+    assert [r["epoch"] for r in read_epochs(killed / EPOCHS)] == [1, 2]
+
+    resumed = train_supernet("macro", "digits", killed, resume=True, **RUN)
+    assert list(resumed["epoch"]) == [1, 2, 3, 4]
+    a, b = weights(tmp_path / "whole"), weights(killed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    cols = ["epoch", "train_loss", "train_acc", "lr", "steps"]
+    assert whole[cols].to_dict("records") == resumed[cols].to_dict("records")
+    run = json.loads((killed / "run.json").read_text())
+    assert run["kind"] == "supernet" and len(run["resumed"]) == 1
+
+
+def test_a_crash_between_checkpoint_and_journal_is_repaired_on_resume(tmp_path):
+    d = tmp_path / "run"
+    train_supernet("macro", "digits", d, **{**RUN, "epochs": 2})
+    lines = (d / EPOCHS).read_bytes().splitlines(keepends=True)
+    (d / EPOCHS).write_bytes(lines[0] + lines[1][:10])  # epoch 2 checkpointed, its record torn mid-write
+    df = train_supernet("macro", "digits", d, resume=True, **{**RUN, "epochs": 3})
+    assert list(df["epoch"]) == [1, 2, 3]
+    assert [r["epoch"] for r in read_epochs(d / EPOCHS)] == [1, 2, 3]
+
+
+def test_a_resume_must_be_the_same_run_and_reads_no_pickle(tmp_path):
+    d = tmp_path / "run"
+    train_supernet("macro", "digits", d, **{**RUN, "epochs": 1})
+    with pytest.raises(ValueError, match=r"different supernet run \(sampling: 'uniform' there, 'fair' here\)"):
+        train_supernet("macro", "digits", d, resume=True, **{**RUN, "sampling": "fair"})
+    with pytest.raises(ValueError, match="already holds a run"):
+        train_supernet("macro", "digits", d, **RUN)
+    search = RunStore.create(tmp_path / "search", {"space": "macro"})
+    search.close()
+    with pytest.raises(ValueError, match="is a search run, not a supernet run directory"):
+        train_supernet("macro", "digits", tmp_path / "search", resume=True, **RUN)
+    (d / "checkpoint.json").write_bytes(pickle.dumps({"state": "anything"}))
+    with pytest.raises(ValueError, match="is a pickle, not a JSON snapshot; refusing to load it"):
+        train_supernet("macro", "digits", d, resume=True, **RUN)
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    for kwargs, message in [({"space": "toy"}, "space 'toy' (ToySpace) has no supernet"),
+                            ({"sampling": "greedy"}, "unknown sampling 'greedy'; known: uniform, fair, sandwich"),
+                            ({"space": "nb201", "sampling": "sandwich"}, "sampling 'sandwich' needs a supernet whose")]:
+        with pytest.raises(ValueError, match=re.escape(message)) as e:
+            train_supernet(kwargs.pop("space", "macro"), "digits", tmp_path / "x", **{**RUN, **kwargs})
+        assert "\n" not in str(e.value)
+    assert not (tmp_path / "x" / "run.json").exists()
+
+
+def test_fair_sampling_gives_every_option_of_every_decision_a_turn_each_step():
+    space = MacroSpace()
+    sampler = PathSampler(space.supernet(Task((6,), 2)), "fair", seed=0)
+    for _ in range(5):
+        paths = sampler.paths()
+        assert len(paths) == 3  # the most options a decision has
+        for name, options in space.decisions.items():
+            assert {p[name] for p in paths} == set(options)
+
+
+def test_the_sandwich_rule_trains_the_largest_and_the_smallest_path_each_step():
+    space = MacroSpace()
+    sampler = PathSampler(space.supernet(Task((6,), 2)), "sandwich", seed=0)
+    largest, smallest, *rest = sampler.paths()
+    assert (largest["depth"], largest["width_0"], smallest["depth"], smallest["width_0"]) == (3, 64, 1, 16)
+    assert len(rest) == 2
+    with pytest.raises(ValueError, match="use uniform or fair"):
+        PathSampler(NB201Space().supernet(Task((3, 8, 8), 10)), "sandwich")
+
+
+def test_the_sampler_and_its_state_give_the_same_paths_again():
+    space = MacroSpace()
+    a = PathSampler(space.supernet(Task((6,), 2)), "uniform", seed=4)
+    a.paths()
+    b = PathSampler(space.supernet(Task((6,), 2)), "uniform", seed=99)
+    b.load_state_dict(a.state_dict())
+    assert [a.paths() for _ in range(3)] == [b.paths() for _ in range(3)]
+
+
+def test_the_store_keeps_the_journal_and_the_checkpoint_in_step(tmp_path):
+    store = SupernetStore.create(tmp_path / "s", {"space": "macro", "epochs": 2})
+    store.on_epoch({"epoch": 1, "train_loss": 1.5}, {"epoch": 1, "w": np.arange(3)}, b"w")
+    store.close()
+    store = SupernetStore.resume(tmp_path / "s", {"space": "macro", "epochs": 2})
+    try:
+        assert store.checkpoint()["w"].tolist() == [0, 1, 2] and store.records[0]["train_loss"] == 1.5
+        status = json.loads((tmp_path / "s" / "status.json").read_text())
+        assert status["epoch"] == 1 and status["state"] == "running"
+    finally:
+        store.close()
+
+
+def test_the_command_line_trains_and_resumes(tmp_path, capsys):
+    import argparse
+
+    from nas.cli.supernet import register
+
+    parser = argparse.ArgumentParser(prog="nas")
+    register(parser.add_subparsers(dest="command"))  # (wired into `nas` by nas/cli/__init__.py's COMMAND_MODULES)
+    common = ["--run-dir", str(tmp_path / "sn"), "--device", "cpu", "--threads", "1", "--quiet", "--seed", "1",
+              "--optimizer", "sgd"]  # (SGD with momentum, where paths not yet trained have none)
+    for extra in (["--epochs", "1"], ["--epochs", "2", "--resume"]):
+        args = parser.parse_args(["supernet", "train", "--space", "macro", "--sampling", "fair", *common, *extra])
+        assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "supernet trained 1 epochs in" in out and "supernet trained 2 epochs in" in out
+    assert f"nas search --space macro --dataset digits --supernet {tmp_path / 'sn'}" in out
+    assert [r["epoch"] for r in read_epochs(tmp_path / "sn" / EPOCHS)] == [1, 2]
