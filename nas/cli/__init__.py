@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recipes": ("nas.cli.train", "list the training recipes (nas search --recipe NAME)"),
     "supernet": ("nas.cli.supernet", "train a weight-sharing supernet (then: nas search --supernet DIR)"),
     "retrain": ("nas.cli.supernet", "train a search's best architectures standalone, from scratch"),
+    "proxies": ("nas.cli.zero_cost", "zero-cost proxies: their rank correlation with a run's trials, or of samples"),
 }
 
 

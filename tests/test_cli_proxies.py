@@ -1,0 +1,94 @@
+"""``nas proxies``: zero-cost proxies against a run's finished trials (a real search whose trials were scored by a
+proxy on real data, so the ranking it must print is known), of a space's samples, and its one-line refusals; and the
+proxy as an objective (``--train-function nas.train.proxies:score``) and as a constraint (``--proxy-screen``) of a
+search from the command line (in-process executor; Ray: tests/test_proxies_ray.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nas.cli import main
+from nas.run.reader import read_journal
+
+NB201 = ["--space", "nb201", "--space-option", "channels=4", "--executor", "inprocess", "--threads", "1",
+         "--epochs", "1", "--quiet", "--dataset", "digits", "--strategy", "random"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def params_run(tmp_path_factory):
+    """A search whose objective is the ``params`` proxy, scored (not trained) on the workers."""
+    run_dir = str(tmp_path_factory.mktemp("proxies") / "run")
+    code = main(["search", *NB201, "--budget", "6", "--run-dir", run_dir,
+                 "--train-function", "nas.train.proxies:score", "--objective", "params", "--batch-size", "16"])
+    assert code == 0
+    return run_dir
+
+
+def test_the_proxy_objective_scores_candidates_instead_of_training(params_run):
+    results = read_journal(params_run)
+    assert len(results) == 6
+    for _, r in results:
+        assert r.ok and r.score == r.metrics["params"] > 0 and "val_acc" not in r.metrics
+    config = json.loads((Path(params_run) / "run.json").read_text())
+    assert config["train"]["function"] == "nas.train.proxies:score"
+
+
+def test_nas_proxies_ranks_a_run_s_trials(params_run, capsys):
+    code, out, err = run(capsys, "proxies", params_run, "--proxies", "params,synflow,naswot", "--batch", "16")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("6 scored trials of") and "objective params:max" in lines[0]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert list(rows) == ["params", "synflow", "naswot"]
+    assert rows["params"][:2] == ["1.000", "1.000"]  # the run's score is params itself: a perfect ranking
+    for rho, tau, sec in rows.values():
+        assert -1 <= float(rho) <= 1 and -1 <= float(tau) <= 1 and float(sec) > 0
+
+
+def test_nas_proxies_of_a_space_s_samples(capsys):
+    code, out, err = run(capsys, "proxies", "--space", "nb201", "--space-option", "channels=4", "--sample", "3",
+                         "--proxies", "synflow,params", "--batch", "8")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("3 architectures of NB201Space (seed 0)") and len(lines) == 1 + 1 + 3 + 1
+    assert lines[1].split() == ["arch", "synflow", "params"] and lines[-1].split()[0] == "s/cell"
+    assert all(float(v) > 0 for line in lines[2:] for v in line.split()[1:])
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "give a run directory, or --space S --sample N (not both)"),
+    (["--space", "nb201"], "--space needs --sample N with N >= 1, got None"),
+    (["--space", "nope", "--sample", "2"], "unknown search space 'nope'; known:"),
+    (["--space", "nb201", "--sample", "2", "--proxies", "flops"], "unknown proxy 'flops'; known: synflow"),
+    (["--space", "nb201", "--sample", "2", "--batch", "1"], "--batch must be at least 2"),
+    (["/nonexistent/run"], "'/nonexistent/run' is not a run directory (no run.json)"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, "proxies", *argv)
+    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_sample_goes_with_space_only(params_run, capsys):
+    code, _, err = run(capsys, "proxies", params_run, "--sample", "3")
+    assert code == 2 and "--sample and --space-option go with --space" in err
+
+
+def test_the_proxy_constraint_makes_low_scorers_infeasible_before_training(tmp_path, capsys):
+    run_dir = str(tmp_path / "screened")
+    assert main(["search", *NB201, "--budget", "2", "--run-dir", run_dir, "--proxy-screen", "synflow:1e300"]) == 0
+    for _, r in read_journal(run_dir):
+        assert r.failure is not None and r.failure.name == "INFEASIBLE" and "synflow" in r.error
+        assert "epochs_trained" not in r.metrics
+    code, _, err = run(capsys, "proxies", run_dir)
+    assert code == 2 and "has 0 scored trial(s); ranking proxies needs at least 3" in err
+    code, _, err = run(capsys, "search", *NB201, "--proxy-screen", "flops:3")
+    assert code == 2 and "proxy_screen must be PROXY:MIN with PROXY one of synflow" in err
