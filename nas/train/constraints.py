@@ -4,6 +4,16 @@ typed failure recorded before anything is trained. Plain Python: checking needs 
 
 >>> Constraints(max_params=1e6).check({"params": 2e6, "flops": 1.0, "latency_ms": 1.0}).name
 'max_params'
+
+A zero-cost proxy is a constraint too (``proxy_screen``, checked by :class:`nas.train.proxies.screened` on the
+worker, after the costs and before training): a candidate scoring below the minimum is INFEASIBLE.
+
+>>> parse_screen("synflow:1e10")
+('synflow', 10000000000.0)
+>>> parse_screen("flops:3")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: proxy_screen must be PROXY:MIN with PROXY one of synflow, snip, ...; got 'flops:3'
 """
 
 from __future__ import annotations
@@ -29,6 +39,9 @@ class Violation:
     def __str__(self) -> str:
         return f"{self.metric} {self.value:g} > {self.name} {self.limit:g}"
 
+
+#: the zero-cost proxies (:mod:`nas.train.proxies`, which needs torch; these names do not)
+PROXY_NAMES = ("synflow", "snip", "grad_norm", "jacob_cov", "naswot", "params")
 
 #: constraint option -> the cost it bounds
 LIMITS = {"max_params": "params", "max_flops": "flops", "max_latency_ms": "latency_ms"}
@@ -70,4 +83,16 @@ class Constraints:
         return None
 
 
-__all__ = ["LIMITS", "Constraints", "Violation"]
+def parse_screen(text: str) -> tuple[str, float]:
+    """``PROXY:MIN`` (the ``proxy_screen`` setting) as (proxy, minimum), or a ValueError naming it."""
+    proxy, _, minimum = str(text).partition(":")
+    try:
+        value = float(minimum)
+    except ValueError:
+        value = math.nan
+    if proxy not in PROXY_NAMES or math.isnan(value):
+        raise ValueError(f"proxy_screen must be PROXY:MIN with PROXY one of {', '.join(PROXY_NAMES)}; got {text!r}")
+    return proxy, value
+
+
+__all__ = ["LIMITS", "PROXY_NAMES", "Constraints", "Violation", "parse_screen"]

@@ -20,9 +20,11 @@ Each is written from its paper (no code copied) and computed on the model's devi
 
 Higher is better for every one. :func:`compute` scores one model; :class:`scoring` is a training function that
 scores instead of training (``nas.search(..., train=scoring("synflow"), objectives=["synflow"])`` ranks a space's
-candidates on the workers, in parallel); :class:`screened` scores before training and makes a candidate below a
-threshold an INFEASIBLE trial that trained nothing (a cheap pre-screen); :func:`score_archs` scores a list of
-architectures in this process (the benches; a strategy's warm-up, :func:`nas.strategies.warmup.warm_up`).
+candidates on the workers, in parallel; on the command line :func:`score`: ``--train-function
+nas.train.proxies:score --objective synflow``); :class:`screened` scores before training and makes a candidate below
+a threshold an INFEASIBLE trial that trained nothing (a cheap pre-screen; on the command line the constraint
+``--proxy-screen synflow:1e10``, :attr:`nas.train.settings.TrainSettings.proxy_screen`); :func:`score_archs` scores
+a list of architectures in this process (the benches; a strategy's warm-up, :func:`nas.strategies.warmup.warm_up`).
 
 >>> import torch
 >>> from nas.search_spaces.nb201 import NB201Space, from_op_code
@@ -49,9 +51,10 @@ import torch
 from torch import nn
 
 from nas.core.types import Arch, FailureKind
+from nas.train.constraints import PROXY_NAMES
 from nas.train.context import TrialContext, TrialFailure
 
-PROXIES = ("synflow", "snip", "grad_norm", "jacob_cov", "naswot", "params")
+PROXIES = PROXY_NAMES
 NEEDS_DATA = frozenset({"snip", "grad_norm", "jacob_cov", "naswot"})
 
 
@@ -218,6 +221,12 @@ class screened:  # noqa: N801 - used as a function: train=screened(fit, "synflow
         self.batch_size = int(batch_size)
 
     def __call__(self, ctx: TrialContext) -> Any:
+        if ctx.model is None or ctx.data is None:
+            raise TrialFailure(FailureKind.ERROR, f"a screen by {self.name} needs a model and data (a space that "
+                               "builds models, a dataset)")
+        if ctx.world_size > 1 and self.name in NEEDS_DATA:  # each rank's batch differs: ranks could disagree
+            raise TrialFailure(FailureKind.ERROR, f"a screen by {self.name} on a gang of {ctx.world_size} would "
+                               "see a different batch on each rank; screen by synflow or params there")
         x, y = _first_batch(ctx, self.batch_size if self.name in NEEDS_DATA else 1)
         value = compute(ctx.model, x, y, names=[self.name])[self.name]
         if not value >= self.minimum:
@@ -225,6 +234,18 @@ class screened:  # noqa: N801 - used as a function: train=screened(fit, "synflow
                                {self.name: value})
         ctx.costs[self.name] = value  # among the result's metrics
         return self.train(ctx)
+
+
+def score(ctx: TrialContext) -> None:
+    """The training function ``nas search --train-function nas.train.proxies:score --objective synflow``: it trains
+    nothing and reports each proxy the run's objectives name (several for a multi-objective ranking), computed on
+    one minibatch of the run's ``batch_size`` from the worker's data, on its device. On the Ray executor every
+    worker scores its own candidates: the proxies of a space are ranked in parallel."""
+    names = [m for m in ctx.objectives.metrics if m in PROXIES]
+    if not names:
+        raise TrialFailure(FailureKind.ERROR, f"nas.train.proxies:score reports proxies, but no objective "
+                           f"({', '.join(ctx.objectives.metrics)}) is one of {', '.join(PROXIES)}")
+    scoring(*names, batch_size=int(ctx.hparams.get("batch_size", 64)))(ctx)
 
 
 def score_archs(space: Any, archs: Sequence[Arch], task: Any, *, names: Iterable[str] = ("synflow",),
@@ -266,4 +287,4 @@ def rank_against(space: Any, archs: Sequence[Arch], scores: Sequence[float], tas
 
 
 __all__ = ["NEEDS_DATA", "PROXIES", "check_names", "compute", "grad_norm", "jacob_cov", "naswot", "rank_against",
-           "score_archs", "screened", "scoring", "snip", "synflow"]
+           "score", "score_archs", "screened", "scoring", "snip", "synflow"]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.objectives import Objectives
 from nas.core.types import FailureKind, InvalidSpace, Result, Trial
-from nas.train.constraints import Constraints
+from nas.train.constraints import Constraints, parse_screen
 from nas.train.context import CheckpointIO, ReportFn, TrialContext, TrialFailure
 from nas.train.settings import TrainSettings
 
@@ -102,6 +102,11 @@ class TrialRunner:
             from nas.train.fit import fit
 
             train = fit
+        if self.settings.proxy_screen is not None:  # the proxy constraint: scored first, on this worker
+            from nas.train.proxies import screened
+
+            name, minimum = parse_screen(self.settings.proxy_screen)
+            train = screened(train, name, minimum=minimum)
         self.train = train
         self.objectives = Objectives(list(self.settings.objectives))
         self.constraints = Constraints(max_flops=self.settings.max_flops,

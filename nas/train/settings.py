@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from nas.core.fields import option
 from nas.core.objectives import Objectives
 from nas.core.types import Trial
-from nas.train.constraints import Constraints
+from nas.train.constraints import Constraints, parse_screen
 from nas.train.hparams import OPTIMIZERS, TRIAL_HPARAMS, check_augmentation, check_hparams
 from nas.train.schedules import SCHEDULES
 
@@ -66,6 +66,9 @@ class TrainSettings:
     max_flops: float | None = option(None, help="constraint: FLOPs of one forward pass of one example")
     max_latency_ms: float | None = option(None, help="constraint: median inference latency at batch 1 on the "
                                           "worker's device, in ms")
+    proxy_screen: str | None = option(None, metavar="PROXY:MIN", help="constraint: a zero-cost proxy (synflow, "
+                                      "snip, grad_norm, jacob_cov, naswot, params) scored on the worker before "
+                                      "training; a candidate below MIN is infeasible (not trained)")
     objectives: tuple[str, ...] = option(("val_acc:max",), help="metrics and modes (nas.core.objectives); the first "
                                          "is `score`")
     measure_costs: bool = option(True, help="measure FLOPs, latency and peak memory of every candidate before it "
@@ -89,6 +92,8 @@ class TrainSettings:
             raise ValueError(f"data_budget_mb must be None (automatic) or a number >= 0, got {self.data_budget_mb!r}")
         object.__setattr__(self, "objectives", tuple(Objectives(list(self.objectives)).to_list()))
         Constraints(max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)  # a ValueError names a bad one
+        if self.proxy_screen is not None:
+            parse_screen(self.proxy_screen)
         if isinstance(self.loader_workers, bool) or not isinstance(self.loader_workers, int) or self.loader_workers < 0:
             raise ValueError(f"loader_workers must be an integer >= 0, got {self.loader_workers!r}")
 
