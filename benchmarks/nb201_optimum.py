@@ -89,7 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_experiment(sub, __doc__, cmd_optimum)
     p.add_argument("--dataset", choices=list(DATASETS), default="cifar100", help="default cifar100")
     p.add_argument("--epochs", type=int, choices=(12, 200), default=200, help="the reward's epochs (default 200)")
-    p.add_argument("--strategies", default="local,evolution,random", help="comma-separated (default: %(default)s)")
+    p.add_argument("--strategies", default="local,evolution,random",
+                   help="comma-separated, default local,evolution,random")
     p.add_argument("--seeds", type=int, default=100, help="seeded runs per strategy (default 100)")
     p.add_argument("--max-evals", type=int, default=3000, help="evaluations before a run gives up (default 3000)")
     p.add_argument("-o", "--option", action="append", default=[], metavar="STRATEGY.KEY=VALUE",

@@ -123,6 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
+    args.search_dataset = args.search_dataset or "cifar10"  # (no --dataset here: the paper's)
     from nas.core import registry
 
     registry.strategies.get(args.strategy)

@@ -79,7 +79,7 @@ def executor_name(executor: Executor) -> str:
     for name, cls in registry.executors.items():
         if isinstance(executor, cls):
             return name
-    return UNREGISTERED
+    return getattr(type(executor), "registered_as", UNREGISTERED)  # (a class a registered one builds: gangs)
 
 
 def keep_warm_weights(executor: Executor, warm: Sequence[WarmTrial]) -> None:

@@ -77,6 +77,8 @@ class _Run:
 class GangExecutor:
     """See the module docstring. ``collective_timeout``: seconds a rank's collective waits for the others."""
 
+    registered_as = "ray"  # the registered executor that builds it (trial_workers > 1): run.json records that
+
     needs_ray = True
 
     def __init__(self, space: SearchSpace | None, data: Dataset | None, settings: TrainSettings | None = None, *,
