@@ -58,19 +58,6 @@ log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(slots=True)
-class _Running:
-    trial: Trial
-    slot: int
-    number: int  # its number on its actor (the actor runs them in this order)
-    attempt: int
-    actor: Any  # the worker it was sent to (a slot's worker may have been replaced since)
-    keep: KeepRule
-    wait_epochs: frozenset[int]  # where its worker waits for the loop's answer (rungs)
-    started: bool = False
-    ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
-
-
-@dataclasses.dataclass(slots=True)
 class _Stream:
     """One worker's stream and the trials it holds, the running one first."""
 
@@ -81,6 +68,22 @@ class _Stream:
     sent: int = 0  # trials handed to the actor (the next one's number)
     item: Any = None  # future of the stream's next item, filled on Ray's thread
     consume: int = 1  # stream items read once the watched one is in
+
+
+@dataclasses.dataclass(slots=True)
+class _Running:
+    trial: Trial
+    stream: _Stream  # its worker's stream (a slot's worker may have been replaced since)
+    attempt: int
+    keep: KeepRule
+    wait_epochs: frozenset[int]  # where its worker waits for the loop's answer (rungs)
+    started: bool
+    number: int = 0  # its number on its worker (the worker runs them in this order)
+    ref: Any = None  # its take call's return: an Ended
+    future: Any = None  # ... as a future, filled on Ray's thread
+    streamed: int = 0  # its messages read from the stream
+    ended: Ended | None = None  # its take call's return, once in
+    ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
 
 
 @register_executor("ray")
@@ -163,7 +166,7 @@ class RayExecutor:
         self._streams: list[_Stream | None] = [None] * workers  # each worker's stream, once it is up
         self._free: list[dict[int, None]] = [{}, {}]
         self._running: dict[int, _Running] = {}  # trial id -> its run
-        self._inbox: queue.SimpleQueue[_Stream | None] = queue.SimpleQueue()  # a stream with news (None: a wake-up)
+        self._inbox: queue.SimpleQueue[_Stream | _Running | None] = queue.SimpleQueue()  # news (None: a wake-up)
         self._cancelled: set[int] = set()
         self.checkpoints = BoundedCheckpoints(fetch=fetch_checkpoint)  # ObjectRefs; fetched only when used
         self.restarts = 0
@@ -273,11 +276,12 @@ class RayExecutor:
         self._set_load(slot, self._load[slot] + 1)
         stream = self._streams[slot]
         assert stream is not None
-        waits = frozenset(wait_epochs)
-        number, stream.sent = stream.sent, stream.sent + 1
+        run = self._running[trial.trial_id] = _Running(trial, stream, attempt, keep, frozenset(wait_epochs), idle)
+        run.number, stream.sent = stream.sent, stream.sent + 1
         # (the checkpoints travel inside a tuple: the actor fetches them, so a lost one fails this trial alone)
-        stream.actor.take.remote(number, trial, sources, keep, waits)
-        self._running[trial.trial_id] = _Running(trial, slot, number, attempt, stream.actor, keep, waits, idle)
+        run.ref = stream.actor.take.remote(run.number, trial, sources, keep, run.wait_epochs)
+        run.future, inbox = run.ref.future(), self._inbox
+        run.future.add_done_callback(lambda _: inbox.put(run))
         stream.trials.append(trial.trial_id)
         if idle:  # the worker takes it at once
             self._done.append(Event.started(trial, time=time.time(), worker=self._names[slot]))
@@ -291,13 +295,14 @@ class RayExecutor:
         self._load[slot] = 0
         self._set_load(slot, 0)
 
-    def _watch(self, stream: _Stream, skip: int = 0) -> None:
+    def _watch(self, stream: _Stream, ckpt_of: _Running | None = None) -> None:
         """A callback (on Ray's thread, which also fetches the small value) when the next item of the
-        worker's stream is in (after ``skip`` items that are not fetched: a checkpoint, whose reference goes to
-        the running trial): poll reads only what these callbacks queue."""
+        worker's stream is in (after the checkpoint of ``ckpt_of``, not fetched: its reference goes to that trial):
+        poll reads only what these callbacks queue."""
+        skip = int(ckpt_of is not None)
         refs = stream.gen._get_next_ref_n(skip + 1)
-        if skip:
-            self._running[stream.trials[0]].ckpt_ref = refs[0]
+        if ckpt_of is not None:
+            ckpt_of.ckpt_ref = refs[0]
         stream.consume = skip + 1  # the stream is read up to the watched item once it is in
         stream.item = refs[-1].future()
         inbox = self._inbox
@@ -312,9 +317,9 @@ class RayExecutor:
         if run is not None:
             if outcome is Outcome.CANCELLED:
                 self._cancelled.add(trial_id)
-                run.actor.cancel.remote(run.number, trial_id)
+                run.stream.actor.cancel.remote(run.number, trial_id)
             else:
-                run.actor.decide.remote(trial_id, DECISION_OF[outcome])
+                run.stream.actor.decide.remote(trial_id, DECISION_OF[outcome])
         if outcome is Outcome.CANCELLED:
             for item in list(self._retry):
                 if item[0].trial_id == trial_id:
@@ -343,9 +348,12 @@ class RayExecutor:
             news.append(self._inbox.get(block=not out, timeout=timeout))
             while True:
                 news.append(self._inbox.get_nowait())
-        for stream in news:
-            if stream is not None and stream is self._streams[stream.slot]:  # (else a wake-up, or a lost worker's)
-                out += self._take_item(stream)
+        for what in news:
+            if isinstance(what, _Running):
+                if self._running.get(what.trial.trial_id) is what:  # (else news of an attempt already handled)
+                    out += self._take_end(what)
+            elif what is not None and what is self._streams[what.slot]:  # (else a wake-up, or a lost worker's)
+                out += self._take_item(what)
         if any(e.result is not None for e in out):
             self._handed_out = time.perf_counter()
         self._check_starting()
@@ -353,32 +361,65 @@ class RayExecutor:
         return out
 
     def _take_item(self, stream: _Stream) -> list[Event]:
-        """The events the stream's next item makes: reports, results (each followed by the start of the trial
-        queued behind it), and, where it ends announcing a checkpoint, the watch moves past the checkpoint; a
-        failure of the stream is the worker's (see :meth:`_take_failure`)."""
+        """The events the stream's next item makes (reports), then the trials that it lets end (their result was
+        in, waiting for their messages on the stream); where it ends announcing a checkpoint, the watch moves past
+        the checkpoint. A stream that fails ends nothing: its worker's trials learn it from their calls."""
         try:
             item = stream.item.result()
         except (ray.exceptions.RayError, RuntimeError) as e:
-            return self._take_failure(stream, e)
+            if not isinstance(e, ray.exceptions.RayActorError):  # (a broken stream: the worker is replaced)
+                with contextlib.suppress(Exception):
+                    ray.kill(stream.actor, no_restart=True)
+            return []
         stream.gen._consume_next_ref_n(stream.consume)
         events: list[Event] = []
+        run = None
         for message in item:
+            run = self._running.get(message.trial_id)
+            if run is None or run.stream is not stream:
+                continue
+            run.streamed += 1
             if isinstance(message, Report):
-                run = self._running[message.trial_id]
                 events.append(Event.reported(run.trial, message))
                 if message.epoch in run.wait_epochs:
-                    self._awaiting[message.trial_id] = run.actor
-            elif isinstance(message, Ended):
-                events += self._take_finished(stream, message.result)
-        self._watch(stream, skip=int(bool(item) and isinstance(item[-1], CheckpointNext)))
+                    self._awaiting[message.trial_id] = stream.actor
+        self._watch(stream, run if item and isinstance(item[-1], CheckpointNext) else None)
+        return events + self._drain(stream)
+
+    def _take_end(self, run: _Running) -> list[Event]:
+        """The trial's call returned: it ends once the stream has brought what it sent there (see
+        :meth:`_drain`); a failed call is the worker's death or a broken worker (see :meth:`_take_failure`)."""
+        try:
+            run.ended = run.future.result()
+        except (ray.exceptions.RayError, RuntimeError) as e:
+            return self._take_failure(run, e)
+        assert run.ended is not None
+        if run.stream is not self._streams[run.stream.slot]:  # its worker is gone since: its stream will not come
+            run.stream.trials.remove(run.trial.trial_id)
+            return self._take_finished(run, run.ended)
+        return self._drain(run.stream)
+
+    def _drain(self, stream: _Stream) -> list[Event]:
+        """End the worker's trials, in their order, whose call returned and whose streamed messages are all in; the
+        trial queued behind each starts."""
+        events: list[Event] = []
+        while stream.trials:
+            run = self._running[stream.trials[0]]
+            if run.ended is None or run.streamed < run.ended.streamed:
+                break
+            stream.trials.popleft()
+            events += self._take_finished(run, run.ended)
+            if stream.trials and not (nxt := self._running[stream.trials[0]]).started:
+                nxt.started = True
+                if nxt.trial.trial_id not in self._cancelled:
+                    events.append(Event.started(nxt.trial, time=time.time(), worker=self._names[stream.slot]))
         return events
 
-    def _take_finished(self, stream: _Stream, result: Result) -> list[Event]:
-        """The worker's running trial ended with ``result``; the trial queued behind it (if any) starts."""
-        run = self._running.pop(stream.trials.popleft())
-        trial = run.trial
+    def _take_finished(self, run: _Running, ended: Ended) -> list[Event]:
+        trial, name, result = run.trial, self._names[run.stream.slot], ended.result
+        del self._running[trial.trial_id]
         self._awaiting.pop(trial.trial_id, None)
-        name = self._names[run.slot]
+        events = [Event.reported(trial, report) for report in ended.reports]
         if trial.trial_id in self._cancelled:
             self._cancelled.discard(trial.trial_id)
             result = Result.cancelled(trial.trial_id, worker=name)
@@ -386,41 +427,31 @@ class RayExecutor:
             self.checkpoints.put(trial.trial_id, run.ckpt_ref)
         if result.start_time is not None and result.end_time is not None:
             self.prefetch.observe_duration(result.end_time - result.start_time)
-        self._set_load(run.slot, self._load[run.slot] - 1)
-        events = [Event.finished(trial, result)]
-        if stream.trials:
-            nxt = self._running[stream.trials[0]]
-            nxt.started = True
-            if nxt.trial.trial_id not in self._cancelled:
-                events.append(Event.started(nxt.trial, time=time.time(), worker=name))
-        return events
+        if run.stream is self._streams[run.stream.slot]:  # (a replaced worker's load went with it)
+            self._set_load(run.stream.slot, self._load[run.stream.slot] - 1)
+        return [*events, Event.finished(trial, result)]
 
-    def _take_failure(self, stream: _Stream, e: BaseException) -> list[Event]:
-        """The worker's stream failed: the worker died (its trials are retried up to ``max_retries``, then FAILED
-        with WORKER_LOST) or its stream broke (its trials FAILED); either way the worker is replaced."""
-        died = isinstance(e, ray.exceptions.RayActorError | ray.exceptions.ObjectLostError)
-        name, events = self._names[stream.slot], []
-        self._replace(stream.slot)
-        for trial_id in stream.trials:
-            run = self._running.pop(trial_id)
-            trial = run.trial
-            self._awaiting.pop(trial_id, None)
-            if trial_id in self._cancelled:
-                self._cancelled.discard(trial_id)
-                events.append(Event.finished(trial, Result.cancelled(trial_id, worker=name)))
-            elif not died:
-                events.append(Event.finished(trial, Result.failed(trial_id, f"the worker's stream failed: {e}",
-                                                                  worker=name)))
-            elif run.attempt < self.max_retries:
-                log.warning("worker %s died running trial %d (%s); retrying", name, trial_id, type(e).__name__)
-                self._retry.append((trial, run.attempt + 1, run.keep, run.wait_epochs))
-                events.append(Event.requeued(trial, worker=name))
-            else:
-                error = f"worker died {run.attempt + 1} times: {e}"
-                events.append(Event.finished(trial, Result.failed(trial_id, error, FailureKind.WORKER_LOST,
-                                                                  worker=name)))
-        stream.trials.clear()
-        return events
+    def _take_failure(self, run: _Running, e: BaseException) -> list[Event]:
+        """The trial's call failed: its worker died (the trial is retried up to ``max_retries``, then FAILED with
+        WORKER_LOST) or broke (FAILED); either way the worker is replaced."""
+        trial, stream = run.trial, run.stream
+        name = self._names[stream.slot]
+        del self._running[trial.trial_id]
+        self._awaiting.pop(trial.trial_id, None)
+        stream.trials.remove(trial.trial_id)
+        if stream is self._streams[stream.slot]:  # the first of its trials to report the death
+            self._replace(stream.slot)
+        if trial.trial_id in self._cancelled:
+            self._cancelled.discard(trial.trial_id)
+            return [Event.finished(trial, Result.cancelled(trial.trial_id, worker=name))]
+        if not isinstance(e, ray.exceptions.RayActorError | ray.exceptions.ObjectLostError):
+            return [Event.finished(trial, Result.failed(trial.trial_id, f"the worker broke: {e}", worker=name))]
+        if run.attempt < self.max_retries:
+            log.warning("worker %s died running trial %d (%s); retrying", name, trial.trial_id, type(e).__name__)
+            self._retry.append((trial, run.attempt + 1, run.keep, run.wait_epochs))
+            return [Event.requeued(trial, worker=name)]
+        error = f"worker died {run.attempt + 1} times: {e}"
+        return [Event.finished(trial, Result.failed(trial.trial_id, error, FailureKind.WORKER_LOST, worker=name))]
 
     def _dispatch_retries(self) -> None:
         while self._retry and (self._free[0] or (self.prefetch.on and self._free[1])):

@@ -1,20 +1,22 @@
 """The Ray trainer actor: one worker of :class:`nas.engine.ray_pool.RayExecutor`'s pool, named ``nas-trainer-<i>``
-in the dashboard. Trials come in by a plain actor call (:meth:`TrainerActor.take`, numbered per actor so they run
-in the order they were sent whatever order Ray delivers them in) and run one at a time; everything the actor has to
-say goes out on ONE streaming generator started once for its life (:meth:`TrainerActor.stream`), whose items are
-typed messages: the trials' per-epoch reports, a note that a checkpoint follows (then the checkpoint's bytes as an
-item of their own, left in the object store, owned by the driver), and each trial's result. Messages that are ready
-together travel as one item (a tuple: a trivial trial's report and result make one, and so do the end of one trial
-and the reports of the trial queued behind it), so the driver waits on one reference per actor and handles as few
-items as the training allows; a trial's start needs none (the driver knows it: the actor runs its trials in their
-numbered order)."""
+in the dashboard. A trial is handed to it by a plain actor call (:meth:`TrainerActor.take`, numbered per actor:
+the actor runs its trials in their numbered order whatever order Ray delivers the calls in) that returns when the
+trial has ended, with its result and the reports not sent yet: a trivial trial costs the driver what any remote
+call does. What a trial says while it trains (each epoch's report, its checkpoint) goes out on ONE streaming
+generator started once for the actor's life (:meth:`TrainerActor.stream`): reports that are ready together make one
+item (a tuple), and a kept checkpoint is announced (:class:`CheckpointNext`) and then sent as an item of its own, left
+in the object store and owned by the driver, which never fetches it unless it is used. A report that the trial's end
+follows within a couple of milliseconds (``LINGER``) travels with the result instead; the result says how many
+messages of its trial went by the stream, so the driver puts them in order."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import logging
 import os
+import queue
 import sys
 import threading
 import time
@@ -37,30 +39,37 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: seconds a report waits for the trial's end (then both travel with the result) before it goes out on the stream
+LINGER = 0.002
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class CheckpointNext:
-    """The stream's next item is the checkpoint of the trial in training (bytes, kept in the object store, not
+    """The stream's next item is the checkpoint of trial ``trial_id`` (bytes, kept in the object store, not
     fetched)."""
+
+    trial_id: int = -1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Ended:
-    """A trial's final result."""
+    """What a trial's :meth:`TrainerActor.take` returns: its reports not sent on the stream, its final result, and
+    how many messages of it (reports, a checkpoint) went out on the stream before."""
 
+    reports: tuple[Report, ...]
     result: Result
+    streamed: int
 
 
-StreamItem = tuple[Report | Ended | CheckpointNext, ...]
-"""One item of an actor's stream: the messages ready together (reports, results), in order; where it ends with
-:class:`CheckpointNext` the next item is that checkpoint's bytes."""
+StreamItem = tuple[Report | CheckpointNext, ...]
+"""One item of an actor's stream: the reports ready together, in order; where it ends with :class:`CheckpointNext`
+the next item is that checkpoint's bytes."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Job:
-    trial: Trial
-    sources: tuple[Any, Any]  # (checkpoint_from, inherit_from): bytes, an ObjectRef (fetched here) or None
-    keep: KeepRule
-    wait_epochs: frozenset[int]
+class _Checkpoint:
+    trial_id: int
+    data: bytes
 
 
 def fetch_checkpoint(item: Any) -> bytes | None:
@@ -76,13 +85,14 @@ def fetch_checkpoint(item: Any) -> bytes | None:
         return None
 
 
-@ray.remote(concurrency_groups={"monitor": 1, "inbox": 1})  # type: ignore[call-overload]
+@ray.remote(concurrency_groups={"monitor": 1, "trials": 4})  # type: ignore[call-overload]
 class TrainerActor:
-    """One worker: trials run one at a time, in the order taken, on the actor's training thread; ``stream`` (the
-    default group, started once) sends what they say; ``take`` (its own group) queues a trial; ``decide``, ``cancel``
-    and ``info`` answer while one runs (the monitor group), ``info`` with the trial and architecture it is training.
-    Its torch thread count is its CPU share, so actors never oversubscribe cores; a worker without data never loads
-    torch."""
+    """One worker: trials run one at a time, in their numbered order, on the actor's training thread; ``take``
+    (the trials group: the running trial's call and the queued ones' wait there) hands one over and returns when
+    it ends; ``stream`` (the default group, started once) sends what trials say while they train; ``decide``,
+    ``cancel`` and ``info`` answer while one runs (the monitor group), ``info`` with the trial and architecture it is
+    training. Its torch thread count is its CPU share, so actors never oversubscribe cores; a worker without data
+    never loads torch."""
 
     def __init__(self, name: str, space: SearchSpace | None, data: Dataset | None, settings: TrainSettings | None,
                  train: TrainFn | None, threads: int) -> None:
@@ -97,10 +107,11 @@ class TrainerActor:
             self._set_threads((settings.threads if settings is not None else None) or threads)
         self.runner = TrialRunner(data, settings, train=train, worker=name)
         self.thread = TrainingThread()  # (one for the actor's life: no thread started per trial)
-        self._jobs: dict[int, _Job] = {}  # number -> trial taken, not begun
         self._next = 0  # the number of the next trial to begin
-        self._cancelled: set[int] = set()  # numbers of taken trials cancelled before they began
-        self._arrived = threading.Condition()
+        self._began = -1  # the number of the last trial begun
+        self._cancelled: set[int] = set()  # numbers of trials cancelled before they began
+        self._turn = threading.Condition()
+        self._outbox: queue.SimpleQueue[list[Report] | _Checkpoint] = queue.SimpleQueue()  # what the stream sends
 
     @staticmethod
     def _set_threads(n: int) -> None:
@@ -108,96 +119,91 @@ class TrainerActor:
 
         torch.set_num_threads(n)
 
-    @ray.method(concurrency_group="inbox")
+    @ray.method(concurrency_group="trials")
     def take(self, number: int, trial: Trial, sources: tuple[Any, Any], keep: KeepRule,
-             wait_epochs: frozenset[int]) -> None:
-        """Queue ``trial`` as this actor's ``number``-th (from 0); ``sources``: its checkpoint and the one it
-        inherits from, as bytes or ObjectRefs (fetched when it begins: a lost one fails only this trial)."""
-        with self._arrived:
-            self._jobs[number] = _Job(trial, sources, keep, wait_epochs)
-            if number == self._next and self.current is None:
-                self._set_current(trial)  # (info answers at once with the trial about to begin)
-            self._arrived.notify()
-
-    def _take_next(self, wait: bool) -> tuple[int, _Job] | None:
-        with self._arrived:
-            while (job := self._jobs.pop(self._next, None)) is None:
-                if not wait:
-                    return None
-                self._arrived.wait()
-            self._next += 1
-            return self._next - 1, job
-
-    def _set_current(self, trial: Trial) -> None:
-        arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
-        self.current = {"trial_id": trial.trial_id, "arch": arch, "since": time.time()}
-
-    def stream(self) -> Iterator[StreamItem | bytes]:
-        """The actor's one stream, for its whole life (see the module docstring): what is ready goes out together
-        when the actor would otherwise wait; a checkpoint's bytes go as an item of their own after
-        :class:`CheckpointNext`. Each trial trains on the actor's training thread
-        (:class:`nas.engine.channel.TrialChannel`) so that the driver's decisions (:meth:`decide`, in another
-        concurrency group) reach it while it trains."""
-        pending: list[Report | Ended | CheckpointNext] = []
-        while True:
-            taken = self._take_next(wait=not pending)
-            if taken is None:
-                yield tuple(pending)
-                pending.clear()
-                continue
-            yield from self._run(*taken, pending)
-
-    def _run(self, number: int, job: _Job, pending: list[Report | Ended | CheckpointNext]) -> Iterator[Any]:
-        trial = job.trial
-        if number in self._cancelled:
+             wait_epochs: frozenset[int]) -> Ended:
+        """Run ``trial``, this actor's ``number``-th (from 0), in its turn; ``sources``: its checkpoint and the one
+        it inherits from, as bytes or ObjectRefs (fetched here: a lost one fails this trial alone)."""
+        with self._turn:
+            while self._next != number:
+                self._turn.wait()
+            cancelled, self._began = number in self._cancelled, number
             self._cancelled.discard(number)
-            pending.append(Ended(Result.cancelled(trial.trial_id, worker=self.name)))
-            return
-        self._set_current(trial)
-        assert self.current is not None
-        start = self.current["since"] = time.time()
-        print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
-              f"trial {trial.trial_id} started: {self.current['arch']}", flush=True)  # the actor's log in the dashboard
         try:
-            checkpoint, inherit = (fetch_source(s) for s in job.sources)
+            if cancelled:
+                return Ended((), Result.cancelled(trial.trial_id, worker=self.name), 0)
+            return self._run(trial, sources, keep, wait_epochs)
+        finally:
+            with self._turn:
+                self._next += 1
+                self._turn.notify_all()
+
+    def _run(self, trial: Trial, sources: tuple[Any, Any], keep: KeepRule, wait_epochs: frozenset[int]) -> Ended:
+        start = time.time()
+        arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
+        self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
+        print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
+              f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
+        try:
+            checkpoint, inherit = (fetch_source(s) for s in sources)
         except ray.exceptions.RayError as e:
             self.current = None
-            pending.append(Ended(Result.failed(trial.trial_id, f"its checkpoint was lost: {type(e).__name__}",
-                                               FailureKind.CHECKPOINT_MISSING, worker=self.name)))
-            return
+            return Ended((), Result.failed(trial.trial_id, f"its checkpoint was lost: {type(e).__name__}",
+                                           FailureKind.CHECKPOINT_MISSING, worker=self.name), 0)
+        streamed, end = 0, None
+        held: list[Report] = []
         try:
-            channel = self.channels[trial.trial_id] = TrialChannel(job.wait_epochs)
+            channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
             channel.start(lambda: self.runner.run(trial, self.space, checkpoint,  # type: ignore[arg-type]
-                                                  report=channel.report, inherit=inherit, keep=job.keep), self.thread)
-            end: Done | Crashed | None = None
+                                                  report=channel.report, inherit=inherit, keep=keep), self.thread)
             while end is None:
-                messages = channel.ready()
-                if not messages:
-                    if pending:  # (about to wait: what is ready goes now)
-                        yield tuple(pending)
-                        pending.clear()
-                    messages = [channel.next()]
-                for message in messages:
-                    if isinstance(message, Reported):
-                        pending.append(Report(trial.trial_id, message.epoch, message.metrics, message.score,
-                                              message.time, self.name))
-                    else:
-                        end = message
+                try:
+                    message = channel.next(timeout=LINGER if held else None)
+                except queue.Empty:  # (the trial trains on: what it reported goes out now)
+                    message = None
+                if isinstance(message, Reported):
+                    held.append(Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time,
+                                       self.name))
+                    if message.epoch not in wait_epochs:
+                        continue  # (at a rung the trial waits for the answer: its report goes at once)
+                elif message is not None:
+                    end = message
+                    break
+                self._outbox.put(held)
+                streamed, held = streamed + len(held), []
         finally:
             self.current = None
             self.channels.pop(trial.trial_id, None)
-        if isinstance(end, Crashed):  # (past the runner's safety net: this trial fails, the stream goes on)
-            pending.append(Ended(Result.failed(trial.trial_id, f"{type(end.error).__name__}: {end.error}",
-                                               worker=self.name)))
-            return
+        if isinstance(end, Crashed):  # (past the runner's safety net: this trial fails, the worker goes on)
+            failed = Result.failed(trial.trial_id, f"{type(end.error).__name__}: {end.error}", worker=self.name)
+            return Ended(tuple(held), failed, streamed)
+        assert isinstance(end, Done)
         result, ckpt = end.value
         result.node = ray.get_runtime_context().get_node_id()[:12]
         if ckpt is not None:
-            pending.append(CheckpointNext())
-            yield tuple(pending)
-            pending.clear()
-            yield ckpt
-        pending.append(Ended(result))
+            self._outbox.put(_Checkpoint(trial.trial_id, ckpt))
+            streamed += 1
+        return Ended(tuple(held), result, streamed)
+
+    def stream(self) -> Iterator[StreamItem | bytes]:
+        """The actor's one stream, for its whole life: the reports its trials send while they train, those ready
+        together as one item; a kept checkpoint as :class:`CheckpointNext` closing an item, then its bytes as an item
+        of their own (owned by the driver, which leaves them in the object store)."""
+        while True:
+            entries = [self._outbox.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    entries.append(self._outbox.get_nowait())
+            batch: list[Report | CheckpointNext] = []
+            for entry in entries:
+                if isinstance(entry, _Checkpoint):
+                    yield (*batch, CheckpointNext(entry.trial_id))
+                    yield entry.data
+                    batch = []
+                else:
+                    batch += entry
+            if batch:
+                yield tuple(batch)
 
     @ray.method(concurrency_group="monitor")
     def decide(self, trial_id: int, decision: Decision) -> None:
@@ -213,8 +219,8 @@ class TrainerActor:
     def cancel(self, number: int, trial_id: int) -> None:
         """The driver cancels the actor's ``number``-th trial: where it has not begun it ends at once without
         training (CANCELLED); where it trains it stops at its next report."""
-        with self._arrived:
-            if number >= self._next:
+        with self._turn:
+            if number > self._began:
                 self._cancelled.add(number)
                 return
         self._decide(trial_id, Decision.STOP)
@@ -235,4 +241,4 @@ def fetch_source(item: Any) -> bytes | None:
     return ray.get(item) if isinstance(item, ray.ObjectRef) else item  # type: ignore[no-any-return]
 
 
-__all__ = ["fetch_checkpoint", "fetch_source", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]
+__all__ = ["LINGER", "fetch_checkpoint", "fetch_source", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]
