@@ -6,7 +6,7 @@ holding one trial queued behind the one it runs, so 2 x W trials are in flight. 
 
 - ours: :class:`nas.engine.ray_pool.RayExecutor` driven as the loop drives it (submit while a slot is free,
   then ``poll``). Each actor has one stream for its life; a trial is handed over by a plain actor call; ``poll``
-  reads a queue that Ray's callbacks on the actors' streams fill, so it touches only the actors that have news.
+  reads a queue that Ray's callbacks on the trials' calls and the actors' streams fill: it touches only what has news.
 - baseline: the same light actors driven by the usual pattern, ``ray.wait`` over the references of
   every trial in flight (then a second ``ray.wait`` with ``num_returns=len(rest), timeout=0`` to batch
   what is also done): O(in flight) per call.

@@ -13,19 +13,20 @@ cluster no longer has the resources for the whole pool (a node left), or the rep
 within ``start_timeout`` seconds, or it dies while starting, its slot is retired and the pool shrinks;
 its trial waits for the next free slot. Only when no slot is left does the search stop, with an error.
 
-Each actor runs ONE streaming generator for its whole life (:meth:`TrainerActor.stream`); trials are handed to it
-by plain actor calls, numbered per actor so that it runs them in the order they were sent. The stream's items are
-what the actor has ready together: reports, one per epoch as it trains, results, and where a checkpoint is kept, a
-note that the next item is its bytes (they stay in the object store, owned by the driver). A trivial trial and the
-end of the one before it make one item; a worker that runs trials back to back batches their ends. The ``started``
-event (QUEUED to RUNNING) costs no item: a trial sent to an idle worker starts at once, and one queued behind
-another (prefetch) starts when that one ends. The driver's STOP or PAUSE goes back by an actor method in a
-concurrency group of its own (``decide``; ``cancel`` for a trial queued behind another), which the training thread
-hears at its next report; at a scheduler's rungs the worker waits for the answer. The driver never scans what is
-in flight: a callback on the next item of each actor's stream puts the actor into a queue, and ``poll`` takes
-only what that queue holds. Its cost per trial is one actor call to hand the trial over and a share of one stream
-item; no generator, future or reference is made per trial (``nas bench ray-poll`` measures it against a batched
-``ray.wait``, side by side).
+Each trial is a plain call on its actor (:meth:`TrainerActor.take`, numbered per actor so that the actor runs them
+in the order they were sent) that returns when the trial ends, with its result and the reports that came with it: a
+trivial trial costs the driver one remote call. What a trial says while it trains goes out on the actor's ONE
+streaming generator, started once for its life (:meth:`TrainerActor.stream`): its reports, one per epoch as it
+trains (those ready together as one item), and where a checkpoint is kept, a note that the next item is its bytes
+(they stay in the object store, owned by the driver). The result says how many messages of its trial went by the
+stream, so a trial ends only once they are in. The ``started`` event (QUEUED to RUNNING) costs no message: a trial
+sent to an idle worker starts at once, and one queued behind another (prefetch) starts when that one ends. The
+driver's STOP or PAUSE goes back by an actor method in a concurrency group of its own (``decide``; ``cancel`` for a
+trial queued behind another), which the training thread hears at its next report; at a scheduler's rungs the worker
+waits for the answer. The driver never scans what is in flight: a callback on each trial's call and on the next item
+of each actor's stream puts it into a queue, and ``poll`` takes only what that queue holds (O(events)). No generator
+or thread is made per trial; ``nas bench ray-poll`` measures the cost per trial against a batched ``ray.wait``, side
+by side (docs/ray-path.md).
 """
 
 from __future__ import annotations
@@ -298,7 +299,7 @@ class RayExecutor:
     def _watch(self, stream: _Stream, ckpt_of: _Running | None = None) -> None:
         """A callback (on Ray's thread, which also fetches the small value) when the next item of the
         worker's stream is in (after the checkpoint of ``ckpt_of``, not fetched: its reference goes to that trial):
-        poll reads only what these callbacks queue."""
+        poll reads only what these callbacks (and those on the trials' calls) queue."""
         skip = int(ckpt_of is not None)
         refs = stream.gen._get_next_ref_n(skip + 1)
         if ckpt_of is not None:
