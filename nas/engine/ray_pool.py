@@ -171,6 +171,7 @@ class RayExecutor:
         self._cancelled: set[int] = set()
         self.checkpoints = BoundedCheckpoints(fetch=fetch_checkpoint)  # ObjectRefs; fetched only when used
         self.restarts = 0
+        self.stream_items = 0  # items read from the actors' streams (a trivial trial makes none)
         self.start_timeout = start_timeout
         self.retired: list[int] = []  # slots whose worker was lost and could not be replaced
         self._starting: dict[int, tuple[ray.ObjectRef, float]] = {}  # slot -> (ready ref, deadline)
@@ -373,6 +374,7 @@ class RayExecutor:
                     ray.kill(stream.actor, no_restart=True)
             return []
         stream.gen._consume_next_ref_n(stream.consume)
+        self.stream_items += stream.consume
         events: list[Event] = []
         run = None
         for message in item:

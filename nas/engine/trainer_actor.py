@@ -6,8 +6,9 @@ call does. What a trial says while it trains (each epoch's report, its checkpoin
 generator started once for the actor's life (:meth:`TrainerActor.stream`): reports that are ready together make one
 item (a tuple), and a kept checkpoint is announced (:class:`CheckpointNext`) and then sent as an item of its own, left
 in the object store and owned by the driver, which never fetches it unless it is used. A report that the trial's end
-follows within a couple of milliseconds (``LINGER``) travels with the result instead; the result says how many
-messages of its trial went by the stream, so the driver puts them in order."""
+follows within ``LINGER`` (20 ms: longer than a loaded machine keeps a light actor's process waiting for a core)
+travels with the result instead (a report at a scheduler's rung goes at once); the result says how many messages of
+its trial went by the stream, so the driver puts them in order."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 #: seconds a report waits for the trial's end (then both travel with the result) before it goes out on the stream
-LINGER = 0.002
+LINGER = 0.02
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
