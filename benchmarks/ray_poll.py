@@ -5,8 +5,8 @@ trainer, :class:`NoopTrainer`, answers at once and never loads torch) run N triv
 holding one trial queued behind the one it runs, so 2 x W trials are in flight. Side by side on the same cluster:
 
 - ours: :class:`nas.engine.ray_pool.RayExecutor` driven as the loop drives it (submit while a slot is free,
-  then ``poll``). Its ``poll`` reads a queue that Ray's callbacks fill, so it touches only the trials
-  that have news.
+  then ``poll``). Each actor has one stream for its life; a trial is handed over by a plain actor call; ``poll``
+  reads a queue that Ray's callbacks on the trials' calls and the actors' streams fill: it touches only what has news.
 - baseline: the same light actors driven by the usual pattern, ``ray.wait`` over the references of
   every trial in flight (then a second ``ray.wait`` with ``num_returns=len(rest), timeout=0`` to batch
   what is also done): O(in flight) per call.
@@ -15,7 +15,8 @@ It prints, per row, the driver process's CPU time (``time.process_time``: all it
 callback threads included; the waiting is not counted) per trial in poll (ours) or wait+get (baseline)
 and in submit, their sum, ours over the baseline's at the same number in flight (``x baseline``), each side over
 its own first row (``x first row``: how the cost grows with the number in flight), the wall time per trial, and
-the resident memory the driver gained per finished trial after the first tenth (what it retains per trial). The
+the resident memory the driver gained per finished trial after the first tenth (what it retains per trial), and
+for ours the items its actors' streams sent per trial (a trivial trial's end comes back with its call: none). The
 actors' start-up is shown apart (it is not in the per-trial figures).
 """
 
@@ -88,7 +89,7 @@ def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, An
                         lambda: sum(e.result is not None and e.result.ok for e in ex.poll(timeout=30.0)))
     finally:
         ex.shutdown()
-    return {"side": "ours", "workers": workers, "start_up": start_up, **figures}
+    return {"side": "ours", "workers": workers, "start_up": start_up, "items": ex.stream_items / trials, **figures}
 
 
 def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
@@ -138,7 +139,7 @@ def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     head = ["side", "actors", "in flight", "trials", "poll CPU us/trial", "submit CPU us/trial", "CPU us/trial",
-            "x baseline", "x first row", "wall ms/trial", "RSS B/trial", "start-up (s)"]
+            "x baseline", "x first row", "wall ms/trial", "RSS B/trial", "stream items/trial", "start-up (s)"]
     out = [head]
     first = {side: next(r for r in rows if r["side"] == side) for side in {r["side"] for r in rows}}
 
@@ -154,7 +155,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         out.append([r["side"], str(r["workers"]), str(r["in_flight"]), str(r["trials"]),
                     f"{1e6 * r['poll_cpu'] / r['trials']:.0f}", f"{1e6 * r['submit_cpu'] / r['trials']:.0f}",
                     f"{1e6 * cpu(r):.0f}", ratio, f"{cpu(r) / max(cpu(first[r['side']]), 1e-12):.2f}x",
-                    f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['rss_per_trial']:.0f}", f"{r['start_up']:.1f}"])
+                    f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['rss_per_trial']:.0f}",
+                    f"{r['items']:.2f}" if "items" in r else "", f"{r['start_up']:.1f}"])
     return text_table(out, rule=True)
 
 

@@ -128,9 +128,9 @@ def test_overhead_of_our_executor_on_trivial_trials(ray_local):
 
 def test_cli_driver_runs_tiny_and_resumes_after_a_sigkill(tmp_path, capsys):
     code = main(["bench", "driver", "--workers", "10,20", "--trials-per-worker", "3", "--snapshot-every", "7",
-                 "--dir", str(tmp_path)])
+                 "--dir", str(tmp_path), "--heap"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "W=10: 30 trials, resume loaded 30" in out and "W=20: 60 trials, resume loaded 60" in out
-    assert "fsync ms" in out and "x W=10" in out and "snapshot KB" in out
+    assert "fsync ms" in out and "x W=10" in out and "snapshot KB" in out and "heap B/trial" in out
     assert main(["bench", "driver", "--workers", "ten"]) == 2

@@ -192,6 +192,36 @@ def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ra
         ex.shutdown()
 
 
+def test_a_cancelled_queued_trial_ends_cancelled_without_training_and_the_worker_goes_on(ray_local, tmp_path):
+    """The actor hears the cancel of the trial queued behind its running one: that trial never trains (no report)
+    and ends CANCELLED in its turn; the trial sent after it runs as usual."""
+    from nas.core.types import Outcome
+
+    go = tmp_path / "go"
+    ex = RayExecutor(ToySpace(), None, workers=1, prefetch=True, namespace="nas-test-cancel",
+                     train=WaitsForGo(str(go)))
+    try:
+        strategy = RandomSearch(ToySpace(), seed=0)
+        first, second, third = strategy.ask(), strategy.ask(), strategy.ask()
+        ex.submit(first, keep=KeepRule())
+        ex.submit(second, keep=KeepRule())
+        ex.stop(second.trial_id, Outcome.CANCELLED)
+        go.touch()
+        events = []
+        while sum(e.kind.value == "finished" for e in events) < 2:
+            events += ex.poll(timeout=30)
+        ex.submit(third, keep=KeepRule())
+        while sum(e.kind.value == "finished" for e in events) < 3:
+            events += ex.poll(timeout=30)
+        assert [(e.kind.value, e.trial.trial_id) for e in events] == [
+            ("started", 0), ("report", 0), ("finished", 0), ("finished", 1),
+            ("started", 2), ("report", 2), ("finished", 2)]
+        assert [e.result.outcome for e in events if e.result is not None] == [
+            Outcome.COMPLETE, Outcome.CANCELLED, Outcome.COMPLETE]
+    finally:
+        ex.shutdown()
+
+
 def test_many_light_actors_finish_their_trials_without_torch(ray_local):
     """16 light actors (0.03 CPU each, no torch), 500 trivial trials; the scale version is
     ``nas bench ray-poll`` (64 actors, 10,000 trials)."""

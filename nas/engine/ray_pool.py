@@ -13,18 +13,20 @@ cluster no longer has the resources for the whole pool (a node left), or the rep
 within ``start_timeout`` seconds, or it dies while starting, its slot is retired and the pool shrinks;
 its trial waits for the next free slot. Only when no slot is left does the search stop, with an error.
 
-Each trial is one streaming-generator task on its actor (named ``trial-<id>`` in the dashboard's task
-list): its items are its reports, one per epoch as it trains, then its checkpoint where one is kept (it
-stays in the object store, owned by the driver) and its result; what is ready together travels as one item
-(a trivial trial is one item: its report and its result). The ``started`` event (QUEUED to RUNNING) costs no
-item: an actor runs its trials in the order they were sent, so a trial sent to an idle worker starts at once,
-and one queued behind another (prefetch) starts when that one ends. The driver's STOP or PAUSE goes back by
-an actor method in a concurrency group of its own (``decide``), which the training thread hears at its
-next report; at a scheduler's rungs the worker waits for the answer. The driver never scans what is in
-flight: a callback on the next item of each trial's stream puts the trial's key into a queue, and
-``poll`` takes only what that queue holds (its own work is O(events)). What each trial's stream costs the
-driver in all, Ray's threads included, still grows with the number in flight, and is several times a batched
-``ray.wait``'s: ``nas bench ray-poll`` measures both, side by side.
+Each trial is a plain call on its actor (:meth:`TrainerActor.take`, numbered per actor so that the actor runs them
+in the order they were sent) that returns when the trial ends, with its result and the reports that came with it: a
+trivial trial costs the driver one remote call. What a trial says while it trains goes out on the actor's ONE
+streaming generator, started once for its life (:meth:`TrainerActor.stream`): its reports, one per epoch as it
+trains (those ready together as one item), and where a checkpoint is kept, a note that the next item is its bytes
+(they stay in the object store, owned by the driver). The result says how many messages of its trial went by the
+stream, so a trial ends only once they are in. The ``started`` event (QUEUED to RUNNING) costs no message: a trial
+sent to an idle worker starts at once, and one queued behind another (prefetch) starts when that one ends. The
+driver's STOP or PAUSE goes back by an actor method in a concurrency group of its own (``decide``; ``cancel`` for a
+trial queued behind another), which the training thread hears at its next report; at a scheduler's rungs the worker
+waits for the answer. The driver never scans what is in flight: a callback on each trial's call and on the next item
+of each actor's stream puts it into a queue, and ``poll`` takes only what that queue holds (O(events)). No generator
+or thread is made per trial; ``nas bench ray-poll`` measures the cost per trial against a batched ``ray.wait``, side
+by side (docs/ray-path.md).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import ray
 import ray.exceptions
 
 from nas.core.registry import register_executor
-from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
+from nas.core.types import Decision, FailureKind, Outcome, Report, Result, Trial
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import BoundedCheckpoints, Event, ExecutorConfig, KeepRule, PrefetchRule, TrainFn
 from nas.engine.trainer_actor import CheckpointNext, Ended, TrainerActor, fetch_checkpoint
@@ -56,19 +58,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
+class _Stream:
+    """One worker's stream and the trials it holds, the running one first."""
+
+    slot: int
+    actor: Any
+    gen: Any  # the actor's ObjectRefGenerator
+    trials: deque[int] = dataclasses.field(default_factory=deque)
+    sent: int = 0  # trials handed to the actor (the next one's number)
+    item: Any = None  # future of the stream's next item, filled on Ray's thread
+    consume: int = 1  # stream items read once the watched one is in
+
+
+@dataclasses.dataclass(slots=True)
 class _Running:
     trial: Trial
-    slot: int
-    gen: Any  # the trial's ObjectRefGenerator
+    stream: _Stream  # its worker's stream (a slot's worker may have been replaced since)
     attempt: int
-    actor: Any  # the worker it was sent to (a slot's worker may have been replaced since)
-    item: Any = None  # future of the next item of its stream, filled on Ray's thread
+    keep: KeepRule
+    wait_epochs: frozenset[int]  # where its worker waits for the loop's answer (rungs)
+    started: bool
+    number: int = 0  # its number on its worker (the worker runs them in this order)
+    ref: Any = None  # its take call's return: an Ended
+    future: Any = None  # ... as a future, filled on Ray's thread
+    streamed: int = 0  # its messages read from the stream
+    ended: Ended | None = None  # its take call's return, once in
     ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
-    keep: KeepRule = dataclasses.field(default_factory=KeepRule)
-    wait_epochs: frozenset[int] = frozenset()  # where its worker waits for the loop's answer (rungs)
-    consume: int = 1  # stream items read once the watched one is in
-    started: bool = False
 
 
 @register_executor("ray")
@@ -148,13 +164,14 @@ class RayExecutor:
         self._names = [f"{name_prefix}-{i}" for i in range(workers)]
         # Trials each worker holds (running + queued), and the workers that hold 0 or 1 of them.
         self._load = [0] * workers
-        self._queued: list[deque[int]] = [deque() for _ in range(workers)]  # trials waiting behind the running one
+        self._streams: list[_Stream | None] = [None] * workers  # each worker's stream, once it is up
         self._free: list[dict[int, None]] = [{}, {}]
         self._running: dict[int, _Running] = {}  # trial id -> its run
-        self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (trial id, attempt)
+        self._inbox: queue.SimpleQueue[_Stream | _Running | None] = queue.SimpleQueue()  # news (None: a wake-up)
         self._cancelled: set[int] = set()
         self.checkpoints = BoundedCheckpoints(fetch=fetch_checkpoint)  # ObjectRefs; fetched only when used
         self.restarts = 0
+        self.stream_items = 0  # items read from the actors' streams (a trivial trial makes none)
         self.start_timeout = start_timeout
         self.retired: list[int] = []  # slots whose worker was lost and could not be replaced
         self._starting: dict[int, tuple[ray.ObjectRef, float]] = {}  # slot -> (ready ref, deadline)
@@ -166,7 +183,7 @@ class RayExecutor:
             self._start_actor(i)
         self._wait_ready()
         for i in range(workers)[::-1]:
-            self._set_load(i, 0)
+            self._open_stream(i)
         t0 = time.perf_counter()
         ray.get(self._actors[0].info.remote())
         self._ping = time.perf_counter() - t0  # the transport's share of a round trip
@@ -251,8 +268,7 @@ class RayExecutor:
             self.prefetch.observe_round_trip(self._ping + time.perf_counter() - self._handed_out)
             self._handed_out = None
         try:
-            source = self.checkpoints.handle(trial.checkpoint_from)
-            inherit = self.checkpoints.handle(trial.inherit_from)
+            sources = (self.checkpoints.handle(trial.checkpoint_from), self.checkpoints.handle(trial.inherit_from))
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
             self._set_load(slot, self._load[slot])
             failed = Result.failed(trial.trial_id, str(e.args[0]), FailureKind.CHECKPOINT_MISSING)
@@ -260,41 +276,52 @@ class RayExecutor:
             return
         idle = self._load[slot] == 0
         self._set_load(slot, self._load[slot] + 1)
-        actor = self._actors[slot]
-        waits = frozenset(wait_epochs)
-        gen = actor.run.options(num_returns="streaming", name=f"trial-{trial.trial_id}").remote(
-            trial, source, inherit, keep, waits)
-        run = self._running[trial.trial_id] = _Running(trial, slot, gen, attempt, actor, keep=keep,
-                                                        wait_epochs=waits, started=idle)
+        stream = self._streams[slot]
+        assert stream is not None
+        run = self._running[trial.trial_id] = _Running(trial, stream, attempt, keep, frozenset(wait_epochs), idle)
+        run.number, stream.sent = stream.sent, stream.sent + 1
+        # (the checkpoints travel inside a tuple: the actor fetches them, so a lost one fails this trial alone)
+        run.ref = stream.actor.take.remote(run.number, trial, sources, keep, run.wait_epochs)
+        run.future, inbox = run.ref.future(), self._inbox
+        run.future.add_done_callback(lambda _: inbox.put(run))
+        stream.trials.append(trial.trial_id)
         if idle:  # the worker takes it at once
             self._done.append(Event.started(trial, time=time.time(), worker=self._names[slot]))
-        else:
-            self._queued[slot].append(trial.trial_id)
-        self._watch(run)
 
-    def _watch(self, run: _Running, skip: int = 0) -> None:
+    def _open_stream(self, slot: int) -> None:
+        """Start the worker's one stream (its worker is up) and list the worker as free."""
+        actor = self._actors[slot]
+        gen = actor.stream.options(num_returns="streaming", name="stream").remote()
+        stream = self._streams[slot] = _Stream(slot, actor, gen)
+        self._watch(stream)
+        self._load[slot] = 0
+        self._set_load(slot, 0)
+
+    def _watch(self, stream: _Stream, ckpt_of: _Running | None = None) -> None:
         """A callback (on Ray's thread, which also fetches the small value) when the next item of the
-        trial's stream is in (after ``skip`` items that are not fetched): poll reads only what these
-        callbacks queue."""
-        refs = run.gen._get_next_ref_n(skip + 1)
-        if skip:
-            run.ckpt_ref = refs[0]
-        run.consume = skip + 1  # the stream is read up to the watched item once it is in
-        run.item = refs[-1].future()
-        key, attempt, inbox = run.trial.trial_id, run.attempt, self._inbox
-        run.item.add_done_callback(lambda _: inbox.put((key, attempt)))
+        worker's stream is in (after the checkpoint of ``ckpt_of``, not fetched: its reference goes to that trial):
+        poll reads only what these callbacks (and those on the trials' calls) queue."""
+        skip = int(ckpt_of is not None)
+        refs = stream.gen._get_next_ref_n(skip + 1)
+        if ckpt_of is not None:
+            ckpt_of.ckpt_ref = refs[0]
+        stream.consume = skip + 1  # the stream is read up to the watched item once it is in
+        stream.item = refs[-1].future()
+        inbox = self._inbox
+        stream.item.add_done_callback(lambda _: inbox.put(stream))
 
     def stop(self, trial_id: int, outcome: Outcome) -> None:
         """STOPPED or PAUSED: the worker ends the trial at its report (at once where it waits for the answer);
-        CANCELLED: the trial's task is cancelled too, and it ends without a result."""
+        CANCELLED: a trial queued at its worker ends without training, a running one at its next report, both
+        without a result."""
         run = self._running.get(trial_id)
         self._awaiting.pop(trial_id, None)
         if run is not None:
-            run.actor.decide.remote(trial_id, DECISION_OF[outcome])
             if outcome is Outcome.CANCELLED:
                 self._cancelled.add(trial_id)
-                with contextlib.suppress(Exception):
-                    ray.cancel(run.gen)
+                run.stream.actor.cancel.remote(run.number, trial_id)
+            else:
+                run.stream.actor.decide.remote(trial_id, DECISION_OF[outcome])
         if outcome is Outcome.CANCELLED:
             for item in list(self._retry):
                 if item[0].trial_id == trial_id:
@@ -318,58 +345,84 @@ class RayExecutor:
         if self._starting:  # wake up in time to retire a worker that does not start
             until = min(deadline for _, deadline in self._starting.values()) - time.monotonic()
             timeout = max(0.0, until if timeout is None else min(timeout, until))
-        messages = []
+        news = []
         with contextlib.suppress(queue.Empty):
-            messages.append(self._inbox.get(block=not out, timeout=timeout))
+            news.append(self._inbox.get(block=not out, timeout=timeout))
             while True:
-                messages.append(self._inbox.get_nowait())
-        for key, attempt in messages:
-            run = self._running.get(key)
-            if run is None or run.attempt != attempt:
-                continue  # a worker's ready signal, or news of an attempt already handled
-            out += self._take_item(run)
+                news.append(self._inbox.get_nowait())
+        for what in news:
+            if isinstance(what, _Running):
+                if self._running.get(what.trial.trial_id) is what:  # (else news of an attempt already handled)
+                    out += self._take_end(what)
+            elif what is not None and what is self._streams[what.slot]:  # (else a wake-up, or a lost worker's)
+                out += self._take_item(what)
         if any(e.result is not None for e in out):
             self._handed_out = time.perf_counter()
         self._check_starting()
         self._dispatch_retries()
         return out
 
-    def _take_item(self, run: _Running) -> list[Event]:
-        """The events the trial's next item makes: its reports, and its final result where the item ends with it
-        (or, its checkpoint announced, the watch moves past the checkpoint); a failure of the stream ends the trial
-        (see :meth:`_take_failure`)."""
+    def _take_item(self, stream: _Stream) -> list[Event]:
+        """The events the stream's next item makes (reports), then the trials that it lets end (their result was
+        in, waiting for their messages on the stream); where it ends announcing a checkpoint, the watch moves past
+        the checkpoint. A stream that fails ends nothing: its worker's trials learn it from their calls."""
         try:
-            item = run.item.result()
+            item = stream.item.result()
+        except (ray.exceptions.RayError, RuntimeError) as e:
+            if not isinstance(e, ray.exceptions.RayActorError):  # (a broken stream: the worker is replaced)
+                with contextlib.suppress(Exception):
+                    ray.kill(stream.actor, no_restart=True)
+            return []
+        stream.gen._consume_next_ref_n(stream.consume)
+        self.stream_items += stream.consume
+        events: list[Event] = []
+        run = None
+        for message in item:
+            run = self._running.get(message.trial_id)
+            if run is None or run.stream is not stream:
+                continue
+            run.streamed += 1
+            if isinstance(message, Report):
+                events.append(Event.reported(run.trial, message))
+                if message.epoch in run.wait_epochs:
+                    self._awaiting[message.trial_id] = stream.actor
+        self._watch(stream, run if item and isinstance(item[-1], CheckpointNext) else None)
+        return events + self._drain(stream)
+
+    def _take_end(self, run: _Running) -> list[Event]:
+        """The trial's call returned: it ends once the stream has brought what it sent there (see
+        :meth:`_drain`); a failed call is the worker's death or a broken worker (see :meth:`_take_failure`)."""
+        try:
+            run.ended = run.future.result()
         except (ray.exceptions.RayError, RuntimeError) as e:
             return self._take_failure(run, e)
-        run.gen._consume_next_ref_n(run.consume)
-        if isinstance(item, CheckpointNext):  # the next item is the checkpoint: keep its reference, fetch nothing
-            self._watch(run, skip=1)
-            return []
+        assert run.ended is not None
+        if run.stream is not self._streams[run.stream.slot]:  # its worker is gone since: its stream will not come
+            run.stream.trials.remove(run.trial.trial_id)
+            return self._take_finished(run, run.ended)
+        return self._drain(run.stream)
+
+    def _drain(self, stream: _Stream) -> list[Event]:
+        """End the worker's trials, in their order, whose call returned and whose streamed messages are all in; the
+        trial queued behind each starts."""
         events: list[Event] = []
-        for message in item:
-            if isinstance(message, Ended):
-                return events + self._take_finished(run, message.result)
-            events.append(Event.reported(run.trial, message))
-            if message.epoch in run.wait_epochs:
-                self._awaiting[run.trial.trial_id] = run.actor
-        self._watch(run)
+        while stream.trials:
+            run = self._running[stream.trials[0]]
+            if run.ended is None or run.streamed < run.ended.streamed:
+                break
+            stream.trials.popleft()
+            events += self._take_finished(run, run.ended)
+            if stream.trials and not (nxt := self._running[stream.trials[0]]).started:
+                nxt.started = True
+                if nxt.trial.trial_id not in self._cancelled:
+                    events.append(Event.started(nxt.trial, time=time.time(), worker=self._names[stream.slot]))
         return events
 
-    def _next_started(self, run: _Running) -> list[Event]:
-        """The trial queued behind ``run`` on its worker starts now that ``run`` has left it."""
-        queued = self._queued[run.slot]
-        while queued:
-            nxt = self._running.get(queued.popleft())
-            if nxt is not None and nxt.actor is run.actor and not nxt.started:
-                nxt.started = True
-                return [Event.started(nxt.trial, time=time.time(), worker=self._names[run.slot])]
-        return []
-
-    def _take_finished(self, run: _Running, result: Result) -> list[Event]:
-        del self._running[run.trial.trial_id]
-        self._awaiting.pop(run.trial.trial_id, None)
-        trial, name = run.trial, self._names[run.slot]
+    def _take_finished(self, run: _Running, ended: Ended) -> list[Event]:
+        trial, name, result = run.trial, self._names[run.stream.slot], ended.result
+        del self._running[trial.trial_id]
+        self._awaiting.pop(trial.trial_id, None)
+        events = [Event.reported(trial, report) for report in ended.reports]
         if trial.trial_id in self._cancelled:
             self._cancelled.discard(trial.trial_id)
             result = Result.cancelled(trial.trial_id, worker=name)
@@ -377,37 +430,31 @@ class RayExecutor:
             self.checkpoints.put(trial.trial_id, run.ckpt_ref)
         if result.start_time is not None and result.end_time is not None:
             self.prefetch.observe_duration(result.end_time - result.start_time)
-        if self._actors[run.slot] is run.actor:  # a replaced worker's load went with it
-            self._set_load(run.slot, self._load[run.slot] - 1)
-        return [Event.finished(trial, result), *self._next_started(run)]
+        if run.stream is self._streams[run.stream.slot]:  # (a replaced worker's load went with it)
+            self._set_load(run.stream.slot, self._load[run.stream.slot] - 1)
+        return [*events, Event.finished(trial, result)]
 
     def _take_failure(self, run: _Running, e: BaseException) -> list[Event]:
-        """The stream failed: the worker died (retried up to ``max_retries``), the task was cancelled
-        (stopped), or the trainer raised outside its safety net (a FAILED trial)."""
-        trial, name = run.trial, self._names[run.slot]
-        if isinstance(e, ray.exceptions.RayActorError | ray.exceptions.ObjectLostError):
-            del self._running[trial.trial_id]
-            self._awaiting.pop(trial.trial_id, None)
-            if self._actors[run.slot] is run.actor:  # the first of its trials to report the death
-                self._replace(run.slot)
-            if trial.trial_id in self._cancelled:
-                self._cancelled.discard(trial.trial_id)
-                return [Event.finished(trial, Result.cancelled(trial.trial_id, worker=name))]
-            if run.attempt < self.max_retries:
-                log.warning("worker %s died running trial %d (%s); retrying", name, trial.trial_id,
-                            type(e).__name__)
-                self._retry.append((trial, run.attempt + 1, run.keep, run.wait_epochs))
-                return [Event.requeued(trial, worker=name)]
-            error = f"worker died {run.attempt + 1} times: {e}"
-            return [Event.finished(trial, Result.failed(trial.trial_id, error, FailureKind.WORKER_LOST, worker=name))]
-        if isinstance(e, ray.exceptions.TaskCancelledError):
-            failed = Result.cancelled(trial.trial_id, worker=name)
-        elif isinstance(e, ray.exceptions.ObjectRefStreamEndOfStreamError):
-            failed = Result.failed(trial.trial_id, "the trial's task ended without a result", worker=name)
-        else:
-            failed = Result.failed(trial.trial_id, str(e), worker=name)
-        run.ckpt_ref = None
-        return self._take_finished(run, failed)
+        """The trial's call failed: its worker died (the trial is retried up to ``max_retries``, then FAILED with
+        WORKER_LOST) or broke (FAILED); either way the worker is replaced."""
+        trial, stream = run.trial, run.stream
+        name = self._names[stream.slot]
+        del self._running[trial.trial_id]
+        self._awaiting.pop(trial.trial_id, None)
+        stream.trials.remove(trial.trial_id)
+        if stream is self._streams[stream.slot]:  # the first of its trials to report the death
+            self._replace(stream.slot)
+        if trial.trial_id in self._cancelled:
+            self._cancelled.discard(trial.trial_id)
+            return [Event.finished(trial, Result.cancelled(trial.trial_id, worker=name))]
+        if not isinstance(e, ray.exceptions.RayActorError | ray.exceptions.ObjectLostError):
+            return [Event.finished(trial, Result.failed(trial.trial_id, f"the worker broke: {e}", worker=name))]
+        if run.attempt < self.max_retries:
+            log.warning("worker %s died running trial %d (%s); retrying", name, trial.trial_id, type(e).__name__)
+            self._retry.append((trial, run.attempt + 1, run.keep, run.wait_epochs))
+            return [Event.requeued(trial, worker=name)]
+        error = f"worker died {run.attempt + 1} times: {e}"
+        return [Event.finished(trial, Result.failed(trial.trial_id, error, FailureKind.WORKER_LOST, worker=name))]
 
     def _dispatch_retries(self) -> None:
         while self._retry and (self._free[0] or (self.prefetch.on and self._free[1])):
@@ -417,7 +464,7 @@ class RayExecutor:
     def _replace(self, slot: int) -> None:
         """Start a new worker in ``slot`` (Ray places it on a live node), or retire the slot at once
         when the cluster's resources can no longer hold the whole pool."""
-        with contextlib.suppress(Exception):  # already dead is what we expect
+        with contextlib.suppress(Exception):  # already dead is what we expect (a broken stream: not yet)
             ray.kill(self._actors[slot], no_restart=True)
         self._unlist(slot)  # the replacement is listed when it is up
         cluster = ray.cluster_resources()
@@ -430,11 +477,11 @@ class RayExecutor:
         ref = self._actors[slot].info.remote()
         self._starting[slot] = (ref, time.monotonic() + self.start_timeout)
         inbox = self._inbox
-        ref.future().add_done_callback(lambda _: inbox.put((-1, -1)))  # wakes a waiting poll
+        ref.future().add_done_callback(lambda _: inbox.put(None))  # wakes a waiting poll
         self.restarts += 1
 
     def _unlist(self, slot: int) -> None:
-        self._queued[slot].clear()  # (its trials, failed with the worker, are retried elsewhere)
+        self._streams[slot] = None  # (its trials, failed with the worker, are retried elsewhere)
         self._free[0].pop(slot, None)
         self._free[1].pop(slot, None)
         self._load[slot] = 2  # listed nowhere until _set_load
@@ -449,8 +496,7 @@ class RayExecutor:
                 except ray.exceptions.RayError as e:
                     self._retire(slot, f"the replacement died while starting: {type(e).__name__}")
                     continue
-                self._load[slot] = 0
-                self._set_load(slot, 0)
+                self._open_stream(slot)
             elif time.monotonic() >= deadline:
                 del self._starting[slot]
                 self._retire(slot, f"the replacement was not placed and started within {self.start_timeout:g} s")
@@ -470,6 +516,7 @@ class RayExecutor:
                 with contextlib.suppress(Exception):
                     ray.kill(actor)
         self._actors = [None] * len(self._actors)
+        self._streams = [None] * len(self._actors)
         self._running.clear()
         self._starting.clear()
         self._retry.clear()

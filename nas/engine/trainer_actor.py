@@ -1,17 +1,25 @@
 """The Ray trainer actor: one worker of :class:`nas.engine.ray_pool.RayExecutor`'s pool, named ``nas-trainer-<i>``
-in the dashboard, training one trial at a time as a streaming-generator task (``trial-<id>``) whose items are
-typed messages: the trial's per-epoch reports, a note that its checkpoint follows (then the checkpoint's bytes as an
-item of their own, left in the object store), and its result. Messages that are ready together travel as one item
-(a tuple: a trivial trial's report and result make one), so the driver handles as few items as the training allows;
-the trial's start needs none (the driver knows it: an actor runs its trials in the order they were sent)."""
+in the dashboard. A trial is handed to it by a plain actor call (:meth:`TrainerActor.take`, numbered per actor:
+the actor runs its trials in their numbered order whatever order Ray delivers the calls in) that returns when the
+trial has ended, with its result and the reports not sent yet: a trivial trial costs the driver what any remote
+call does. What a trial says while it trains (each epoch's report, its checkpoint) goes out on ONE streaming
+generator started once for the actor's life (:meth:`TrainerActor.stream`): reports that are ready together make one
+item (a tuple), and a kept checkpoint is announced (:class:`CheckpointNext`) and then sent as an item of its own, left
+in the object store and owned by the driver, which never fetches it unless it is used. A report that the trial's end
+follows within ``LINGER`` (20 ms: longer than a loaded machine keeps a light actor's process waiting for a core)
+travels with the result instead (a report at a scheduler's rung goes at once); the result says how many messages of
+its trial went by the stream, so the driver puts them in order."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import logging
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -19,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 import ray.exceptions
 
-from nas.core.types import Decision, Report, Result, Trial, arch_key
+from nas.core.types import Decision, FailureKind, Report, Result, Trial, arch_key
 from nas.engine.channel import Crashed, Done, Reported, TrainingThread, TrialChannel
 from nas.engine.protocol import KeepRule, TrainFn
 
@@ -31,28 +39,45 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+#: seconds a report waits for the trial's end (then both travel with the result) before it goes out on the stream
+LINGER = 0.02
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class CheckpointNext:
-    """The stream's next item is the trial's checkpoint (bytes, kept in the object store, not fetched)."""
+    """The stream's next item is the checkpoint of trial ``trial_id`` (bytes, kept in the object store, not
+    fetched)."""
+
+    trial_id: int = -1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Ended:
-    """The trial's final result."""
+    """What a trial's :meth:`TrainerActor.take` returns: its reports not sent on the stream, its final result, and
+    how many messages of it (reports, a checkpoint) went out on the stream before."""
 
+    reports: tuple[Report, ...]
     result: Result
+    streamed: int
 
 
-StreamItem = tuple[Report | Ended, ...] | CheckpointNext
-"""One item of a trial's stream: the messages ready together (reports, then perhaps the result), or the note that
-the checkpoint's bytes follow as the next item."""
+StreamItem = tuple[Report | CheckpointNext, ...]
+"""One item of an actor's stream: the reports ready together, in order; where it ends with :class:`CheckpointNext`
+the next item is that checkpoint's bytes."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    trial_id: int
+    data: bytes
 
 
 def fetch_checkpoint(item: Any) -> bytes | None:
     """A kept checkpoint's bytes: its ObjectRef (left in the object store by the actor's stream) fetched, or the
-    bytes put back on resume (kept as they are, and sent to a worker in the task's arguments); None when it was
+    bytes put back on resume (kept as they are, and sent to a worker with the trial); None when it was
     kept on a node that has left the cluster."""
-    if isinstance(item, bytes):
+    if item is None or isinstance(item, bytes):
         return item
     try:
         return ray.get(item)  # type: ignore[no-any-return]
@@ -61,11 +86,14 @@ def fetch_checkpoint(item: Any) -> bytes | None:
         return None
 
 
-@ray.remote(concurrency_groups={"monitor": 1})  # type: ignore[call-overload]
+@ray.remote(concurrency_groups={"monitor": 1, "trials": 4})  # type: ignore[call-overload]
 class TrainerActor:
-    """One worker: trials run one at a time (the default group); ``info`` answers while one runs (its own
-    group), with the trial and architecture it is training. Its torch thread count is its CPU share, so
-    actors never oversubscribe cores; a worker without data never loads torch."""
+    """One worker: trials run one at a time, in their numbered order, on the actor's training thread; ``take``
+    (the trials group: the running trial's call and the queued ones' wait there) hands one over and returns when
+    it ends; ``stream`` (the default group, started once) sends what trials say while they train; ``decide``,
+    ``cancel`` and ``info`` answer while one runs (the monitor group), ``info`` with the trial and architecture it is
+    training. Its torch thread count is its CPU share, so actors never oversubscribe cores; a worker without data
+    never loads torch."""
 
     def __init__(self, name: str, space: SearchSpace | None, data: Dataset | None, settings: TrainSettings | None,
                  train: TrainFn | None, threads: int) -> None:
@@ -80,6 +108,11 @@ class TrainerActor:
             self._set_threads((settings.threads if settings is not None else None) or threads)
         self.runner = TrialRunner(data, settings, train=train, worker=name)
         self.thread = TrainingThread()  # (one for the actor's life: no thread started per trial)
+        self._next = 0  # the number of the next trial to begin
+        self._began = -1  # the number of the last trial begun
+        self._cancelled: set[int] = set()  # numbers of trials cancelled before they began
+        self._turn = threading.Condition()
+        self._outbox: queue.SimpleQueue[list[Report] | _Checkpoint] = queue.SimpleQueue()  # what the stream sends
 
     @staticmethod
     def _set_threads(n: int) -> None:
@@ -87,57 +120,111 @@ class TrainerActor:
 
         torch.set_num_threads(n)
 
-    def run(self, trial: Trial, checkpoint: bytes | None, inherit: bytes | None, keep: KeepRule,
-            wait_epochs: frozenset[int]) -> Iterator[StreamItem | bytes]:
-        """A streaming generator: a tuple of the messages ready together per item (each epoch's
-        :class:`nas.core.types.Report` as it happens; the last ones and :class:`Ended` together where they come
-        together), and, where the checkpoint is kept, :class:`CheckpointNext` followed by the checkpoint itself (it
-        stays in the object store, owned by the driver, never fetched by it unless used) before :class:`Ended`. The
-        training runs on the actor's training thread (:class:`nas.engine.channel.TrialChannel`) so that the
-        driver's decisions (:meth:`decide`, in another concurrency group) reach it while it trains."""
+    @ray.method(concurrency_group="trials")
+    def take(self, number: int, trial: Trial, sources: tuple[Any, Any], keep: KeepRule,
+             wait_epochs: frozenset[int]) -> Ended:
+        """Run ``trial``, this actor's ``number``-th (from 0), in its turn; ``sources``: its checkpoint and the one
+        it inherits from, as bytes or ObjectRefs (fetched here: a lost one fails this trial alone)."""
+        with self._turn:
+            while self._next != number:
+                self._turn.wait()
+            cancelled, self._began = number in self._cancelled, number
+            self._cancelled.discard(number)
+        try:
+            if cancelled:
+                return Ended((), Result.cancelled(trial.trial_id, worker=self.name), 0)
+            return self._run(trial, sources, keep, wait_epochs)
+        finally:
+            with self._turn:
+                self._next += 1
+                self._turn.notify_all()
+
+    def _run(self, trial: Trial, sources: tuple[Any, Any], keep: KeepRule, wait_epochs: frozenset[int]) -> Ended:
         start = time.time()
         arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
         self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
         print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
               f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
-        reports: list[Report] = []
+        try:
+            checkpoint, inherit = (fetch_source(s) for s in sources)
+        except ray.exceptions.RayError as e:
+            self.current = None
+            return Ended((), Result.failed(trial.trial_id, f"its checkpoint was lost: {type(e).__name__}",
+                                           FailureKind.CHECKPOINT_MISSING, worker=self.name), 0)
+        streamed, end = 0, None
+        held: list[Report] = []
         try:
             channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
             channel.start(lambda: self.runner.run(trial, self.space, checkpoint,  # type: ignore[arg-type]
                                                   report=channel.report, inherit=inherit, keep=keep), self.thread)
-            end: Done | Crashed | None = None
             while end is None:
-                for message in [channel.next(), *channel.ready()]:  # (what came together goes together)
-                    if isinstance(message, Reported):
-                        reports.append(Report(trial.trial_id, message.epoch, message.metrics, message.score,
-                                              message.time, self.name))
-                    else:
-                        end = message
-                if end is None:
-                    yield tuple(reports)
-                    reports = []
-            if isinstance(end, Crashed):
-                raise end.error
-            result, ckpt = end.value
+                try:
+                    message = channel.next(timeout=LINGER if held else None)
+                except queue.Empty:  # (the trial trains on: what it reported goes out now)
+                    message = None
+                if isinstance(message, Reported):
+                    held.append(Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time,
+                                       self.name))
+                    if message.epoch not in wait_epochs:
+                        continue  # (at a rung the trial waits for the answer: its report goes at once)
+                elif message is not None:
+                    end = message
+                    break
+                self._outbox.put(held)
+                streamed, held = streamed + len(held), []
         finally:
             self.current = None
             self.channels.pop(trial.trial_id, None)
+        if isinstance(end, Crashed):  # (past the runner's safety net: this trial fails, the worker goes on)
+            failed = Result.failed(trial.trial_id, f"{type(end.error).__name__}: {end.error}", worker=self.name)
+            return Ended(tuple(held), failed, streamed)
+        assert isinstance(end, Done)
+        result, ckpt = end.value
         result.node = ray.get_runtime_context().get_node_id()[:12]
         if ckpt is not None:
-            if reports:
-                yield tuple(reports)
-            yield CheckpointNext()
-            yield ckpt
-            yield (Ended(result),)
-        else:
-            yield (*reports, Ended(result))
+            self._outbox.put(_Checkpoint(trial.trial_id, ckpt))
+            streamed += 1
+        return Ended(tuple(held), result, streamed)
+
+    def stream(self) -> Iterator[StreamItem | bytes]:
+        """The actor's one stream, for its whole life: the reports its trials send while they train, those ready
+        together as one item; a kept checkpoint as :class:`CheckpointNext` closing an item, then its bytes as an item
+        of their own (owned by the driver, which leaves them in the object store)."""
+        while True:
+            entries = [self._outbox.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    entries.append(self._outbox.get_nowait())
+            batch: list[Report | CheckpointNext] = []
+            for entry in entries:
+                if isinstance(entry, _Checkpoint):
+                    yield (*batch, CheckpointNext(entry.trial_id))
+                    yield entry.data
+                    batch = []
+                else:
+                    batch += entry
+            if batch:
+                yield tuple(batch)
 
     @ray.method(concurrency_group="monitor")
     def decide(self, trial_id: int, decision: Decision) -> None:
         """The driver's answer to a report of ``trial_id``: STOP or PAUSE, or CONTINUE where it waits."""
+        self._decide(trial_id, decision)
+
+    def _decide(self, trial_id: int, decision: Decision) -> None:
         channel = self.channels.get(trial_id)
         if channel is not None:
             channel.decide(decision)
+
+    @ray.method(concurrency_group="monitor")
+    def cancel(self, number: int, trial_id: int) -> None:
+        """The driver cancels the actor's ``number``-th trial: where it has not begun it ends at once without
+        training (CANCELLED); where it trains it stops at its next report."""
+        with self._turn:
+            if number > self._began:
+                self._cancelled.add(number)
+                return
+        self._decide(trial_id, Decision.STOP)
 
     @ray.method(concurrency_group="monitor")
     def info(self) -> dict[str, Any]:
@@ -150,4 +237,9 @@ class TrainerActor:
         return self.name
 
 
-__all__ = ["fetch_checkpoint", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]
+def fetch_source(item: Any) -> bytes | None:
+    """A trial's checkpoint as handed to the actor: bytes as they are, an ObjectRef fetched (a lost one raises)."""
+    return ray.get(item) if isinstance(item, ray.ObjectRef) else item  # type: ignore[no-any-return]
+
+
+__all__ = ["LINGER", "fetch_checkpoint", "fetch_source", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]
