@@ -24,7 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from nas.monitor import archdraw, figures
 from nas.monitor.importance import decision_importance, importance_figure
-from nas.monitor.usage import run_usage
+from nas.monitor.usage import session_usage
 from nas.run.config import RunConfig
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
@@ -112,7 +112,7 @@ def _usage(run_dir: str | os.PathLike[str], cfg: RunConfig, df: pd.DataFrame) ->
     from nas.monitor.status import read_live
 
     live = read_live(run_dir) or {}
-    return run_usage(df, live.get("workers") or cfg.execution.workers, started=live.get("started"))
+    return session_usage(df, live, live.get("workers") or cfg.execution.workers)
 
 
 def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str, usage: Any) -> str:
@@ -159,9 +159,9 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
 def best_architectures(cfg: RunConfig, df: pd.DataFrame, done: pd.DataFrame, top: int, key: str) -> str:
     parse = _parser(cfg)
     drawings = []
+    drawer = archdraw.Drawer(cfg)
     for rank, row in enumerate(done.head(top).itertuples(), 1):
-        arch = figures.decisions_frame(pd.DataFrame({"arch": [row.arch]}), parse).iloc[0].to_dict()
-        fig = archdraw.draw(cfg.search.space, arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
+        fig = drawer.figure(row.arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
         if fig is not None:
             drawings.append(_fig(fig, f"{key}-arch{rank}", ""))
     if drawings:

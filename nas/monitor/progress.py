@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -46,9 +47,19 @@ class FittingBar(tqdm):  # type: ignore[type-arg]
 
 
 def postfix(status: LoopStatus) -> str:
-    """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now."""
+    """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now (``, stopped 3`` once a
+    scheduler stopped or paused trials early).
+
+    >>> from nas.engine.interfaces import LoopStatus
+    >>> st = LoopStatus("running", "random", 3, 3, 0, 2, 1, 2, 10, None, 5.0, 9.0, 0.5, 1, 0, 0.0, 4, 0.0,
+    ...                 {"STOP": 2}, 0)
+    >>> postfix(st)
+    'best 0.5000, busy 2/2, queued 1, failed 0, stopped 2'
+    """
     best = "-" if status.best_score is None else f"{status.best_score:.4f}"
-    return f"best {best}, busy {status.running}/{status.workers}, queued {status.queued}, failed {status.failed}"
+    text = f"best {best}, busy {status.running}/{status.workers}, queued {status.queued}, failed {status.failed}"
+    stopped = sum(status.decisions.values())
+    return f"{text}, stopped {stopped}" if stopped else text
 
 
 class SearchProgress(Callback):
@@ -72,11 +83,22 @@ class SearchProgress(Callback):
         self._last_tenth = -1
         self._printed = -1  # trials done at the last plain line
         self._total: int | None = None
+        # the bar's clock is the loop's (simulated seconds for a simulated executor): its elapsed at the last
+        # update, moved on by the wall clock between updates while that clock keeps pace with the wall
+        self._elapsed = 0.0
+        self._at = time.monotonic()
+        self._t0 = self._at
+        self._wall_clock = True
+
+    def _now(self) -> float:
+        """The bar's time: the loop's elapsed seconds (tqdm's elapsed is ``_time() - start_t``, start_t 0)."""
+        return self._elapsed + (time.monotonic() - self._at if self._wall_clock else 0.0)
 
     # -- the bar -------------------------------------------------------------------------------
     def _update(self, status: LoopStatus) -> None:
         assert self.bar is not None
         with self._lock:
+            self._follow(status)
             self.bar.n = status.finished
             self.bar.set_postfix_str(postfix(status), refresh=False)
         if self.tty:
@@ -86,6 +108,13 @@ class SearchProgress(Callback):
             if tenth != self._last_tenth:
                 self._last_tenth = tenth
                 self._print_line()
+
+    def _follow(self, status: LoopStatus) -> None:
+        """Take the loop's clock: a clock that runs ahead of the wall is the executor's own (simulated)."""
+        self._at = time.monotonic()
+        self._elapsed = status.elapsed
+        if status.elapsed > self._at - self._t0 + 1.0:
+            self._wall_clock = False
 
     def _print_line(self) -> None:
         assert self.bar is not None
@@ -110,10 +139,14 @@ class SearchProgress(Callback):
     # -- the loop's hooks ----------------------------------------------------------------------
     def on_start(self, status: LoopStatus) -> None:
         self._total = status.budget
+        self._t0 = time.monotonic() - status.elapsed
+        self._follow(status)
         # in a log the bar draws nowhere (it keeps the clock and counts; _print_line prints its text)
         self.bar = FittingBar(total=self._total, initial=status.finished, file=self.stream if self.tty else _NullFile(),
                               unit="trial", dynamic_ncols=self.tty, smoothing=0, mininterval=0, leave=True,
                               ascii=" #", bar_format=BAR_FORMAT, postfix=postfix(status))
+        self.bar._time = self._now
+        self.bar.start_t = self.bar.last_print_t = 0.0
         self._update(status)
         self._stop.clear()
         self._thread = threading.Thread(target=self._tick, name="nas-progress", daemon=True)
@@ -138,6 +171,7 @@ class SearchProgress(Callback):
         if self.bar is None:
             return
         with self._lock:
+            self._follow(status)
             self.bar.n = status.finished
             self.bar.set_postfix_str(postfix(status), refresh=False)
         if not self.tty and self._printed != status.finished:

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from nas.engine.interfaces import Callback
-from nas.monitor.usage import run_usage
+from nas.monitor.usage import session_usage
 
 
 def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,
@@ -75,11 +75,15 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     started = (live or {}).get("started") or (float(df.start_time.min()) if len(df) else None)
     workers = (live or {}).get("workers") or cfg.execution.workers
     # this session's wall time and utilization (a resumed run's journal also holds earlier sessions')
-    usage = run_usage(df, workers, started=started, now=now if alive else None)
+    usage = session_usage(df, live, workers, now=now if alive else None,
+                          wall_clock=cfg.execution.executor != "simulated")
     elapsed = usage.wall
     finished = len(df)
-    session = df[df.end_time >= started] if started is not None and len(df) else df
-    throughput = len(session) / elapsed if elapsed > 0 else 0.0
+    if live and live.get("finished") is not None:  # this session's finished trials, as the loop counted them
+        in_session = int(live["finished"]) - int(live.get("resumed") or 0)
+    else:
+        in_session = len(df[df.end_time >= started]) if started is not None and len(df) else len(df)
+    throughput = in_session / elapsed if elapsed > 0 else 0.0
     done = df[df.state == "COMPLETE"]
     best = done.loc[done.score.idxmax()] if len(done) else None
     left = max(budget - finished, 0) if budget else None
