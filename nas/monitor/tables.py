@@ -245,13 +245,15 @@ def best_block(row: Any, hparams: dict[str, Any], objectives: Sequence[str], wid
     """
     frame = pd.DataFrame([row.to_dict()])
     values = objective_values(frame, objectives).iloc[0]
+    metrics = row.metrics if isinstance(row.metrics, dict) else {}
+    pad = max([14, *(len(str(k)) for k in metrics)])
     modes = {o.split(":")[0]: (o.split(":") + ["max"])[1] for o in (list(objectives) or ["val_acc:max"])}
     lines = [f"best trial {row.trial_id}"]
 
     def add(key: str, text: str) -> None:
-        wrapped = wrap_arch(text, max((width or 10**6) - 17, 20))
-        lines.append(f"  {key:<14} {wrapped[0]}")
-        lines.extend(" " * 17 + more for more in wrapped[1:])
+        wrapped = wrap_arch(text, max((width or 10**6) - pad - 3, 20))
+        lines.append(f"  {key:<{pad}} {wrapped[0]}")
+        lines.extend(" " * (pad + 3) + more for more in wrapped[1:])
 
     for name, v in values.items():
         add(str(name), f"{_cell(v, '.4g')} ({modes.get(str(name), 'max')})")
@@ -260,10 +262,13 @@ def best_block(row: Any, hparams: dict[str, Any], objectives: Sequence[str], wid
         add("hparams", ", ".join(f"{k}={v}" for k, v in hparams.items()))
     took = f" ({row.duration:.1f} s)" if isinstance(row.get("duration"), float) and row.duration == row.duration else ""
     add("epochs", f"{_cell(row.epochs)}{took}")
-    metrics = row.metrics if isinstance(row.metrics, dict) else {}
     for key, v in metrics.items():
         if key in values.index or key == "epochs":
             continue
         fmt = ",.0f" if key in ("params", "flops") else ".4g"
-        add(str(key), _cell(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
+        if isinstance(v, dict):
+            text = ", ".join(f"{k}={x}" for k, x in v.items())
+        else:
+            text = _cell(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+        add(str(key), text)
     return "\n".join(lines)
