@@ -8,9 +8,11 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 import time
 
 import pytest
+import ray
 
 import nas
 from nas.core.types import Result, Trial
@@ -19,6 +21,8 @@ from nas.engine.protocol import Event, EventKind
 from nas.monitor.progress import SearchProgress
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.settings import TrainSettings
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
 
 BUSY = re.compile(r"busy (\d+)/(\d+), queued (\d+)")
 INSIDE: set[int] = set()  # in-process: the trials inside the training function now

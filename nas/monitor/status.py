@@ -22,17 +22,24 @@ from nas.monitor.usage import session_usage
 
 
 def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,
-                         given: Sequence[Callback] = ()) -> list[Callback]:
-    """What ``nas.search`` adds to the ``given`` callbacks of every run on Ray (``ray_namespace`` given): a
+                         given: Sequence[Callback] = (), logs: Sequence[str] = (),
+                         objectives: Sequence[str] = ("val_acc:max",)) -> list[Callback]:
+    """What ``nas.search`` adds to the ``given`` callbacks: the run's ``--log`` writers
+    (:func:`nas.monitor.logs.log_callbacks`), and on Ray (``ray_namespace`` given) a
     :class:`nas.monitor.metrics.MetricsCallback` whose ``nas-search`` actor lives in that namespace, unless one
     is given. (``status.json`` is written by the run directory's owner on its own clock.)"""
+    out: list[Callback] = []
+    if logs:
+        from nas.monitor.logs import log_callbacks
+
+        out += log_callbacks(logs, run_dir, objectives)
     if ray_namespace is None:
-        return []
+        return out
     from nas.monitor.metrics import MetricsCallback
 
     if any(isinstance(cb, MetricsCallback) for cb in given):
-        return []
-    return [MetricsCallback(Path(run_dir).name, namespace=ray_namespace)]
+        return out
+    return [*out, MetricsCallback(Path(run_dir).name, namespace=ray_namespace)]
 
 
 def read_live(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
