@@ -121,3 +121,11 @@ def test_busy_equals_the_running_trials_at_every_redraw_on_ray(ray_local, tmp_pa
     assert (df.state == "COMPLETE").all(), df.error.tolist()
     assert sorted(p.name for p in gates.iterdir()) == [f"drawn-{i}" for i in range(4)]
     assert max(busy for busy, *_ in display.lines) == 2
+
+
+def test_the_python_api_shows_progress_unless_told_not_to(tmp_path, capsys):
+    for progress, run in ((True, "shown"), (False, "silent")):
+        nas.search(ToySpace(), "random", budget=3, executor="inprocess", seed=0, data=None, run_dir=tmp_path / run,
+                   train=counted_train, progress=progress)
+        err = capsys.readouterr().err
+        assert ("3/3 [" in err and "busy 0/2" in err) if progress else "busy" not in err, err

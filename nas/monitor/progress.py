@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -178,6 +179,67 @@ class SearchProgress(Callback):
             self._print_line()
         self.bar.close()
         self.bar = None
+
+
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (where tqdm's notebook bar draws a widget)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+class NotebookProgress(Callback):
+    """The same counts in tqdm's notebook widget (``tqdm.notebook``), for ``nas.search`` in Jupyter."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def on_start(self, status: LoopStatus) -> None:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        self.bar = notebook_tqdm(total=status.budget, initial=status.finished, unit="trial")
+        self.bar.set_postfix_str(postfix(status))
+
+    def _update(self, status: LoopStatus) -> None:
+        if self.bar is not None:
+            self.bar.n = status.finished
+            self.bar.set_postfix_str(postfix(status))  # (refreshes the widget)
+
+    def on_submit(self, status: LoopStatus, trial: Trial) -> None:
+        self._update(status)
+
+    def on_event(self, status: LoopStatus, event: Event) -> None:
+        self._update(status)
+
+    def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
+        self._update(status)
+
+    def on_end(self, status: LoopStatus) -> None:
+        self._update(status)
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def api_progress(progress: bool | None, given: Sequence[Callback] = ()) -> list[Callback]:
+    """The display ``nas.search(progress=...)`` adds: None (the default) shows one on a terminal or in a
+    notebook, True always, False never; none when a display is among the ``given`` callbacks (``nas search``).
+
+    >>> api_progress(False), api_progress(True, [SearchProgress()])
+    ([], [])
+    >>> type(api_progress(True)[0]).__name__
+    'SearchProgress'
+    """
+    if progress is False or any(isinstance(cb, (SearchProgress, NotebookProgress)) for cb in given):
+        return []
+    if in_notebook():
+        return [NotebookProgress()]
+    if progress or sys.stderr.isatty():
+        return [SearchProgress()]
+    return []
 
 
 class _NullFile:
