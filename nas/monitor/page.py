@@ -198,9 +198,21 @@ def comparison(runs: dict[str, tuple[RunConfig, pd.DataFrame]], usages: dict[str
 def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  out: str | os.PathLike[str] | None = None, top: int = 10) -> Path:
     """Write the page (default ``<first run>/report.html``) and return its path."""
+    dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
+    page = report_html(dirs, top)
+    path = Path(out) if out is not None else Path(dirs[0]) / "report.html"
+    from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
+
+    write_export(path, page.encode("utf-8"))
+    return path
+
+
+def report_html(dirs: Sequence[str | os.PathLike[str]], top: int = 10, *, plotlyjs: str | None = None,
+                head: str = "", before: str = "") -> str:
+    """The report page as text: plotly's JavaScript embedded, or loaded from the URL ``plotlyjs`` (the live
+    page serves it itself); ``head`` goes into the page's head, ``before`` above the runs' sections."""
     from nas.run.reader import load_run
 
-    dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
     runs: dict[str, tuple[RunConfig, pd.DataFrame]] = {}
     usages: dict[str, Any] = {}
     for d in dirs:
@@ -214,11 +226,7 @@ def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     body += [run_section(name, cfg, df, top, f"run{i}", usages[name])
              for i, (name, (cfg, df)) in enumerate(runs.items())]
     title = "NAS report: " + ", ".join(runs)
-    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style><script>{SCRIPT}</script><script>{get_plotlyjs()}</script></head><body>"
-            f"<h1>{html.escape(title)}</h1><div id='js-errors'></div>" + "\n".join(body) + "</body></html>")
-    path = Path(out) if out is not None else Path(dirs[0]) / "report.html"
-    from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
-
-    write_export(path, page.encode("utf-8"))
-    return path
+    js = f"<script src='{html.escape(plotlyjs)}'></script>" if plotlyjs else f"<script>{get_plotlyjs()}</script>"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"{head}<style>{STYLE}</style><script>{SCRIPT}</script>{js}</head><body>"
+            f"<h1>{html.escape(title)}</h1><div id='js-errors'></div>{before}" + "\n".join(body) + "</body></html>")
