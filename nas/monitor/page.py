@@ -121,20 +121,37 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     decisions = figures.decisions_frame(df, parse)
     pop = cfg.search.strategy_options.get("population")
     counts = df.state.value_counts().to_dict()
+    from nas.monitor import rungs
+    from nas.monitor.tables import objective_values
+
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
-    best = (f"best score {done.score.iloc[0]:.4f} (trial {done.trial_id.iloc[0]})" if len(done)
-            else "no trial completed")
+    metric = (cfg.search.objectives or ["val_acc:max"])[0].split(":")[0]
+    if len(done):
+        value = objective_values(done.head(1), cfg.search.objectives).iloc[0, 0]
+        best = f"best {metric} {value:.4g} (trial {done.trial_id.iloc[0]})"
+    else:
+        best = "no trial completed"
     util = f", worker utilization {usage.utilization:.2f}" if usage.utilization is not None else ""
+    early = int(df.outcome.isin(rungs.EARLY).sum()) if "outcome" in df else 0
+    stopped = f", {early} stopped early by the {cfg.search.scheduler} scheduler" if early else ""
     parts = [f"<h2 id='{key}'>{html.escape(name)}</h2><p>{html.escape(cfg.search.space)} / "
              f"{html.escape(cfg.search.strategy)}: {len(df)} trials ({counts.get('COMPLETE', 0)} COMPLETE, "
-             f"{counts.get('FAILED', 0)} FAILED) over {usage.wall:.1f} s on {usage.workers} "
-             f"worker{'s' if usage.workers != 1 else ''}{util}; "
-             f"{html.escape(best)}.</p>"]
+             f"{counts.get('FAILED', 0)} FAILED{html.escape(stopped)}) over {usage.wall:.1f} s on {usage.workers} "
+             f"worker{'s' if usage.workers != 1 else ''}{util}; objectives "
+             f"{html.escape(', '.join(cfg.search.objectives))}; {html.escape(best)}.</p>"]
+    if rungs.has_rungs(df):  # a scheduler run: scores after different epochs are not comparable
+        first = ("Best so far at the highest fidelity, and every trial",
+                 rungs.best_at_full_fidelity(df, figures.timed(df).t_end, metric), "no trial completed")
+        table = rungs.rung_table(df)
+        parts.append("<h3>Trials per rung</h3>" + _fig(rungs.rung_figure(df), f"{key}-rungs", "no rungs")
+                     + _table(table.astype(str), f"{key}-rung-table", ()))
+    else:
+        first = (f"Best {metric} so far and every trial", figures.best_so_far({name: df}), "no trial completed")
     sections = [
-        ("Best score so far and every trial", figures.best_so_far({name: df}), "no trial completed"),
+        first,
         ("Learning curves", figures.learning_curves(df), "no per-epoch history recorded"),
         ("Genealogy", figures.genealogy(df), "no trial completed"),
-        ("Decisions against the score", figures.parallel_coordinates(df, decisions),
+        (f"Decisions against the score ({metric})", figures.parallel_coordinates(df, decisions),
          "no decisions to show (architectures not parsed)"),
         ("Decision importance", importance_figure(decision_importance(df, decisions)),
          "too few COMPLETE trials, or no decision varies, to rank decisions"),
