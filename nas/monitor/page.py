@@ -126,9 +126,13 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
 
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
     metric = (cfg.search.objectives or ["val_acc:max"])[0].split(":")[0]
+    fidelity = ""
+    if rungs.has_rungs(df) and len(done):  # the best among the trials that trained the most epochs
+        top_epochs = int(done.epochs.max())
+        done, fidelity = done[done.epochs == top_epochs], f" at {top_epochs} epochs"
     if len(done):
         value = objective_values(done.head(1), cfg.search.objectives).iloc[0, 0]
-        best = f"best {metric} {value:.4g} (trial {done.trial_id.iloc[0]})"
+        best = f"best {metric}{fidelity} {value:.4g} (trial {done.trial_id.iloc[0]})"
     else:
         best = "no trial completed"
     util = f", worker utilization {usage.utilization:.2f}" if usage.utilization is not None else ""
