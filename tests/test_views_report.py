@@ -62,3 +62,16 @@ def test_objectives_by_name_in_their_own_units(runs, capsys, monkeypatch):
     assert main(["best", str(runs / "mo")]) == 0
     block = capsys.readouterr().out
     assert "latency_ms" in block and "(min)" in block and "-1" not in block.split("latency_ms")[1][:12]
+
+
+def test_the_live_line_of_a_multi_objective_run_shows_its_front(tmp_path):
+    import io
+
+    from nas.monitor.progress import SearchProgress
+
+    stream = io.StringIO()
+    df = nas.search(ToySpace(), "random", budget=6, executor="inprocess", seed=0, data=None, train=three_epochs,
+                    run_dir=tmp_path / "mo", objectives=["val_acc:max", "latency_ms:min"], epochs=3,
+                    callbacks=[SearchProgress(stream)])
+    front = len(nas.pareto_front(df, ["val_acc:max", "latency_ms:min"]))
+    assert f"front {front}, HV " in stream.getvalue().splitlines()[-1]

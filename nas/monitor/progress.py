@@ -47,7 +47,7 @@ class FittingBar(tqdm):  # type: ignore[type-arg]
         return line[:ncols] if ncols and disp_len(line) > ncols else line  # tqdm trims only bar-less text
 
 
-def postfix(status: LoopStatus) -> str:
+def postfix(status: LoopStatus, front: tuple[int, float] | None = None) -> str:
     """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now (``, stopped 3`` once a
     scheduler stopped or paused trials early).
 
@@ -56,11 +56,14 @@ def postfix(status: LoopStatus) -> str:
     ...                 {"STOP": 2}, 0)
     >>> postfix(st)
     'best 0.5000, busy 2/2, queued 1, failed 0, stopped 2'
+    >>> postfix(st, front=(4, 0.3125)).endswith("front 4, HV 0.3125")
+    True
     """
     best = "-" if status.best_score is None else f"{status.best_score:.4f}"
     text = f"best {best}, busy {status.running}/{status.workers}, queued {status.queued}, failed {status.failed}"
     stopped = sum(status.decisions.values())
-    return f"{text}, stopped {stopped}" if stopped else text
+    text = f"{text}, stopped {stopped}" if stopped else text
+    return text if front is None else f"{text}, front {front[0]}, HV {front[1]:.4g}"  # several objectives
 
 
 class SearchProgress(Callback):
@@ -84,6 +87,7 @@ class SearchProgress(Callback):
         self._last_tenth = -1
         self._printed = -1  # trials done at the last plain line
         self._total: int | None = None
+        self._front: Any = None  # a multi-objective run's Pareto front so far (nas.core.front.FrontTracker)
         # the bar's clock is the loop's (simulated seconds for a simulated executor): its elapsed at the last
         # update, moved on by the wall clock between updates while that clock keeps pace with the wall
         self._elapsed = 0.0
@@ -101,7 +105,7 @@ class SearchProgress(Callback):
         with self._lock:
             self._follow(status)
             self.bar.n = status.finished
-            self.bar.set_postfix_str(postfix(status), refresh=False)
+            self.bar.set_postfix_str(postfix(status, self._front_figures()), refresh=False)
         if self.tty:
             self.bar.refresh()
         else:
@@ -161,7 +165,16 @@ class SearchProgress(Callback):
         if self.bar is not None and self.tty:  # a trial began (busy changes) or reported
             self._update(status)
 
+    def _front_figures(self) -> tuple[int, float] | None:
+        return None if self._front is None or not self._front.size else (self._front.size, self._front.hypervolume())
+
     def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
+        if result.ok and result.scores and len(result.scores) > 1:
+            if self._front is None:
+                from nas.core.front import FrontTracker
+
+                self._front = FrontTracker()
+            self._front.add(result.scores)
         if self.bar is not None:
             self._update(status)
 
@@ -174,7 +187,7 @@ class SearchProgress(Callback):
         with self._lock:
             self._follow(status)
             self.bar.n = status.finished
-            self.bar.set_postfix_str(postfix(status), refresh=False)
+            self.bar.set_postfix_str(postfix(status, self._front_figures()), refresh=False)
         if not self.tty and self._printed != status.finished:
             self._print_line()
         self.bar.close()
