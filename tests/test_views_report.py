@@ -75,3 +75,10 @@ def test_the_live_line_of_a_multi_objective_run_shows_its_front(tmp_path):
                     callbacks=[SearchProgress(stream)])
     front = len(nas.pareto_front(df, ["val_acc:max", "latency_ms:min"]))
     assert f"front {front}, HV " in stream.getvalue().splitlines()[-1]
+
+
+def test_the_report_of_a_multi_objective_run_has_views_per_objective(runs, tmp_path):
+    page = write_report(runs / "mo", tmp_path / "mo.html").read_text()
+    assert "<h3>Decisions against val_acc, latency_ms</h3>" in page
+    assert "<h3>Decision importance for val_acc</h3>" in page and "<h3>Decision importance for latency_ms</h3>" in page
+    assert "objectives val_acc:max, latency_ms:min" in page

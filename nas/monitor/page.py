@@ -143,6 +143,7 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
              f"{counts.get('FAILED', 0)} FAILED{html.escape(stopped)}) over {usage.wall:.1f} s on {usage.workers} "
              f"worker{'s' if usage.workers != 1 else ''}{util}; objectives "
              f"{html.escape(', '.join(cfg.search.objectives))}; {html.escape(best)}.</p>"]
+    values = objective_values(df, cfg.search.objectives)  # each objective in its own units
     if rungs.has_rungs(df):  # a scheduler run: scores after different epochs are not comparable
         first = ("Best so far at the highest fidelity, and every trial",
                  rungs.best_at_full_fidelity(df, figures.timed(df).t_end, metric), "no trial completed")
@@ -155,10 +156,14 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
         first,
         ("Learning curves", figures.learning_curves(df), "no per-epoch history recorded"),
         ("Genealogy", figures.genealogy(df), "no trial completed"),
-        (f"Decisions against the score ({metric})", figures.parallel_coordinates(df, decisions),
+        (f"Decisions against the score ({metric})" if len(values.columns) < 2 else
+         f"Decisions against {', '.join(values.columns)}",
+         figures.parallel_coordinates(df, decisions, values if len(values.columns) > 1 else None),
          "no decisions to show (architectures not parsed)"),
-        ("Decision importance", importance_figure(decision_importance(df, decisions)),
-         "too few COMPLETE trials, or no decision varies, to rank decisions"),
+        *[(f"Decision importance{f' for {m}' if len(values.columns) > 1 else ''}",
+           importance_figure(decision_importance(df.assign(score=values[m]) if len(values.columns) > 1 else df,
+                                                 decisions)),
+           "too few COMPLETE trials, or no decision varies, to rank decisions") for m in values.columns],
         ("Population age", figures.population_age(df, pop), "no parents and no population recorded"),
         ("Worker timeline", figures.worker_timeline(df), "no start and end times recorded"),
     ]
