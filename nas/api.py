@@ -63,7 +63,8 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
            data: str | Dataset | None = _UNSET, settings: TrainSettings | None = None,
            executor: str | Executor | None = None, callbacks: Sequence[Callback] | None = None,
            stop: StopSignal | None = None, resume: bool = False, run_options: Mapping[str, Any] | None = None,
-           notify: Callable[[str], None] | None = None, **keywords: Any) -> pd.DataFrame:
+           notify: Callable[[str], None] | None = None, progress: bool | None = None,
+           **keywords: Any) -> pd.DataFrame:
     """Run a search and return one row per finished trial (see :func:`nas.run.reader.results_frame`).
 
     ``config`` is a :class:`nas.run.config.RunConfig`, or (as before) the space; ``keywords`` are any of its keys
@@ -84,7 +85,12 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
     ``df.attrs["interrupted"]`` then says so. ``run_options`` go to the run directory's owner
     (:class:`nas.run.store.RunStore`: ``snapshot_every``, ``snapshot_seconds``, ``opener``). ``df.attrs`` holds
     ``run_dir``, the run's ``summary`` and, on a local Ray cluster with its dashboard, ``dashboard``.
+    ``progress``: a live progress bar (tqdm's, a widget in Jupyter); None (default) shows it on a terminal or in
+    a notebook, False silences it (:func:`nas.monitor.progress.api_progress`).
     """
+    from nas.monitor.progress import api_progress
+
+    callbacks = [*(callbacks or ()), *api_progress(progress, callbacks or ())]
     cfg, given = configure(config, strategy, space=space, train=train, data=data, settings=settings,
                            executor=executor, **keywords)
     with Run.open(cfg, given, resume=resume, callbacks=callbacks or (), stop=stop, store_options=run_options,

@@ -306,7 +306,7 @@ def _loop(config: RunConfig, store: RunStore, executor: Executor, strategy: Stra
     run_dir, s = str(config.run_dir), config.search
     on_ray = own and registry.executors.get(config.execution.executor).needs_ray
     monitors = monitoring_callbacks(run_dir, given=callbacks, ray_namespace=f"nas-{Path(run_dir).name}" if on_ray
-                                    else None)
+                                    else None, logs=config.execution.log, objectives=s.objectives)
     loop = SearchLoop(strategy, executor, budget=s.budget, time_budget=s.time_budget, store=store,
                       callbacks=[*callbacks, *monitors], stop=stop, scheduler=scheduler)
     if warm and (store.restored is None or store.restored.snapshot is None):  # (a snapshot holds them)

@@ -31,16 +31,17 @@ def run_dir(tmp_path_factory):
     return path
 
 
-def test_results_table_is_aligned_with_units(run_dir, capsys):
+def test_results_table_is_aligned_with_units(run_dir, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # a wide terminal: every column
     assert main(["results", str(run_dir), "--top", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
     header, rule, rows = out[0], out[1], out[2:6]
-    assert header.split() == ["trial", "state", "score", "epochs", "ended", "time", "(s)", "params", "FLOPs",
-                              "latency", "(ms)", "worker", "parent", "arch"]
+    assert header.split() == ["trial", "val_acc", "state", "epochs", "ended", "time", "(s)", "params", "FLOPs",
+                              "latency", "(ms)", "worker", "parent", "arch"]  # the objective by its name
     assert set(rule) <= {"-", " "} and "<NA>" not in "\n".join(out)
-    ends = {col: header.index(col) + len(col) for col in ("score", "params")}
+    ends = {col: header.index(col) + len(col) for col in ("val_acc", "params")}
     for row in rows:  # numbers right-aligned under their headers
-        assert re.fullmatch(r"0\.\d{4}", row[ends["score"] - 6:ends["score"]]), row
+        assert re.fullmatch(r" *0\.\d{1,4}", row[ends["val_acc"] - 7:ends["val_acc"]]), row
         assert re.fullmatch(r"[ \d,]*\d", row[ends["params"] - 7:ends["params"]]), row
     assert "6 trials: 6 complete, 0 failed (best 4 shown" in out[-1]
 
@@ -49,6 +50,8 @@ def test_results_csv_json_and_parquet_have_a_column_per_decision(run_dir, tmp_pa
     assert main(["results", str(run_dir), "--format", "json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert len(records) == 6 and records[0]["score"] >= records[-1]["score"]  # best first
+    assert records[0]["val_acc"] == records[0]["score"] and "scores" not in records[0]
+    assert isinstance(records[0]["metrics"], dict) and isinstance(records[0]["history"], list)  # real objects
     assert {f"arch_d{i}" for i in range(5)} <= set(records[0]) and records[0]["params"] > 0
     assert main(["results", str(run_dir), "--format", "csv"]) == 0
     csv = pd.read_csv(io.StringIO(capsys.readouterr().out))

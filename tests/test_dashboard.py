@@ -15,7 +15,8 @@ from nas.monitor.metrics import EXPORTED_NAMES, METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = json.loads((ROOT / "dashboards" / "nas.json").read_text())
-PANELS = DASHBOARD["panels"]
+ROWS = [p for p in DASHBOARD["panels"] if p["type"] == "row"]
+PANELS = [p for p in DASHBOARD["panels"] if p["type"] != "row"] + [q for r in ROWS for q in r.get("panels", [])]
 EXPRS = [t["expr"] for p in PANELS for t in p["targets"]]
 VARIABLE_QUERIES = [v["query"]["query"] for v in DASHBOARD["templating"]["list"] if v["type"] == "query"]
 
@@ -61,3 +62,34 @@ def test_layout_and_variables():
         assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
     names = {v["name"] for v in DASHBOARD["templating"]["list"]}
     assert {"datasource", "SessionName", "run"} <= names
+
+
+def test_no_panel_twice_and_none_overlapping():
+    titles = [p["title"] for p in PANELS]
+    assert len(titles) == len(set(titles)), titles
+    cells: dict[tuple[int, int], str] = {}
+    for p in PANELS:
+        g = p["gridPos"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']!r} overlaps {cells[(x, y)]!r}"
+                cells[(x, y)] = p["title"]
+
+
+def test_units_fit_what_is_plotted():
+    for p in PANELS:
+        unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit")
+        exprs = " ".join(t["expr"] for t in p["targets"])
+        assert unit, f"{p['title']!r} has no unit"
+        if unit == "s":  # seconds: only durations and strategy time
+            assert re.search(r"duration_seconds|strategy_(time_)?seconds", exprs), (p["title"], exprs)
+        if "reports_total" in exprs:
+            assert unit == "ops", p["title"]
+
+
+def test_multi_objective_panels_only_in_their_collapsed_row():
+    mo = {"ray_nas_hypervolume", "ray_nas_front_size"}
+    top = [p for p in DASHBOARD["panels"] if p["type"] != "row"]
+    assert not [p["title"] for p in top if mo & set().union(*(metric_names(t["expr"]) for t in p["targets"]))]
+    (row,) = [r for r in ROWS if "Multi-objective" in r["title"]]
+    assert row["collapsed"] and any(mo & metric_names(t["expr"]) for q in row["panels"] for t in q["targets"])

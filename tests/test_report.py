@@ -37,7 +37,7 @@ def test_status_of_a_finished_run(run_dir, capsys):
     out = capsys.readouterr().out
     assert "state     finished" in out
     assert f"trials    {BUDGET}/{BUDGET} finished: {BUDGET} COMPLETE, 0 FAILED; 0 RUNNING, 0 QUEUED" in out
-    assert re.search(r"best      0\.\d{4} \(trial \d+\): d0=", out)
+    assert re.search(r"best      val_acc 0\.\d{1,4} \(trial \d+\): d0=", out)
     assert re.search(r"speed     \d+\.\d{3} trials/s", out) and "ETA" not in out
     assert main(["status", str(run_dir), "--watch", "5"]) == 0  # not running: prints once, returns
 
@@ -73,7 +73,8 @@ def test_report_is_one_offline_page_with_every_section(run_dir, tmp_path, capsys
     assert f"wrote {out}" in capsys.readouterr().out
     page = out.read_text()
     assert "https://" not in page.split("</script>", 2)[-1][:200] and page.count("Plotly.newPlot") >= 7
-    for title in ("Best score so far and every trial", "Learning curves", "Genealogy", "Decisions against the score",
+    for title in ("Best val_acc so far and every trial", "Learning curves", "Genealogy",
+                  "Decisions against the score (val_acc)",
                   "Decision importance", "Population age", "Worker timeline", "Best architectures (top 3)",
                   "Failed trials (0)", "Trial detail", "Run configuration"):
         assert f"<h3>{title}</h3>" in page, title

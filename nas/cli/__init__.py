@@ -4,7 +4,8 @@ and ``nas --help`` load neither torch, Ray nor pandas).
 - ``nas search`` (:mod:`nas.cli.search`; its flags come from the configuration's fields, :mod:`nas.cli.flags`)
 - ``nas results``, ``nas best`` (:mod:`nas.cli.results`)
 - ``nas spaces``, ``nas strategies``, ``nas schedulers`` (:mod:`nas.cli.listings`)
-- ``nas status``, ``nas report``, ``nas dashboard`` (:mod:`nas.cli.monitor`), ``nas recipes`` (:mod:`nas.cli.train`),
+- ``nas status``, ``nas report``, ``nas serve``, ``nas dashboard`` (:mod:`nas.cli.monitor`),
+  ``nas recipes`` (:mod:`nas.cli.train`),
   ``nas bench`` (:mod:`nas.cli.bench`)
 
 Errors in what you asked for print one line and exit with status 2.
@@ -31,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("nas.cli.monitor", "print the Grafana dashboard of the search metrics (JSON)"),
     "status": ("nas.cli.monitor", "a run's progress: trials by state, best so far, throughput, ETA"),
     "report": ("nas.cli.monitor", "an interactive HTML page about one run, or comparing several"),
+    "serve": ("nas.cli.monitor", "a run's live page in the browser, on 127.0.0.1 (a printed one-time URL)"),
     "recipes": ("nas.cli.train", "list the training recipes (nas search --recipe NAME)"),
     "supernet": ("nas.cli.supernet", "train a weight-sharing supernet (then: nas search --supernet DIR)"),
     "retrain": ("nas.cli.supernet", "train a search's best architectures standalone, from scratch"),

@@ -66,6 +66,23 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from nas.monitor.live import LiveServer
+
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be in 0..65535, got {args.port}")
+    if not args.refresh > 0:
+        raise ValueError(f"--refresh must be > 0 seconds, got {args.refresh}")
+    server = LiveServer(args.run_dir, args.port, refresh=args.refresh)
+    print(f"serving {args.run_dir} on 127.0.0.1 only; open (one-time URL, it sets a cookie):\n{server.url}",
+          flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.shutdown()
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dashboard", help="print the Grafana dashboard of the search metrics (JSON)",
                        description="Print the Grafana dashboard that plots the search metrics Ray exports: "
@@ -85,3 +102,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE", help="where to write it (default: RUN_DIR/report.html of the first run)")
     p.add_argument("--top", type=int, default=10, help="best architectures drawn and listed first (default: 10)")
     p.set_defaults(handler=cmd_report)
+    p = sub.add_parser("serve", help="a run's live page in the browser, on 127.0.0.1 (a printed one-time URL)",
+                       description="Serve the run's report as a live page on 127.0.0.1 while it runs: what is "
+                       "running now, the report's views (reloaded every --refresh seconds), a page per trial. "
+                       "Only requests with the printed URL's token are answered. Ctrl-C stops it.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    p.add_argument("--refresh", type=float, default=5.0, help="seconds between reloads of the page (default: 5)")
+    p.set_defaults(handler=cmd_serve)

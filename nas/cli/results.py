@@ -4,24 +4,49 @@ architecture, its export, its test accuracy, the Pareto front). Both only read t
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
+import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from nas.cli.common import UsageError
 
 
+def quiet_pipe(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command whose reader went away (``nas results RUN | head``) ends quietly, as Python's docs advise:
+    stdout is pointed at /dev/null so that the interpreter's final flush cannot fail again."""
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            rc = command(args)
+            sys.stdout.flush()
+            return rc
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+    return run
+
+
+def terminal_width() -> int:
+    """The terminal's columns ($COLUMNS first); 80 when the output is not a terminal."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+@quiet_pipe
 def cmd_results(args: argparse.Namespace) -> int:
     from nas.monitor.page import _parser
-    from nas.monitor.tables import export_frame, results_table
+    from nas.monitor.tables import arch_view, export_frame, results_table, to_json
     from nas.run.warmstart import load_run_with_warm
 
     cfg, df = load_run_with_warm(args.run_dir)
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
-    flat = export_frame(df, _parser(cfg))
+    objectives = cfg.search.objectives
+    flat = export_frame(df, _parser(cfg), objectives, nested=args.format == "json")
     for path, write in ((args.csv, flat.to_csv), (args.parquet, flat.to_parquet)):
         if path:
             from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
@@ -37,19 +62,27 @@ def cmd_results(args: argparse.Namespace) -> int:
         flat.loc[order].to_csv(sys.stdout, index=False)
         return 0
     if args.format == "json":
-        print(flat.loc[order].to_json(orient="records", indent=1))
+        print(to_json(flat.loc[order]))
         return 0
     if df.empty:
         print("no finished trials yet")
         return 0
-    width = shutil.get_terminal_size((200, 20)).columns if sys.stdout.isatty() else None
-    print(results_table(df.loc[order].head(args.top), width))
+    width = terminal_width()
+    shown = df.loc[order].head(args.top)
+    if args.view == "arch":
+        print(arch_view(shown, width, objectives))
+        return 0
+    table = results_table(shown, width, objectives)
+    print(table)
     n_ok = int((df.state == "COMPLETE").sum())
     more = f" (best {args.top} shown; --top N for more)" if len(df) > args.top else ""
     print(f"\n{len(df)} trials: {n_ok} complete, {len(df) - n_ok} failed{more}")
+    if " arch" not in table.splitlines()[0]:
+        print(f"architectures: nas results {args.run_dir} --view arch")
     return 0
 
 
+@quiet_pipe
 def cmd_best(args: argparse.Namespace) -> int:
     from nas.run.reader import load_run, read_journal
 
@@ -61,17 +94,23 @@ def cmd_best(args: argparse.Namespace) -> int:
 
         return cmd_pareto(args.run_dir, args.export)
 
-    _, df = load_run(args.run_dir)
+    if args.draw and not args.draw.endswith((".html", ".dot")):
+        raise UsageError(f"--draw writes .html (interactive, offline) or .dot (Graphviz), got {args.draw!r}")
+    cfg, df = load_run(args.run_dir)
     done = df[df.state == "COMPLETE"]
     if done.empty:
         raise UsageError(f"run {args.run_dir!r} has no completed trial")
     best = done.loc[done.score.idxmax()]
     records = {t.trial_id: t for t, _ in read_journal(args.run_dir)}
     trial = records[int(best.trial_id)]
-    print(f"best trial {best.trial_id}: score {best.score:.4f}")
-    print(f"architecture: {best.arch}")
-    print(f"metrics: {json.dumps(best.metrics, default=str)}")
+    from nas.monitor.tables import best_block
+
+    print(best_block(best, dict(trial.hparams), cfg.search.objectives, terminal_width()))
     from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
+
+    if args.draw:
+        write_export(args.draw, draw_best(cfg, best, args.draw))
+        print(f"wrote {args.draw}")
 
     if args.export_json:
         write_export(args.export_json, json.dumps(
@@ -92,27 +131,59 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def draw_best(cfg: object, best: object, path: str) -> bytes:
+    """The picture of the best trial's architecture: an HTML page (plotly's JavaScript inside) or DOT text."""
+    from nas.monitor.archdraw import Drawer
+    from nas.monitor.archgraph import to_dot
+
+    drawer = Drawer(cfg, allow_import=True)  # type: ignore[arg-type]
+    title = f"trial {best.trial_id}: {best.arch}"  # type: ignore[attr-defined]
+    if path.endswith(".dot"):
+        graph = drawer.graph(best.arch)  # type: ignore[attr-defined]
+        if graph is None:
+            raise UsageError(f"the architecture of trial {best.trial_id} cannot be built to draw it "  # type: ignore[attr-defined]
+                             "(its space or dataset is not available here)")
+        return to_dot(graph, f"trial {best.trial_id}").encode()  # type: ignore[attr-defined]
+    fig = drawer.figure(best.arch, title[:120])  # type: ignore[attr-defined]
+    if fig is None:
+        raise UsageError(f"the architecture of trial {best.trial_id} cannot be built to draw it "  # type: ignore[attr-defined]
+                         "(its space or dataset is not available here)")
+    return fig.to_html(include_plotlyjs=True, full_html=True).encode()
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="a run's trials as a table, CSV or JSON; export CSV/parquet",
                        description="A run's trials: an aligned table with units, or CSV/JSON/parquet with one "
                        "column per decision (arch_*), per hyperparameter (hparams_*) and the measured costs.")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="what to print: table (best --top rows), or csv/json (every trial) (default: table)")
-    p.add_argument("--csv", metavar="FILE", help="write every trial to this CSV file")
-    p.add_argument("--parquet", metavar="FILE", help="write every trial to this parquet file")
-    p.add_argument("--top", type=int, default=50, help="rows of the table (default: 50)")
-    p.add_argument("--sort", choices=["score", "finish"], default="score",
-                   help="best first, or in finishing order (default: score)")
+    show = p.add_argument_group("what is printed")
+    show.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                      help="table (best --top rows, as wide as the terminal), or csv/json (every trial; json with "
+                      "nested metrics and history) (default: table)")
+    show.add_argument("--view", choices=["table", "arch"], default="table",
+                      help="the table, or each architecture in full under its trial (default: table)")
+    show.add_argument("--top", type=int, default=50, help="rows of the table (default: 50)")
+    show.add_argument("--sort", choices=["score", "finish"], default="score",
+                      help="best first, or in finishing order (default: score)")
+    files = p.add_argument_group("files written")
+    files.add_argument("--csv", metavar="FILE", help="write every trial to this CSV file")
+    files.add_argument("--parquet", metavar="FILE", help="write every trial to this parquet file")
     p.set_defaults(handler=cmd_results)
-    p = sub.add_parser("best", help="a run's best architecture; export it and its weights")
-    p.add_argument("run_dir")
-    p.add_argument("--export-json", metavar="FILE", help="write the architecture and hparams as JSON")
-    p.add_argument("--export-weights", metavar="FILE", help="copy its trained weights (torch file)")
-    p.add_argument("--evaluate-test", action="store_true", help="its accuracy on the dataset's test split (rebuilds "
-                   "the run's space: a module:Class space's module is imported)")
-    p.add_argument("--pareto", action="store_true",
-                   help="list the Pareto front of the run's objectives (trial, each objective, architecture)")
-    p.add_argument("--export", metavar="DIR", help="with --pareto: write DIR/front.json and the members' kept "
-                   "weights (DIR/weights/<trial>.pt)")
+    p = sub.add_parser("best", help="a run's best architecture; export it and its weights",
+                       description="The run's best trial as a block: its objectives, architecture, hparams, "
+                       "costs and metrics; exported, drawn, tested, or the whole Pareto front.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    out = p.add_argument_group("files written")
+    out.add_argument("--export-json", metavar="FILE", help="write the architecture and hparams as JSON")
+    out.add_argument("--export-weights", metavar="FILE", help="copy its trained weights (torch file)")
+    out.add_argument("--draw", metavar="FILE", help="a picture of its architecture: FILE.html (the built module's "
+                     "graph, or the NB201 cell; works offline) or FILE.dot (Graphviz); a module:Class space's "
+                     "module is imported")
+    more = p.add_argument_group("more")
+    more.add_argument("--evaluate-test", action="store_true", help="its accuracy on the dataset's test split "
+                      "(rebuilds the run's space: a module:Class space's module is imported)")
+    more.add_argument("--pareto", action="store_true",
+                      help="list the Pareto front of the run's objectives (trial, each objective, architecture)")
+    more.add_argument("--export", metavar="DIR", help="with --pareto: write DIR/front.json and the members' kept "
+                      "weights (DIR/weights/<trial>.pt)")
     p.set_defaults(handler=cmd_best)

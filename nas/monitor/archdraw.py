@@ -1,15 +1,22 @@
-"""Drawings of architectures of registered spaces (never user code): the NAS-Bench-201 cell as a graph.
+"""Drawings of architectures: the NAS-Bench-201 cell as a graph; any other space's built module as the graph
+of its forward pass (:mod:`nas.monitor.archgraph`).
 
 A NAS-Bench-201 cell has 4 nodes and 6 edges ``j -> i`` (``i > j``), each one operation; ``none`` edges
-are drawn dashed and grey (they carry nothing). Other spaces are shown as a table of their decisions.
+are drawn dashed and grey (they carry nothing). The report draws registered spaces only (it never imports user
+code); ``nas best --draw FILE`` rebuilds a ``module:Class`` space as ``--evaluate-test`` does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    from nas.core.space import SearchSpace, Task
+    from nas.run.config import RunConfig
 
 NODE_X = (0.0, 1.0, 2.0, 3.0)  # nodes in a row; edges between neighbours straight, longer ones arcs
 ARC = {(0, 2): 0.7, (1, 3): -0.7, (0, 3): 1.4}  # arc heights: above, below, above and higher
@@ -63,3 +70,74 @@ def draw(space: str, arch: dict[str, Any], title: str) -> go.Figure | None:
         except KeyError:
             return None
     return None
+
+
+class Drawer:
+    """Draws a run's architectures (given as the results frame's text): builds its space once (``allow_import``:
+    a ``module:Class`` space's module may be imported) and its task once (from the run's dataset spec); None
+    for what cannot be drawn (user code not allowed, no dataset, a build that fails)."""
+
+    def __init__(self, cfg: RunConfig, *, allow_import: bool = False) -> None:
+        self.cfg, self.allow_import = cfg, allow_import
+        self._space: SearchSpace | None = None
+        self._task: Task | None = None
+        self._tried = False
+
+    def _load(self) -> None:
+        if self._tried:
+            return
+        self._tried = True
+        from nas.core.spec import space_from_spec
+
+        try:
+            self._space = space_from_spec(self.cfg.search.space_spec(), allow_import=self.allow_import)
+        except Exception:  # (user code not allowed here, or another version's arguments)
+            return
+        if self._space.registered_name != "nb201" and self.cfg.train.dataset:
+            try:
+                from nas.train.data import load_dataset
+
+                self._task = load_dataset(self.cfg.train.dataset, seed=self.cfg.search.seed).task
+            except Exception:  # (the dataset is not here: no picture, the table stays)
+                return
+
+    def arch(self, text: str) -> dict[str, Any] | None:
+        self._load()
+        if self._space is None:
+            return None
+        try:
+            return dict(self._space.parse(text)) if self._space.registered_name else dict(json.loads(text))
+        except Exception:
+            try:
+                return dict(json.loads(text))
+            except ValueError:
+                return None
+
+    def graph(self, text: str) -> Any:
+        """The :class:`nas.monitor.archgraph.Graph` of the built module, or None."""
+        from nas.monitor.archgraph import module_graph
+
+        arch = self.arch(text)
+        if arch is None or self._space is None or self._task is None:
+            return None
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # (tiny torch work in the driver: one thread)
+        try:
+            return module_graph(self._space.build(arch, self._task))
+        except Exception:  # (the space cannot build it: the table stays)
+            return None
+        finally:
+            torch.set_num_threads(threads)
+
+    def figure(self, text: str, title: str) -> go.Figure | None:
+        arch = self.arch(text)
+        if arch is None or self._space is None:
+            return None
+        if self._space.registered_name == "nb201":
+            return draw("nb201", arch, title)
+        from nas.monitor.archgraph import graph_figure
+
+        graph = self.graph(text)
+        return None if graph is None else graph_figure(graph, title)

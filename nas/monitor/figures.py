@@ -135,8 +135,10 @@ def decisions_frame(df: pd.DataFrame, parse: Any) -> pd.DataFrame:
     return pd.DataFrame([one(a) for a in df.arch], index=df.index)
 
 
-def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame) -> go.Figure | None:
-    """Each COMPLETE trial as a line through its choice for every decision, ending at its score."""
+def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame,
+                         objectives: pd.DataFrame | None = None) -> go.Figure | None:
+    """Each COMPLETE trial as a line through its choice for every decision, ending at its score, or (given
+    ``objectives``: a column per objective in its own units) at each objective, coloured by the first."""
     done = df.state == "COMPLETE"
     if not done.any() or decisions.empty:
         return None
@@ -147,10 +149,14 @@ def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame) -> go.Figure
         codes = {v: i for i, v in enumerate(options)}
         dims.append({"label": col, "values": [codes.get(v, -1) for v in values],
                      "tickvals": list(range(len(options))), "ticktext": [str(o) for o in options]})
-    scores = df.loc[done, "score"]
-    dims.append({"label": "score", "values": scores})
+    if objectives is None:
+        objectives = pd.DataFrame({"score": df["score"]}, index=df.index)
+    for col in objectives.columns:
+        dims.append({"label": str(col), "values": objectives.loc[done, col]})
+    scores = objectives.loc[done, objectives.columns[0]]
     fig = go.Figure(go.Parcoords(line={"color": scores, "colorscale": SCALE, "showscale": True}, dimensions=dims))
-    fig = _layout(fig, "Decisions against the score (drag along an axis to filter)", "", "", height=480)
+    against = "the score" if list(objectives.columns) == ["score"] else ", ".join(map(str, objectives.columns))
+    fig = _layout(fig, f"Decisions against {against} (drag along an axis to filter)", "", "", height=480)
     return fig.update_layout(margin={"l": 90, "r": 90, "t": 110, "b": 40})
 
 

@@ -248,8 +248,8 @@ class MetricsCallback(Callback):
             self._count("nas_trials_failed", tags)
         elif result.outcome is not Outcome.COMPLETE:
             self._count("nas_trials_ended_early", {**tags, "reason": result.outcome.value})
-        if result.ok and result.score is not None:
-            self._front.add(result.scores if result.scores else [result.score])
+        if result.ok and result.scores and len(result.scores) > 1:  # (one objective: no front, no hypervolume)
+            self._front.add(result.scores)
         if result.start_time is not None and result.end_time is not None:
             self._observed.append(("nas_trial_duration_seconds", max(result.end_time - result.start_time, 0.0),
                                    {**tags, "state": result.state.value}))

@@ -24,7 +24,7 @@ from plotly.offline import get_plotlyjs
 
 from nas.monitor import archdraw, figures
 from nas.monitor.importance import decision_importance, importance_figure
-from nas.monitor.usage import run_usage
+from nas.monitor.usage import session_usage
 from nas.run.config import RunConfig
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
@@ -112,7 +112,7 @@ def _usage(run_dir: str | os.PathLike[str], cfg: RunConfig, df: pd.DataFrame) ->
     from nas.monitor.status import read_live
 
     live = read_live(run_dir) or {}
-    return run_usage(df, live.get("workers") or cfg.execution.workers, started=live.get("started"))
+    return session_usage(df, live, live.get("workers") or cfg.execution.workers)
 
 
 def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str, usage: Any) -> str:
@@ -121,23 +121,49 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     decisions = figures.decisions_frame(df, parse)
     pop = cfg.search.strategy_options.get("population")
     counts = df.state.value_counts().to_dict()
+    from nas.monitor import rungs
+    from nas.monitor.tables import objective_values
+
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
-    best = (f"best score {done.score.iloc[0]:.4f} (trial {done.trial_id.iloc[0]})" if len(done)
-            else "no trial completed")
+    metric = (cfg.search.objectives or ["val_acc:max"])[0].split(":")[0]
+    fidelity = ""
+    if rungs.has_rungs(df) and len(done):  # the best among the trials that trained the most epochs
+        top_epochs = int(done.epochs.max())
+        done, fidelity = done[done.epochs == top_epochs], f" at {top_epochs} epochs"
+    if len(done):
+        value = objective_values(done.head(1), cfg.search.objectives).iloc[0, 0]
+        best = f"best {metric}{fidelity} {value:.4g} (trial {done.trial_id.iloc[0]})"
+    else:
+        best = "no trial completed"
     util = f", worker utilization {usage.utilization:.2f}" if usage.utilization is not None else ""
+    early = int(df.outcome.isin(rungs.EARLY).sum()) if "outcome" in df else 0
+    stopped = f", {early} stopped early by the {cfg.search.scheduler} scheduler" if early else ""
     parts = [f"<h2 id='{key}'>{html.escape(name)}</h2><p>{html.escape(cfg.search.space)} / "
              f"{html.escape(cfg.search.strategy)}: {len(df)} trials ({counts.get('COMPLETE', 0)} COMPLETE, "
-             f"{counts.get('FAILED', 0)} FAILED) over {usage.wall:.1f} s on {usage.workers} "
-             f"worker{'s' if usage.workers != 1 else ''}{util}; "
-             f"{html.escape(best)}.</p>"]
+             f"{counts.get('FAILED', 0)} FAILED{html.escape(stopped)}) over {usage.wall:.1f} s on {usage.workers} "
+             f"worker{'s' if usage.workers != 1 else ''}{util}; objectives "
+             f"{html.escape(', '.join(cfg.search.objectives))}; {html.escape(best)}.</p>"]
+    values = objective_values(df, cfg.search.objectives)  # each objective in its own units
+    if rungs.has_rungs(df):  # a scheduler run: scores after different epochs are not comparable
+        first = ("Best so far at the highest fidelity, and every trial",
+                 rungs.best_at_full_fidelity(df, figures.timed(df).t_end, metric), "no trial completed")
+        table = rungs.rung_table(df)
+        parts.append("<h3>Trials per rung</h3>" + _fig(rungs.rung_figure(df), f"{key}-rungs", "no rungs")
+                     + _table(table.astype(str), f"{key}-rung-table", ()))
+    else:
+        first = (f"Best {metric} so far and every trial", figures.best_so_far({name: df}), "no trial completed")
     sections = [
-        ("Best score so far and every trial", figures.best_so_far({name: df}), "no trial completed"),
+        first,
         ("Learning curves", figures.learning_curves(df), "no per-epoch history recorded"),
         ("Genealogy", figures.genealogy(df), "no trial completed"),
-        ("Decisions against the score", figures.parallel_coordinates(df, decisions),
+        (f"Decisions against the score ({metric})" if len(values.columns) < 2 else
+         f"Decisions against {', '.join(values.columns)}",
+         figures.parallel_coordinates(df, decisions, values if len(values.columns) > 1 else None),
          "no decisions to show (architectures not parsed)"),
-        ("Decision importance", importance_figure(decision_importance(df, decisions)),
-         "too few COMPLETE trials, or no decision varies, to rank decisions"),
+        *[(f"Decision importance{f' for {m}' if len(values.columns) > 1 else ''}",
+           importance_figure(decision_importance(df.assign(score=values[m]) if len(values.columns) > 1 else df,
+                                                 decisions)),
+           "too few COMPLETE trials, or no decision varies, to rank decisions") for m in values.columns],
         ("Population age", figures.population_age(df, pop), "no parents and no population recorded"),
         ("Worker timeline", figures.worker_timeline(df), "no start and end times recorded"),
     ]
@@ -159,9 +185,9 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
 def best_architectures(cfg: RunConfig, df: pd.DataFrame, done: pd.DataFrame, top: int, key: str) -> str:
     parse = _parser(cfg)
     drawings = []
+    drawer = archdraw.Drawer(cfg)
     for rank, row in enumerate(done.head(top).itertuples(), 1):
-        arch = figures.decisions_frame(pd.DataFrame({"arch": [row.arch]}), parse).iloc[0].to_dict()
-        fig = archdraw.draw(cfg.search.space, arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
+        fig = drawer.figure(row.arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
         if fig is not None:
             drawings.append(_fig(fig, f"{key}-arch{rank}", ""))
     if drawings:
@@ -198,9 +224,21 @@ def comparison(runs: dict[str, tuple[RunConfig, pd.DataFrame]], usages: dict[str
 def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  out: str | os.PathLike[str] | None = None, top: int = 10) -> Path:
     """Write the page (default ``<first run>/report.html``) and return its path."""
+    dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
+    page = report_html(dirs, top)
+    path = Path(out) if out is not None else Path(dirs[0]) / "report.html"
+    from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
+
+    write_export(path, page.encode("utf-8"))
+    return path
+
+
+def report_html(dirs: Sequence[str | os.PathLike[str]], top: int = 10, *, plotlyjs: str | None = None,
+                head: str = "", before: str = "") -> str:
+    """The report page as text: plotly's JavaScript embedded, or loaded from the URL ``plotlyjs`` (the live
+    page serves it itself); ``head`` goes into the page's head, ``before`` above the runs' sections."""
     from nas.run.reader import load_run
 
-    dirs = [run_dirs] if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)
     runs: dict[str, tuple[RunConfig, pd.DataFrame]] = {}
     usages: dict[str, Any] = {}
     for d in dirs:
@@ -214,11 +252,7 @@ def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     body += [run_section(name, cfg, df, top, f"run{i}", usages[name])
              for i, (name, (cfg, df)) in enumerate(runs.items())]
     title = "NAS report: " + ", ".join(runs)
-    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style><script>{SCRIPT}</script><script>{get_plotlyjs()}</script></head><body>"
-            f"<h1>{html.escape(title)}</h1><div id='js-errors'></div>" + "\n".join(body) + "</body></html>")
-    path = Path(out) if out is not None else Path(dirs[0]) / "report.html"
-    from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
-
-    write_export(path, page.encode("utf-8"))
-    return path
+    js = f"<script src='{html.escape(plotlyjs)}'></script>" if plotlyjs else f"<script>{get_plotlyjs()}</script>"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"{head}<style>{STYLE}</style><script>{SCRIPT}</script>{js}</head><body>"
+            f"<h1>{html.escape(title)}</h1><div id='js-errors'></div>{before}" + "\n".join(body) + "</body></html>")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -45,10 +47,23 @@ class FittingBar(tqdm):  # type: ignore[type-arg]
         return line[:ncols] if ncols and disp_len(line) > ncols else line  # tqdm trims only bar-less text
 
 
-def postfix(status: LoopStatus) -> str:
-    """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now."""
+def postfix(status: LoopStatus, front: tuple[int, float] | None = None) -> str:
+    """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now (``, stopped 3`` once a
+    scheduler stopped or paused trials early).
+
+    >>> from nas.engine.interfaces import LoopStatus
+    >>> st = LoopStatus("running", "random", 3, 3, 0, 2, 1, 2, 10, None, 5.0, 9.0, 0.5, 1, 0, 0.0, 4, 0.0,
+    ...                 {"STOP": 2}, 0)
+    >>> postfix(st)
+    'best 0.5000, busy 2/2, queued 1, failed 0, stopped 2'
+    >>> postfix(st, front=(4, 0.3125)).endswith("front 4, HV 0.3125")
+    True
+    """
     best = "-" if status.best_score is None else f"{status.best_score:.4f}"
-    return f"best {best}, busy {status.running}/{status.workers}, queued {status.queued}, failed {status.failed}"
+    text = f"best {best}, busy {status.running}/{status.workers}, queued {status.queued}, failed {status.failed}"
+    stopped = sum(status.decisions.values())
+    text = f"{text}, stopped {stopped}" if stopped else text
+    return text if front is None else f"{text}, front {front[0]}, HV {front[1]:.4g}"  # several objectives
 
 
 class SearchProgress(Callback):
@@ -72,13 +87,25 @@ class SearchProgress(Callback):
         self._last_tenth = -1
         self._printed = -1  # trials done at the last plain line
         self._total: int | None = None
+        self._front: Any = None  # a multi-objective run's Pareto front so far (nas.core.front.FrontTracker)
+        # the bar's clock is the loop's (simulated seconds for a simulated executor): its elapsed at the last
+        # update, moved on by the wall clock between updates while that clock keeps pace with the wall
+        self._elapsed = 0.0
+        self._at = time.monotonic()
+        self._t0 = self._at
+        self._wall_clock = True
+
+    def _now(self) -> float:
+        """The bar's time: the loop's elapsed seconds (tqdm's elapsed is ``_time() - start_t``, start_t 0)."""
+        return self._elapsed + (time.monotonic() - self._at if self._wall_clock else 0.0)
 
     # -- the bar -------------------------------------------------------------------------------
     def _update(self, status: LoopStatus) -> None:
         assert self.bar is not None
         with self._lock:
+            self._follow(status)
             self.bar.n = status.finished
-            self.bar.set_postfix_str(postfix(status), refresh=False)
+            self.bar.set_postfix_str(postfix(status, self._front_figures()), refresh=False)
         if self.tty:
             self.bar.refresh()
         else:
@@ -86,6 +113,13 @@ class SearchProgress(Callback):
             if tenth != self._last_tenth:
                 self._last_tenth = tenth
                 self._print_line()
+
+    def _follow(self, status: LoopStatus) -> None:
+        """Take the loop's clock: a clock that runs ahead of the wall is the executor's own (simulated)."""
+        self._at = time.monotonic()
+        self._elapsed = status.elapsed
+        if status.elapsed > self._at - self._t0 + 1.0:
+            self._wall_clock = False
 
     def _print_line(self) -> None:
         assert self.bar is not None
@@ -110,10 +144,14 @@ class SearchProgress(Callback):
     # -- the loop's hooks ----------------------------------------------------------------------
     def on_start(self, status: LoopStatus) -> None:
         self._total = status.budget
+        self._t0 = time.monotonic() - status.elapsed
+        self._follow(status)
         # in a log the bar draws nowhere (it keeps the clock and counts; _print_line prints its text)
         self.bar = FittingBar(total=self._total, initial=status.finished, file=self.stream if self.tty else _NullFile(),
                               unit="trial", dynamic_ncols=self.tty, smoothing=0, mininterval=0, leave=True,
                               ascii=" #", bar_format=BAR_FORMAT, postfix=postfix(status))
+        self.bar._time = self._now
+        self.bar.start_t = self.bar.last_print_t = 0.0
         self._update(status)
         self._stop.clear()
         self._thread = threading.Thread(target=self._tick, name="nas-progress", daemon=True)
@@ -127,7 +165,16 @@ class SearchProgress(Callback):
         if self.bar is not None and self.tty:  # a trial began (busy changes) or reported
             self._update(status)
 
+    def _front_figures(self) -> tuple[int, float] | None:
+        return None if self._front is None or not self._front.size else (self._front.size, self._front.hypervolume())
+
     def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
+        if result.ok and result.scores and len(result.scores) > 1:
+            if self._front is None:
+                from nas.core.front import FrontTracker
+
+                self._front = FrontTracker()
+            self._front.add(result.scores)
         if self.bar is not None:
             self._update(status)
 
@@ -138,12 +185,74 @@ class SearchProgress(Callback):
         if self.bar is None:
             return
         with self._lock:
+            self._follow(status)
             self.bar.n = status.finished
-            self.bar.set_postfix_str(postfix(status), refresh=False)
+            self.bar.set_postfix_str(postfix(status, self._front_figures()), refresh=False)
         if not self.tty and self._printed != status.finished:
             self._print_line()
         self.bar.close()
         self.bar = None
+
+
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (where tqdm's notebook bar draws a widget)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+class NotebookProgress(Callback):
+    """The same counts in tqdm's notebook widget (``tqdm.notebook``), for ``nas.search`` in Jupyter."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def on_start(self, status: LoopStatus) -> None:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        self.bar = notebook_tqdm(total=status.budget, initial=status.finished, unit="trial")
+        self.bar.set_postfix_str(postfix(status))
+
+    def _update(self, status: LoopStatus) -> None:
+        if self.bar is not None:
+            self.bar.n = status.finished
+            self.bar.set_postfix_str(postfix(status))  # (refreshes the widget)
+
+    def on_submit(self, status: LoopStatus, trial: Trial) -> None:
+        self._update(status)
+
+    def on_event(self, status: LoopStatus, event: Event) -> None:
+        self._update(status)
+
+    def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
+        self._update(status)
+
+    def on_end(self, status: LoopStatus) -> None:
+        self._update(status)
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def api_progress(progress: bool | None, given: Sequence[Callback] = ()) -> list[Callback]:
+    """The display ``nas.search(progress=...)`` adds: None (the default) shows one on a terminal or in a
+    notebook, True always, False never; none when a display is among the ``given`` callbacks (``nas search``).
+
+    >>> api_progress(False), api_progress(True, [SearchProgress()])
+    ([], [])
+    >>> type(api_progress(True)[0]).__name__
+    'SearchProgress'
+    """
+    if progress is False or any(isinstance(cb, (SearchProgress, NotebookProgress)) for cb in given):
+        return []
+    if in_notebook():
+        return [NotebookProgress()]
+    if progress or sys.stderr.isatty():
+        return [SearchProgress()]
+    return []
 
 
 class _NullFile:

@@ -18,21 +18,28 @@ from typing import Any
 import msgspec
 
 from nas.engine.interfaces import Callback
-from nas.monitor.usage import run_usage
+from nas.monitor.usage import session_usage
 
 
 def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,
-                         given: Sequence[Callback] = ()) -> list[Callback]:
-    """What ``nas.search`` adds to the ``given`` callbacks of every run on Ray (``ray_namespace`` given): a
+                         given: Sequence[Callback] = (), logs: Sequence[str] = (),
+                         objectives: Sequence[str] = ("val_acc:max",)) -> list[Callback]:
+    """What ``nas.search`` adds to the ``given`` callbacks: the run's ``--log`` writers
+    (:func:`nas.monitor.logs.log_callbacks`), and on Ray (``ray_namespace`` given) a
     :class:`nas.monitor.metrics.MetricsCallback` whose ``nas-search`` actor lives in that namespace, unless one
     is given. (``status.json`` is written by the run directory's owner on its own clock.)"""
+    out: list[Callback] = []
+    if logs:
+        from nas.monitor.logs import log_callbacks
+
+        out += log_callbacks(logs, run_dir, objectives)
     if ray_namespace is None:
-        return []
+        return out
     from nas.monitor.metrics import MetricsCallback
 
     if any(isinstance(cb, MetricsCallback) for cb in given):
-        return []
-    return [MetricsCallback(Path(run_dir).name, namespace=ray_namespace)]
+        return out
+    return [*out, MetricsCallback(Path(run_dir).name, namespace=ray_namespace)]
 
 
 def read_live(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -75,11 +82,15 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     started = (live or {}).get("started") or (float(df.start_time.min()) if len(df) else None)
     workers = (live or {}).get("workers") or cfg.execution.workers
     # this session's wall time and utilization (a resumed run's journal also holds earlier sessions')
-    usage = run_usage(df, workers, started=started, now=now if alive else None)
+    usage = session_usage(df, live, workers, now=now if alive else None,
+                          wall_clock=cfg.execution.executor != "simulated")
     elapsed = usage.wall
     finished = len(df)
-    session = df[df.end_time >= started] if started is not None and len(df) else df
-    throughput = len(session) / elapsed if elapsed > 0 else 0.0
+    if live and live.get("finished") is not None:  # this session's finished trials, as the loop counted them
+        in_session = int(live["finished"]) - int(live.get("resumed") or 0)
+    else:
+        in_session = len(df[df.end_time >= started]) if started is not None and len(df) else len(df)
+    throughput = in_session / elapsed if elapsed > 0 else 0.0
     done = df[df.state == "COMPLETE"]
     best = done.loc[done.score.idxmax()] if len(done) else None
     left = max(budget - finished, 0) if budget else None
@@ -95,6 +106,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
         "trial_workers": cfg.execution.trial_workers, "gang_strategy": cfg.execution.gang_strategy,
         "updated_ago": now - live["updated"] if live and "updated" in live else None,
         "finished": finished, "complete": int(counts.get("COMPLETE", 0)), "failed": int(counts.get("FAILED", 0)),
+        "stopped": int(df.outcome.isin(["STOPPED", "PAUSED"]).sum()) if len(df) else 0,
         "running": int(live.get("running", 0)) if alive and live else 0,
         "queued": int(live.get("queued", 0)) if alive and live else 0,
         "best_score": float(best.score) if best is not None else None,
@@ -132,6 +144,20 @@ def workers_text(st: dict[str, Any]) -> str:
     return f"{gangs} x {ranks} ranks, {st.get('gang_strategy') or 'PACK'}: actors nas-gang-<g>-rank-<r>"
 
 
+def _best(st: dict[str, Any]) -> str:
+    """The best trial's first objective by its name, in its own units and direction.
+
+    >>> _best({"best_score": -3.5, "objectives": ["latency_ms:min", "val_acc:max"]})
+    'latency_ms 3.5'
+    >>> _best({"best_score": 0.91})
+    'val_acc 0.91'
+    """
+    obj = (st.get("objectives") or ["val_acc:max"])[0]
+    metric, _, mode = obj.partition(":")
+    value = -st["best_score"] if mode == "min" else st["best_score"]
+    return f"{metric} {value:.4g}"
+
+
 def format_status(st: dict[str, Any]) -> str:
     lines = [f"run       {st['run_dir']}  ({st['space']} / {st['strategy']}, budget {st['budget']}, "
              f"{workers_text(st)})"]
@@ -139,10 +165,11 @@ def format_status(st: dict[str, Any]) -> str:
     if st["updated_ago"] is not None and state == "running":
         state += f" (updated {_duration(st['updated_ago'])} ago)"
     lines.append(f"state     {state}")
-    lines.append(f"trials    {st['finished']}/{st['budget']} finished: {st['complete']} COMPLETE, "
+    early = f" ({st['stopped']} stopped early)" if st.get("stopped") else ""
+    lines.append(f"trials    {st['finished']}/{st['budget']} finished: {st['complete']} COMPLETE{early}, "
                  f"{st['failed']} FAILED; {st['running']} RUNNING, {st.get('queued', 0)} QUEUED")
     if st["best_score"] is not None:
-        lines.append(f"best      {st['best_score']:.4f} (trial {st['best_trial']}): {st['best_arch']}")
+        lines.append(f"best      {_best(st)} (trial {st['best_trial']}): {st['best_arch']}")
     else:
         lines.append("best      - (no trial completed yet)")
     from nas.monitor.pareto import format_front_status
@@ -164,7 +191,7 @@ def format_summary(st: dict[str, Any]) -> str:
     util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
     lines = [f"finished {st['finished']} trials ({st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
     if st["best_score"] is not None:
-        lines.append(f"best score {st['best_score']:.4f} (trial {st['best_trial']}): {st['best_arch']}")
+        lines.append(f"best score: {_best(st)} (trial {st['best_trial']}): {st['best_arch']}")
     else:
         lines.append(f"no trial completed; see the errors with: nas results {st['run_dir']}")
     return "\n".join(lines)

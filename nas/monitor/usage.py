@@ -6,13 +6,20 @@ agree on the same run:
 - wall time: seconds from the session's start (the run's first trial start, when unknown) to its last
   finished trial, or to now while it is still running;
 - utilization: the summed durations of the trials that finished in that window, over
-  ``workers * wall`` (the live loop's :attr:`nas.engine.loop.LoopStatus.utilization` is the same ratio on
+  ``workers * wall`` (the live loop's :attr:`nas.engine.interfaces.LoopStatus.utilization` is the same ratio on
   its own clock).
+
+When the run's ``status.json`` holds the loop's own figures (``elapsed``, ``busy_seconds``, on the executor's
+clock: simulated seconds for a simulated run), :func:`session_usage` takes them, so ``nas status``, the summary,
+the report and the Ray gauge show the very number the loop computed; only a run without one is measured from
+its journal.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -58,3 +65,25 @@ def run_usage(df: pd.DataFrame, workers: int | None, *, started: float | None = 
     session = df[df.end_time >= started] if len(df) else df
     busy = float(session.duration.fillna(0).sum()) if len(session) else 0.0
     return Usage.of(busy=busy, wall=end - started, workers=workers)
+
+
+def session_usage(df: pd.DataFrame, live: Mapping[str, Any] | None, workers: int | None, *,
+                  now: float | None = None, wall_clock: bool = True) -> Usage:
+    """The :class:`Usage` of the run's latest session: the loop's own ``elapsed`` and ``busy_seconds`` from
+    ``live`` (its ``status.json``) when it has them, plus the wall time since that file was written when the
+    run is still running (``now`` given) on a ``wall_clock`` executor; else :func:`run_usage` of the journal.
+
+    >>> live = {"elapsed": 926.7, "busy_seconds": 3545.5, "workers": 4, "updated": 100.0, "started": 99.0}
+    >>> round(session_usage(pd.DataFrame(), live, 4).utilization, 4)
+    0.9565
+    >>> session_usage(pd.DataFrame(), live, 4, now=110.0).wall
+    936.7
+    >>> session_usage(pd.DataFrame(), live, 4, now=110.0, wall_clock=False).wall  # simulated: its own clock
+    926.7
+    """
+    if live and live.get("elapsed") is not None and live.get("busy_seconds") is not None:
+        wall = float(live["elapsed"])
+        if now is not None and wall_clock and live.get("updated") is not None:
+            wall += max(now - float(live["updated"]), 0.0)
+        return Usage.of(busy=float(live["busy_seconds"]), wall=wall, workers=workers or live.get("workers"))
+    return run_usage(df, workers, started=(live or {}).get("started"), now=now)

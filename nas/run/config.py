@@ -131,9 +131,16 @@ class ExecutionSection:
                                               help="an option of the executor, e.g. --executor-option prefetch=false "
                                               "(repeatable)")
     executor_class: str | None = option(None, fact=True, help="the class of an executor object given in Python")
+    log: list[str] = option(factory=list, flag="--log", metavar="KIND:DIR",
+                            help="also log the trials to tensorboard:DIR (curves, hparams) or mlflow:DIR (a local "
+                            "store: DIR/mlflow.db) (repeatable)")
 
     def __post_init__(self) -> None:
         check_fields(self)
+        for spec in self.log:
+            kind, sep, where = str(spec).partition(":")
+            if not sep or kind not in ("tensorboard", "mlflow") or not where:
+                raise ValueError(f"--log {spec!r} must be tensorboard:DIR or mlflow:DIR")
         at_least(self.workers, 1, "workers")
         at_least(self.max_retries, 0, "max_retries")
         at_least(self.trial_workers, 1, "trial_workers")

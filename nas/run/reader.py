@@ -60,7 +60,8 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
     rows = []
     for trial, result in records:
         arch = format_arch(trial.arch) if format_arch else json.dumps(dict(trial.arch), sort_keys=True)
-        duration = (result.end_time - result.start_time) if result.start_time and result.end_time else None
+        known = result.start_time is not None and result.end_time is not None  # a simulated clock starts at 0
+        duration = result.end_time - result.start_time if known else None  # type: ignore[operator]
         rows.append({
             "trial_id": trial.trial_id, "arch": arch, "parent": trial.parent, "strategy": trial.strategy,
             "state": result.state.value, "outcome": result.outcome.value,

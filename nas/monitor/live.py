@@ -1,0 +1,241 @@
+"""``nas serve RUN_DIR``: the report as a live page while the run goes, on 127.0.0.1 only.
+
+The server is the standard library's :class:`http.server.ThreadingHTTPServer` (one small page per request; no
+framework needed). It binds 127.0.0.1, never another address, and answers only a request that carries its
+token: the printed one-time URL (``/?token=...``) sets it as a cookie (HttpOnly, SameSite=Strict) and
+redirects to the plain URL; any other request without it gets 403. Pages:
+
+- ``/``: what is running now (trial, architecture, epoch, last report, worker: from the journal's submissions
+  and reports without a result yet), then the report's views (:func:`nas.monitor.page.report_html`), reloaded
+  every ``refresh`` seconds; rebuilt only when the journal or ``status.json`` changed;
+- ``/trial/<id>``: one trial: its learning curve, its architecture's picture (registered spaces), its costs and
+  metrics, its parent (a link), its error;
+- ``/plotly.js``: plotly's JavaScript from the installed package (the pages work offline).
+
+Nothing read from the run directory runs code (the journal is JSON; user spaces are never imported).
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+import json
+import os
+import re
+import secrets
+import threading
+from http import cookies
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pandas as pd
+
+HOST = "127.0.0.1"
+COOKIE = "nas_serve_token"
+
+
+def running_now(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """The trials submitted and not finished, with their last report: trial, state (running once it reported an
+    epoch; queued before: the journal records no start), epoch, metrics, worker, parent, arch."""
+    from nas.run.journal import read_records
+
+    rows: dict[int, dict[str, Any]] = {}
+    for rec in read_records(Path(run_dir) / "trials.jsonl"):
+        tid = rec.trial.trial_id
+        if rec.kind == "submit":
+            rows[tid] = {"trial": tid, "state": "queued", "epoch": 0, "last report": "", "worker": "",
+                         "parent": rec.trial.parent, "arch": json.dumps(dict(rec.trial.arch), sort_keys=True)}
+        elif rec.kind == "report" and rec.report is not None and tid in rows:
+            metrics = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                for k, v in list(rec.report.metrics.items())[:4])
+            rows[tid].update(state="running", epoch=rec.report.epoch, worker=rec.report.worker or "",
+                             **{"last report": metrics})
+        elif rec.kind == "result":
+            rows.pop(tid, None)
+    return pd.DataFrame(list(rows.values()),
+                        columns=["trial", "state", "epoch", "last report", "worker", "parent", "arch"])
+
+
+def _stamp(run_dir: Path) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for name in ("trials.jsonl", "status.json"):
+        try:
+            st = (run_dir / name).stat()
+            out += [st.st_mtime_ns, st.st_size]
+        except OSError:
+            out += [None, None]
+    return tuple(out)
+
+
+class LivePages:
+    """The pages of one run, rebuilt when its files change."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], refresh: float = 5.0, top: int = 10) -> None:
+        self.run_dir = Path(run_dir)
+        self.refresh, self.top = refresh, top
+        self._lock = threading.Lock()
+        self._cached: tuple[tuple[Any, ...], str] | None = None
+
+    def index(self) -> str:
+        stamp = _stamp(self.run_dir)
+        with self._lock:
+            if self._cached is None or self._cached[0] != stamp:
+                self._cached = (stamp, self._index())
+            return self._cached[1]
+
+    def _index(self) -> str:
+        from nas.monitor.page import STYLE, _table, report_html
+
+        head = f"<meta http-equiv='refresh' content='{self.refresh:g}'>"
+        now = running_now(self.run_dir)
+        now_html = _table(now, "running-now") if len(now) else "<p class='note'>no trial running</p>"
+        counts = now.state.value_counts().to_dict() if len(now) else {}
+        before = (f"<h2 id='running-now-title'>Running now: {counts.get('running', 0)} running, "
+                  f"{counts.get('queued', 0)} queued</h2>{now_html}"
+                  f"<p class='note'>A page per trial: <a href='trial/ID'>trial/ID</a>, e.g. "
+                  + " ".join(f"<a href='trial/{t}'>{t}</a>" for t in now.trial.head(10)) + "</p>")
+        try:
+            page = report_html([self.run_dir], self.top, plotlyjs="plotly.js", head=head, before=before)
+        except ValueError as e:  # (no finished trial yet)
+            page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{head}<title>NAS live: "
+                    f"{html.escape(self.run_dir.name)}</title><style>{STYLE}</style></head><body><h1>NAS live: "
+                    f"{html.escape(self.run_dir.name)}</h1>{before}<p class='note'>{html.escape(str(e))}</p>"
+                    "</body></html>")
+        return page
+
+    def trial(self, trial_id: int) -> str | None:
+        from nas.monitor import archdraw
+        from nas.monitor.page import SCRIPT, STYLE, _fig
+        from nas.run.reader import load_run
+
+        cfg, df = load_run(self.run_dir)
+        rows = df[df.trial_id == trial_id]
+        if rows.empty:
+            now = running_now(self.run_dir)
+            if trial_id not in set(now.trial):
+                return None
+            r = now[now.trial == trial_id].iloc[0]
+            body = (f"<p>running: epoch {r.epoch}, {html.escape(str(r['last report']))} on "
+                    f"{html.escape(str(r.worker))}</p><pre>{html.escape(str(r.arch))}</pre>")
+            return self._page(f"trial {trial_id}", body, STYLE, SCRIPT)
+        row = rows.iloc[-1]
+        curve = self._curve(row)
+        picture = archdraw.Drawer(cfg).figure(str(row.arch), f"trial {trial_id}")
+        parent = (f"<a href='{int(row.parent)}'>trial {int(row.parent)}</a>" if pd.notna(row.parent) else "none")
+        metrics = row.metrics if isinstance(row.metrics, dict) else {}
+        table = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+                        for k, v in metrics.items())
+        body = (f"<p>{html.escape(str(row.state))} ({html.escape(str(row.outcome))}), score "
+                f"{'-' if pd.isna(row.score) else f'{row.score:.4f}'}, {row.epochs} epochs, worker "
+                f"{html.escape(str(row.worker))}; parent {parent}. <a href='../'>back to the run</a></p>"
+                f"<pre class='arch'>{html.escape(str(row.arch))}</pre>"
+                + _fig(curve, "curve", "no per-epoch history recorded")
+                + _fig(picture, "arch", "no picture of this space's architectures")
+                + f"<h3>Costs and metrics</h3><table>{table}</table>"
+                + (f"<h3>Error</h3><pre>{html.escape(str(row.error))}</pre>" if isinstance(row.error, str) else ""))
+        return self._page(f"trial {trial_id}", body, STYLE, SCRIPT)
+
+    @staticmethod
+    def _curve(row: Any) -> Any:
+        import plotly.graph_objects as go
+
+        history = row.history if isinstance(row.history, list) else []
+        if not history:
+            return None
+        frame = pd.DataFrame(history)
+        fig = go.Figure()
+        x = frame["epoch"] if "epoch" in frame else list(range(1, len(frame) + 1))
+        for col in frame.columns:
+            if col != "epoch" and pd.api.types.is_numeric_dtype(frame[col]):
+                fig.add_scatter(x=x, y=frame[col], mode="lines+markers", name=str(col))
+        fig.update_layout(title="learning curve", xaxis_title="epoch", template="plotly_white", height=340)
+        return fig
+
+    def _page(self, title: str, body: str, style: str, script: str) -> str:
+        return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+                f"<style>{style}</style><script>{script}</script><script src='../plotly.js'></script></head>"
+                f"<body><h1>{html.escape(title)}</h1><div id='js-errors'></div>{body}</body></html>")
+
+
+class LiveServer:
+    """Serves :class:`LivePages` on 127.0.0.1:``port`` (0: a free one) behind ``token`` (default: a new random
+    one). ``url`` is the one-time URL to open; :meth:`serve_forever` / :meth:`shutdown` as the stdlib server."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], port: int = 0, *, token: str | None = None,
+                 refresh: float = 5.0) -> None:
+        if not (Path(run_dir) / "run.json").exists():
+            raise ValueError(f"{str(run_dir)!r} is not a run directory (no run.json)")
+        self.pages = LivePages(run_dir, refresh)
+        self.token = token or secrets.token_urlsafe(24)
+        self.server = ThreadingHTTPServer((HOST, port), self._handler())
+        self.server.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.server.server_address[1]}/?token={self.token}"
+
+    def serve_forever(self) -> None:
+        self.server.serve_forever()
+
+    def shutdown(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # (quiet: the terminal shows the URL)
+                return
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/html; charset=utf-8",
+                      headers: dict[str, str] | None = None) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store" if ctype.startswith("text/html") else "max-age=3600")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                url = urlparse(self.path)
+                given = parse_qs(url.query).get("token", [""])[0]
+                if given and hmac.compare_digest(given, server.token):
+                    cookie = f"{COOKIE}={server.token}; HttpOnly; SameSite=Strict; Path=/"
+                    self._send(303, b"", headers={"Location": url.path or "/", "Set-Cookie": cookie})
+                    return
+                jar = cookies.SimpleCookie(self.headers.get("Cookie", ""))
+                held = jar[COOKIE].value if COOKIE in jar else ""
+                if not hmac.compare_digest(held, server.token):
+                    self._send(403, b"403: open the URL that nas serve printed (it carries the token)\n",
+                               "text/plain; charset=utf-8")
+                    return
+                try:
+                    self._route(url.path)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+
+            def _route(self, path: str) -> None:
+                if path.endswith("/plotly.js"):
+                    from plotly.offline import get_plotlyjs
+
+                    self._send(200, get_plotlyjs().encode(), "application/javascript")
+                elif path == "/":
+                    self._send(200, server.pages.index().encode())
+                elif m := re.fullmatch(r"/trial/(\d+)", path):
+                    page = server.pages.trial(int(m.group(1)))
+                    if page is None:
+                        self._send(404, b"no such trial\n", "text/plain; charset=utf-8")
+                    else:
+                        self._send(200, page.encode())
+                else:
+                    self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+        return Handler
+
+
+__all__ = ["LivePages", "LiveServer", "running_now"]

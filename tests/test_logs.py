@@ -1,0 +1,71 @@
+"""`--log tensorboard:DIR` and `--log mlflow:DIR`: a scripted in-process search with an ASHA scheduler, its
+files read back with TensorBoard's own EventAccumulator and MLflow's own client."""
+
+from __future__ import annotations
+
+import pytest
+
+import nas
+from nas.search_spaces.toy import ToySpace, toy_score
+
+pytest.importorskip("tensorboard")
+pytest.importorskip("mlflow")
+
+
+def three_epochs(ctx):
+    for epoch in (1, 2, 3):
+        if ctx.report(epoch=epoch, val_acc=toy_score(ctx.trial.arch) * epoch / 3, train_loss=1.0 / epoch):
+            return
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    root = tmp_path_factory.mktemp("logs")
+    df = nas.search(ToySpace(), "random", budget=6, executor="inprocess", seed=0, data=None, train=three_epochs,
+                    run_dir=root / "run", scheduler="asha", epochs=3,
+                    log=[f"tensorboard:{root / 'tb'}", f"mlflow:{root / 'ml'}"])
+    return root, df
+
+
+def test_tensorboard_curves_and_hparams_read_back(logged):
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+    root, df = logged
+    for row in df.itertuples():
+        acc = EventAccumulator(str(root / "tb" / f"trial-{row.trial_id}"))
+        acc.Reload()
+        curve = [(e.step, float(e.tensor_proto.float_val[0])) for e in acc.Tensors("val_acc")]
+        assert [s for s, _ in curve] == list(range(1, row.epochs + 1))  # one point per epoch it trained
+        assert curve[-1][1] == pytest.approx(row.metrics["val_acc"], abs=1e-6)
+        if row.outcome == "COMPLETE":
+            assert "objective/val_acc" in acc.Tags()["tensors"]  # the hparams plugin's metric
+            info = HParamsPluginData.FromString(acc.PluginTagToContent("hparams")["_hparams_/session_start_info"])
+            hparams = {k: v.number_value for k, v in info.session_start_info.hparams.items()}
+            arch = ToySpace().parse(row.arch)
+            assert hparams == {f"arch/{k}": float(v) for k, v in dict(arch).items()}
+    search = EventAccumulator(str(root / "tb" / "search"))
+    search.Reload()
+    best = search.Tensors("search/best_score")
+    assert best[-1].step == len(df) and best[-1].tensor_proto.float_val[0] == pytest.approx(df.score.max())
+
+
+def test_mlflow_parent_and_a_run_per_trial_read_back(logged):
+    from mlflow import MlflowClient
+
+    root, df = logged
+    client = MlflowClient(tracking_uri=f"sqlite:///{(root / 'ml' / 'mlflow.db').resolve()}")
+    exp = client.get_experiment_by_name("run")
+    runs = client.search_runs([exp.experiment_id])
+    parent = next(r for r in runs if r.info.run_name == "search")
+    trials = {int(r.data.tags["nas.trial"]): r for r in runs if "nas.trial" in r.data.tags}
+    assert set(trials) == set(df.trial_id) and parent.info.status == "FINISHED"
+    assert parent.data.metrics["best_score"] == pytest.approx(df.score.max())
+    assert (df.outcome == "STOPPED").any()  # ASHA stopped some: KILLED in MLflow
+    for row in df.itertuples():
+        run = trials[row.trial_id]
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.info.status == ("FINISHED" if row.outcome == "COMPLETE" else "KILLED")
+        history = client.get_metric_history(run.info.run_id, "val_acc")
+        assert [m.step for m in history] == list(range(1, row.epochs + 1))
+        assert set(run.data.params) == {f"arch/{k}" for k in ToySpace().dims()}
