@@ -26,7 +26,7 @@ from nas.train.supernet_io import WEIGHTS
 from nas.train.supernet_spos import PathSampler
 
 SETTINGS = TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, schedule="cosine")
-RUN = {"epochs": 4, "sampling": "uniform", "seed": 3, "settings": SETTINGS, "progress": False}
+RUN = {"epochs": 4, "sampling": "uniform", "seed": 3, "settings": SETTINGS, "progress": False, "executor": "inprocess"}
 
 CHILD = """
 import sys
@@ -42,6 +42,7 @@ def on_epoch(record):
         sys.stdin.read()
 
 train_supernet("macro", "digits", run_dir, epochs=4, sampling="uniform", seed=3, progress=False, on_epoch=on_epoch,
+               executor="inprocess",
                settings=TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, schedule="cosine"))
 """
 
