@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -143,11 +143,20 @@ class SupernetRank:
         return weights_bytes(self.trainer.supernet, space_spec=self.space.spec(), epoch=epoch)
 
     def digest(self) -> str:
-        """SHA-256 of this rank's weights as the run directory keeps them."""
-        return hashlib.sha256(self.weights(self.trainer.epoch)).hexdigest()
+        """:func:`weights_digest` of this rank's weights."""
+        return weights_digest(self.trainer.supernet.state_dict())
 
     def __repr__(self) -> str:  # the dashboard's actor list shows it
         return self.name
+
+
+def weights_digest(state: Mapping[str, Any]) -> str:
+    """SHA-256 over a state dict's names and tensors' bytes (in name order): equal on ranks that hold equal weights."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        h.update(name.encode())
+        h.update(state[name].detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 class SupernetGang:
@@ -213,4 +222,4 @@ class SupernetGang:
         self.pool.shutdown()
 
 
-__all__ = ["EpochDone", "SupernetFailed", "SupernetGang", "SupernetJob", "SupernetRank"]
+__all__ = ["EpochDone", "SupernetFailed", "SupernetGang", "SupernetJob", "SupernetRank", "weights_digest"]
