@@ -15,7 +15,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         df = train_supernet(args.space, args.dataset, args.run_dir, epochs=args.epochs, sampling=args.sampling,
                             settings=settings, seed=args.seed, resume=args.resume, progress=not args.quiet,
-                            executor=args.executor, trial_workers=args.trial_workers, address=args.address)
+                            executor=args.executor, trial_workers=args.trial_workers, address=args.address,
+                            cpus_per_worker=args.cpus_per_worker)
     except SupernetFailed as e:  # (its checkpoint of the last epoch stays: --resume continues from it)
         print(f"nas supernet train: error ({e.kind.value}): {e}; continue with --resume", file=sys.stderr)
         return 1
@@ -58,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ray: on a Ray actor (default); inprocess: in this process")
     p.add_argument("--trial-workers", type=int, default=1, metavar="N",
                    help="Ray actors training the supernet data-parallel (torch DDP), --batch-size rows each per step")
+    p.add_argument("--cpus-per-worker", type=float, default=1.0,
+                   help="CPUs of each Ray actor (its torch threads, unless --threads; default 1)")
     p.add_argument("--address", help="the Ray cluster to join (default: RAY_ADDRESS, else a private local one)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_train)
