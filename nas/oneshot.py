@@ -76,6 +76,10 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     task = dataset.task
     if not space_obj.has_supernet:
         space_obj.supernet(task)  # the space's own one-line refusal
+    if sampling == "sandwich":  # (refused by the sampler of a supernet without sizes: before anything is written)
+        from nas.train.supernet_spos import PathSampler
+
+        PathSampler(space_obj.supernet(task), sampling)
     run_path = Path(run_dir or Path("runs") / f"{datetime.datetime.now():%Y%m%d-%H%M%S}-supernet-{space_obj!r}")
     config = {"space": space_obj.spec()["class"], "space_spec": space_obj.spec(),
               "task": {"input_shape": list(task.input_shape), "num_classes": task.num_classes},
