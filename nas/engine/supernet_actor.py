@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import socket
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ import ray
 import ray.exceptions
 
 from nas.core.types import FailureKind
+from nas.engine.gang_actor import meeting_point
 from nas.engine.gang_pool import GangPool, GangSpec
 
 if TYPE_CHECKING:
@@ -75,11 +75,8 @@ class SupernetRank:
         self.trainer: Any = None
 
     def address(self) -> tuple[str, int]:
-        """Rank 0: this node's address and a free port on it, where the process group meets."""
-        host = ray.util.get_node_ip_address()
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            s.bind((host, 0))
-            return host, s.getsockname()[1]
+        """Rank 0: where the process group meets (:func:`nas.engine.gang_actor.meeting_point`)."""
+        return meeting_point()
 
     def setup(self, address: tuple[str, int], backend: str, timeout: float) -> dict[str, Any]:
         """Join the process group (with more than one rank), put the data on the device, build the supernet and its
