@@ -58,8 +58,9 @@ def handler(args: argparse.Namespace) -> int:
     start_local(num_cpus=args.cpus)
     sides = [run_side(1, args, data), run_side(args.ranks, args, data)]
     base = sides[0]["samples_per_s"]
-    rows = [[s["ranks"], f"{s['startup_s']:.1f}", s["steps"], f"{s['epoch_s']:.3f}", f"{s['samples_per_s']:,.0f}",
-             f"{s['samples_per_s'] / base:.2f}x", f"{s['last_loss']:.4f}"] for s in sides]
+    rows = [[str(s["ranks"]), f"{s['startup_s']:.1f}", str(s["steps"]), f"{s['epoch_s']:.3f}",
+             f"{s['samples_per_s']:,.0f}", f"{s['samples_per_s'] / base:.2f}x", f"{s['last_loss']:.4f}"]
+            for s in sides]
     print(f"nas bench supernet-ranks: macro supernet on digits ({len(data.x_train):,} train rows), "
           f"{args.epochs} epochs, {args.batch_size} rows per step in all, {args.cpus} CPUs, 1 thread per rank")
     print(text_table([["ranks", "start-up s", "steps/epoch", "epoch s (median after the 1st)", "samples/s",
