@@ -7,7 +7,7 @@ standalone (``nas retrain RUN --top K``). In Python: :func:`train_supernet`, ``n
 >>> from nas.train.settings import TrainSettings
 >>> d = tempfile.mkdtemp()
 >>> df = train_supernet("macro", "digits", d, epochs=1, settings=TrainSettings(device="cpu", threads=1),
-...                     progress=False)
+...                     progress=False, executor="inprocess")
 >>> df[["epoch", "steps", "paths"]].to_dict("records")
 [{'epoch': 1, 'steps': 22, 'paths': 22}]
 >>> found = nas.api.search("macro", "random", budget=4, executor="inprocess", supernet=d, data="digits",
@@ -23,20 +23,23 @@ import dataclasses
 import datetime
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm import tqdm
 
 import nas.api
 from nas.core.space import SearchSpace
 from nas.core.types import Arch
+from nas.engine.supernet_actor import EpochDone, SupernetFailed, SupernetGang, SupernetJob
 from nas.run.config import RunConfig
 from nas.run.supernet_store import SupernetStore
 from nas.strategies.fixed import FixedArchs
 from nas.train.data import Dataset, dataset_fingerprint, load_dataset
 from nas.train.settings import TrainSettings
+from nas.train.supernet_spos import SAMPLINGS
 
 EpochCallback = Callable[[Mapping[str, Any]], None]
 
@@ -44,65 +47,109 @@ EpochCallback = Callable[[Mapping[str, Any]], None]
 def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "digits",
                    run_dir: str | os.PathLike[str] | None = None, *, epochs: int = 10, sampling: str = "uniform",
                    settings: TrainSettings | None = None, seed: int = 0, resume: bool = False, progress: bool = True,
-                   on_epoch: EpochCallback | None = None) -> pd.DataFrame:
+                   on_epoch: EpochCallback | None = None, executor: str = "ray", trial_workers: int = 1,
+                   address: str | None = None, cpus_per_worker: float = 1.0) -> pd.DataFrame:
     """Train ``space``'s supernet on ``data`` by single-path one-shot training (:mod:`nas.train.supernet_spos`,
     ``sampling`` uniform, fair or sandwich) for ``epochs`` epochs, with ``settings``' optimizer, learning rate,
     schedule and batch size, in ``run_dir`` (:mod:`nas.run.supernet_store`: lock, journal of epochs, a checkpoint
-    each epoch). ``resume=True`` continues the run there (same space, data, sampling, seed and settings; ``epochs``
-    may be raised) to the weights an uninterrupted run reaches. ``on_epoch(record)`` is called once each epoch is
-    on disk. Returns one row per epoch; ``df.attrs["run_dir"]`` names the directory."""
-    import torch
-    from tqdm import tqdm
+    each epoch). ``resume=True`` continues the run there (same space, data, sampling, seed, settings and workers;
+    ``epochs`` may be raised) to the weights an uninterrupted run reaches. ``on_epoch(record)`` is called once each
+    epoch is on disk. Returns one row per epoch; ``df.attrs["run_dir"]`` names the directory.
 
-    from nas.train.device import DeviceSide
-    from nas.train.supernet_io import weights_bytes
-    from nas.train.supernet_spos import SAMPLINGS, SPOSTrainer
-
+    ``executor``: ``ray`` (the training on a Ray actor of ``cpus_per_worker`` CPUs; with ``trial_workers`` N > 1 a
+    gang of N actors training it data-parallel, ``settings.batch_size`` rows per rank and step:
+    :mod:`nas.engine.supernet_actor`; the cluster at ``address``, else a private local one) or ``inprocess`` (in
+    this process). Either way this process's store writes every epoch the workers send."""
     space_obj = nas.api.space_from_spec(space)
     if sampling not in SAMPLINGS:
         raise ValueError(f"unknown sampling {sampling!r}; known: {', '.join(SAMPLINGS)}")
+    if executor not in ("ray", "inprocess"):
+        raise ValueError(f"executor {executor!r} cannot train a supernet; allowed: ray, inprocess")
+    if isinstance(trial_workers, bool) or not isinstance(trial_workers, int) or trial_workers < 1:
+        raise ValueError(f"trial_workers must be an integer >= 1, got {trial_workers!r}")
+    if trial_workers > 1 and executor != "ray":
+        raise ValueError(f"trial_workers={trial_workers} (data-parallel training) needs executor 'ray', "
+                         f"got {executor!r}")
     settings = settings or TrainSettings(seed=seed)
     dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
     settings.check_data(dataset)
     task = dataset.task
     if not space_obj.has_supernet:
         space_obj.supernet(task)  # the space's own one-line refusal
+    if sampling == "sandwich":  # (refused by the sampler of a supernet without sizes: before anything is written)
+        from nas.train.supernet_spos import PathSampler
+
+        PathSampler(space_obj.supernet(task), sampling)
     run_path = Path(run_dir or Path("runs") / f"{datetime.datetime.now():%Y%m%d-%H%M%S}-supernet-{space_obj!r}")
     config = {"space": space_obj.spec()["class"], "space_spec": space_obj.spec(),
               "task": {"input_shape": list(task.input_shape), "num_classes": task.num_classes},
               "dataset": data if isinstance(data, str) else dataset.name,
               "dataset_fingerprint": dataset_fingerprint(dataset), "sampling": sampling, "seed": seed,
-              "epochs": epochs, "hparams": settings.defaults(), "run_dir": str(run_path),
+              "epochs": epochs, "hparams": settings.defaults(), "ranks": trial_workers, "run_dir": str(run_path),
               "created": datetime.datetime.now().isoformat(timespec="seconds")}
-    side = DeviceSide(dataset, settings)  # (before seeding: its warm-up draws random numbers)
-    with side.flags():
-        torch.manual_seed(seed)
-        supernet = space_obj.supernet(task).to(side.device)
-        trainer = SPOSTrainer(supernet, side.feed, settings.defaults(), epochs=epochs, sampling=sampling, seed=seed,
-                              autocast=side.autocast)
-        store = SupernetStore.resume(run_path, config) if resume else SupernetStore.create(run_path, config)
-        try:
-            state = store.checkpoint()
-            if state is not None:
-                trainer.load_state_dict(state)
-            bar = tqdm(total=epochs, initial=trainer.epoch, desc="supernet", unit="epoch", file=sys.stderr,
-                       disable=not progress, dynamic_ncols=True)
-            with bar:
-                while trainer.epoch < epochs:
-                    record = trainer.train_epoch()
-                    store.on_epoch(record, trainer.state_dict(),
-                                   weights_bytes(supernet, space_spec=space_obj.spec(), epoch=trainer.epoch))
-                    bar.set_postfix_str(f"loss {record['train_loss']:.4f}, acc {record['train_acc']:.4f}")
-                    bar.update(1)
-                    if on_epoch is not None:
-                        on_epoch(record)
-            store.write_status("finished", epochs)
-            records = list(store.records)
-        finally:
-            store.close()
+    job = SupernetJob(epochs, sampling, seed)
+    store = SupernetStore.resume(run_path, config) if resume else SupernetStore.create(run_path, config)
+    try:
+        state = store.checkpoint()
+        bar = tqdm(total=epochs, initial=0 if state is None else int(state["epoch"]), desc="supernet",
+                   unit="epoch", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+        with bar:
+            if executor == "inprocess":
+                done = _in_process(space_obj, dataset, settings, job, state)
+            else:
+                done = _on_ray(space_obj, dataset, settings, job, state, trial_workers, address, cpus_per_worker)
+            for item in done:
+                store.on_epoch(item.record, item.state, item.weights)
+                bar.set_postfix_str(f"loss {item.record['train_loss']:.4f}, acc {item.record['train_acc']:.4f}")
+                bar.update(1)
+                if on_epoch is not None:
+                    on_epoch(item.record)
+        store.write_status("finished", epochs)
+        records = list(store.records)
+    except SupernetFailed:
+        store.write_status("failed", epochs)
+        raise
+    finally:
+        store.close()
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "kind"} for r in records])
     df.attrs["run_dir"] = str(run_path)
     return df
+
+
+def _in_process(space: SearchSpace, dataset: Dataset, settings: TrainSettings, job: SupernetJob,
+                state: dict[str, Any] | None) -> Iterator[EpochDone]:
+    """The epochs after ``state``, trained in this process."""
+    import torch
+
+    from nas.train.device import DeviceSide
+    from nas.train.supernet_io import weights_bytes
+    from nas.train.supernet_spos import SPOSTrainer
+
+    side = DeviceSide(dataset, settings)  # (before seeding: its warm-up draws random numbers)
+    with side.flags():
+        torch.manual_seed(job.seed)
+        supernet = space.supernet(dataset.task).to(side.device)
+        trainer = SPOSTrainer(supernet, side.feed, settings.defaults(), epochs=job.epochs, sampling=job.sampling,
+                              seed=job.seed, autocast=side.autocast)
+        if state is not None:
+            trainer.load_state_dict(state)
+        while trainer.epoch < job.epochs:
+            record = {**trainer.train_epoch(), "ranks": 1}
+            yield EpochDone(record, trainer.state_dict(),
+                            weights_bytes(supernet, space_spec=space.spec(), epoch=trainer.epoch))
+
+
+def _on_ray(space: SearchSpace, dataset: Dataset, settings: TrainSettings, job: SupernetJob,
+            state: dict[str, Any] | None, ranks: int, address: str | None, cpus: float) -> Iterator[EpochDone]:
+    """The epochs after ``state``, trained by a gang of ``ranks`` Ray actors (one: a single trainer actor)."""
+    from nas.parts import connect
+
+    connect(address, run_name="supernet")
+    gang = SupernetGang(space, dataset, settings, job, ranks=ranks, cpus=cpus)
+    try:
+        yield from gang.train(state)
+    finally:
+        gang.shutdown()
 
 
 def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[RunConfig, list[Arch]]:
@@ -153,4 +200,4 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
                           run_dir=out_dir or Path(run_dir) / "retrain", seed=cfg.search.seed, **search_options)
 
 
-__all__ = ["chosen", "retrain", "train_supernet"]
+__all__ = ["SupernetFailed", "chosen", "retrain", "train_supernet"]

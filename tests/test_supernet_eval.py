@@ -44,7 +44,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def macro_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("supernets") / "macro"
-    train_supernet("macro", "digits", d, epochs=2, settings=SETTINGS, seed=0, progress=False)
+    train_supernet("macro", "digits", d, epochs=2, settings=SETTINGS, seed=0, progress=False, executor="inprocess")
     return d
 
 
@@ -121,7 +121,8 @@ def test_weights_changed_during_a_search_fail_the_trial_in_one_line(macro_dir, d
     d = tmp_path / "copy"
     shutil.copytree(macro_dir, d)
     ev = SupernetEval(d)
-    train_supernet("macro", "digits", d, epochs=3, settings=SETTINGS, seed=0, progress=False, resume=True)
+    train_supernet("macro", "digits", d, epochs=3, settings=SETTINGS, seed=0, progress=False, resume=True,
+                   executor="inprocess")
     supernet_eval._CACHE.clear()
     result, _ = TrialRunner(digits, SETTINGS, train=ev).run(Trial(0, ARCH), MacroSpace(), None)
     assert result.failure is FailureKind.CHECKPOINT_MISSING
@@ -142,7 +143,8 @@ def test_weights_changed_during_a_search_fail_the_trial_in_one_line(macro_dir, d
 def test_bad_input_is_one_line_and_starts_nothing(macro_dir, tmp_path, space, supernet, data, message):
     d = macro_dir.parent
     if supernet == "nb201" and not (d / "nb201").exists():
-        train_supernet(NB201Space(channels=4), "digits", d / "nb201", epochs=1, settings=SETTINGS, progress=False)
+        train_supernet(NB201Space(channels=4), "digits", d / "nb201", epochs=1, settings=SETTINGS, progress=False,
+                       executor="inprocess")
     (d / "empty").mkdir(exist_ok=True)
     if data == "tabular":
         rng = np.random.default_rng(0)
@@ -194,7 +196,8 @@ def test_nas_search_supernet_records_it_and_resumes_from_the_command_line(macro_
 
     other = tmp_path / "other"  # the same directory holding another supernet: the resume is refused, naming it
     shutil.copytree(macro_dir, other)
-    train_supernet("macro", "digits", other, epochs=3, settings=SETTINGS, seed=0, progress=False, resume=True)
+    train_supernet("macro", "digits", other, epochs=3, settings=SETTINGS, seed=0, progress=False, resume=True,
+                   executor="inprocess")
     cfg = json.loads((run / "run.json").read_text())
     cfg["train"]["supernet"] = str(other)
     (run / "run.json").write_text(json.dumps(cfg))

@@ -26,7 +26,7 @@ from nas.train.supernet_io import WEIGHTS
 from nas.train.supernet_spos import PathSampler
 
 SETTINGS = TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, schedule="cosine")
-RUN = {"epochs": 4, "sampling": "uniform", "seed": 3, "settings": SETTINGS, "progress": False}
+RUN = {"epochs": 4, "sampling": "uniform", "seed": 3, "settings": SETTINGS, "progress": False, "executor": "inprocess"}
 
 CHILD = """
 import sys
@@ -42,6 +42,7 @@ def on_epoch(record):
         sys.stdin.read()
 
 train_supernet("macro", "digits", run_dir, epochs=4, sampling="uniform", seed=3, progress=False, on_epoch=on_epoch,
+               executor="inprocess",
                settings=TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, schedule="cosine"))
 """
 
@@ -171,3 +172,17 @@ def test_the_command_line_trains_and_resumes(tmp_path, capsys):
     assert "supernet trained 1 epochs in" in out and "supernet trained 2 epochs in" in out
     assert f"nas search --space macro --dataset digits --supernet {tmp_path / 'sn'}" in out
     assert [r["epoch"] for r in read_epochs(tmp_path / "sn" / EPOCHS)] == [1, 2]
+
+
+def test_nas_status_says_what_a_supernet_run_is(tmp_path, capsys):
+    from nas.cli import main
+
+    d = tmp_path / "sn"
+    train_supernet("macro", "digits", d, **{**RUN, "epochs": 1})
+    assert main(["status", str(d)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"supernet  {d}  (macro on digits, uniform sampling, 1 rank)")
+    assert out[1:3] == ["state     finished", out[2]] and out[2].startswith("epochs    1/1, last epoch: train loss ")
+    assert main(["supernet", "train", "--executor", "inprocess", "--trial-workers", "2", "--run-dir",
+                 str(tmp_path / "x")]) == 2
+    assert "trial_workers=2 (data-parallel training) needs executor 'ray'" in capsys.readouterr().err

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from nas.oneshot import retrain, train_supernet
+from nas.oneshot import SupernetFailed, retrain, train_supernet
 from nas.train.settings import TrainSettings
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     settings = TrainSettings(lr=args.lr, batch_size=args.batch_size, optimizer=args.optimizer,
                              schedule=args.schedule, seed=args.seed, device=args.device, threads=args.threads)
-    df = train_supernet(args.space, args.dataset, args.run_dir, epochs=args.epochs, sampling=args.sampling,
-                        settings=settings, seed=args.seed, resume=args.resume, progress=not args.quiet)
+    try:
+        df = train_supernet(args.space, args.dataset, args.run_dir, epochs=args.epochs, sampling=args.sampling,
+                            settings=settings, seed=args.seed, resume=args.resume, progress=not args.quiet,
+                            executor=args.executor, trial_workers=args.trial_workers, address=args.address,
+                            cpus_per_worker=args.cpus_per_worker)
+    except SupernetFailed as e:  # (its checkpoint of the last epoch stays: --resume continues from it)
+        print(f"nas supernet train: error ({e.kind.value}): {e}; continue with --resume", file=sys.stderr)
+        return 1
     last = df.iloc[-1]
     print(f"supernet trained {int(last['epoch'])} epochs in {df.attrs['run_dir']} (last epoch: train loss "
           f"{last['train_loss']:.4f}, train accuracy of its paths {last['train_acc']:.4f}); search it with: "
@@ -48,6 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--executor", choices=["ray", "inprocess"], default="ray",
+                   help="ray: on a Ray actor (default); inprocess: in this process")
+    p.add_argument("--trial-workers", type=int, default=1, metavar="N",
+                   help="Ray actors training the supernet data-parallel (torch DDP), --batch-size rows each per step")
+    p.add_argument("--cpus-per-worker", type=float, default=1.0,
+                   help="CPUs of each Ray actor (its torch threads, unless --threads; default 1)")
+    p.add_argument("--address", help="the Ray cluster to join (default: RAY_ADDRESS, else a private local one)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_train)
     p = sub.add_parser("retrain", help="train a search's best architectures standalone, from scratch")

@@ -58,6 +58,14 @@ class RankEnd:
     error: str | None = None
 
 
+def meeting_point() -> tuple[str, int]:
+    """This node's address and a free port on it, where a gang's process group meets (rank 0 names it)."""
+    host = ray.util.get_node_ip_address()
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return host, s.getsockname()[1]
+
+
 @ray.remote(concurrency_groups={"monitor": 1})  # type: ignore[call-overload]
 class GangMember:
     """Rank ``rank`` of gang ``gang`` (``world`` ranks). Trials run one at a time (the default group); ``info`` and
@@ -76,11 +84,8 @@ class GangMember:
         self.channels: dict[int, TrialChannel] = {}
 
     def address(self) -> tuple[str, int]:
-        """Rank 0: this node's address and a free port on it, where the gang's process group meets."""
-        host = ray.util.get_node_ip_address()
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-            s.bind((host, 0))
-            return host, s.getsockname()[1]
+        """Rank 0: where the gang's process group meets (:func:`meeting_point`)."""
+        return meeting_point()
 
     def setup(self, address: tuple[str, int], backend: str, timeout: float) -> dict[str, Any]:
         """Join the gang's process group (once for the gang's life) and make this rank's trial runner."""
@@ -152,4 +157,4 @@ class GangMember:
         return self.name
 
 
-__all__ = ["GangEnded", "GangMember", "RankEnd"]
+__all__ = ["GangEnded", "GangMember", "RankEnd", "meeting_point"]

@@ -47,7 +47,8 @@ class GangSpec:
     """What every gang is made of: ``ranks`` actors of ``cpus`` CPUs and ``gpus`` GPUs each, placed by ``strategy``,
     joined over ``backend`` with collectives that wait ``collective_timeout`` seconds at most; ``member_args``: what
     each rank's actor is built with after its name, gang, rank and world (space, data, settings, train function,
-    threads)."""
+    threads); ``member``: the rank actor class (default :class:`nas.engine.gang_actor.GangMember`; another has its
+    constructor and its ``address`` and ``setup`` methods)."""
 
     ranks: int
     strategy: str
@@ -58,6 +59,7 @@ class GangSpec:
     member_args: tuple[Any, ...]
     name_prefix: str = "nas-gang"
     namespace: str | None = None
+    member: Any = None
 
     def needs(self, gangs: int) -> tuple[float, float]:
         """CPUs and GPUs that ``gangs`` gangs hold."""
@@ -118,7 +120,7 @@ class GangPool:
         bundle = {"CPU": s.cpus, **({"GPU": s.gpus} if s.gpus else {})}
         pg = placement_group([bundle] * s.ranks, strategy=s.strategy, name=f"{s.name_prefix}-{g}")
         threads = max(1, math.floor(s.cpus))
-        actors = [GangMember.options(  # type: ignore[attr-defined]
+        actors = [(s.member or GangMember).options(  # type: ignore[attr-defined,union-attr]
             name=name, namespace=s.namespace, num_cpus=s.cpus, num_gpus=s.gpus, max_concurrency=1,
             scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=r),
         ).remote(name, g, r, s.ranks, *s.member_args, threads) for r, name in enumerate(s.names(g))]

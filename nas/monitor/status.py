@@ -63,7 +63,11 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
     """Everything ``nas status`` prints, as values."""
     from nas.monitor.pareto import front_status
     from nas.run.reader import load_run
+    from nas.run.supernet_store import supernet_status
 
+    supernet = supernet_status(run_dir)  # (a supernet's training run: its own few lines)
+    if supernet is not None:
+        return supernet
     cfg, df = load_run(run_dir)
     live = read_live(run_dir)
     now = time.time() if now is None else now
@@ -159,6 +163,8 @@ def _best(st: dict[str, Any]) -> str:
 
 
 def format_status(st: dict[str, Any]) -> str:
+    if st.get("kind") == "supernet":
+        return str(st["text"])
     lines = [f"run       {st['run_dir']}  ({st['space']} / {st['strategy']}, budget {st['budget']}, "
              f"{workers_text(st)})"]
     state = st["state"]

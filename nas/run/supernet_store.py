@@ -187,6 +187,38 @@ def read_run(path: Path) -> dict[str, Any]:
     return cfg
 
 
+def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """What ``nas status DIR`` says of the supernet run in ``path`` (None when it holds none): its state (running,
+    finished, failed; ``stopped`` when status.json says running but no process holds the lock), epochs done of its
+    total, the last epoch's loss and accuracy, as values and as ``text``."""
+    from nas.run.lock import held
+
+    path = Path(path)
+    try:
+        kind = json.loads((path / RUN_JSON).read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if kind != KIND:
+        return None
+    cfg, records = read_run(path), read_epochs(path / EPOCHS)
+    try:
+        status = json.loads((path / STATUS).read_text())
+    except (OSError, ValueError):
+        status = {}
+    state = str(status.get("state", "created"))
+    if state == "running" and not held(path):
+        state = "stopped"  # (its process died: --resume continues from the last epoch's checkpoint)
+    last = records[-1] if records else {}
+    st = {"kind": KIND, "run_dir": str(path), "state": state, "epochs_done": last.get("epoch", 0),
+          "epochs": cfg.get("epochs"), "train_loss": last.get("train_loss"), "train_acc": last.get("train_acc"),
+          "ranks": cfg.get("ranks", 1)}
+    figures = "" if not last else f", last epoch: train loss {last['train_loss']:.4f}, accuracy {last['train_acc']:.4f}"
+    st["text"] = (f"supernet  {path}  ({cfg.get('space')} on {cfg.get('dataset')}, {cfg.get('sampling')} sampling, "
+                  f"{st['ranks']} rank{'s' if st['ranks'] != 1 else ''})\n"
+                  f"state     {state}\nepochs    {st['epochs_done']}/{st['epochs']}{figures}")
+    return st
+
+
 def _read_checkpoint(path: Path) -> dict[str, Any] | None:
     if not (path / CHECKPOINT).exists():
         return None
@@ -200,4 +232,4 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, indent=2, default=str).encode()
 
 
-__all__ = ["SupernetStore", "read_epochs", "read_run"]
+__all__ = ["SupernetStore", "read_epochs", "read_run", "supernet_status"]

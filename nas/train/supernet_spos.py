@@ -47,6 +47,7 @@ import torch
 from nas.core.weight_sharing import Supernet
 from nas.train.feed import DeviceFeed
 from nas.train.hparams import augmentation, check_hparams, make_optimizer, make_schedule
+from nas.train.shard import ShardedFeed
 
 SAMPLINGS = ("uniform", "fair", "sandwich")
 SANDWICH_RANDOM = 2  # random paths per sandwich step, besides the largest and the smallest (as US-Nets)
@@ -91,14 +92,22 @@ class PathSampler:
 class SPOSTrainer:
     """Trains ``supernet`` on ``feed`` for ``epochs`` epochs with ``hparams`` (a resolved
     :meth:`nas.train.settings.TrainSettings.defaults`), sampling paths by ``sampling``. ``autocast``: the device's
-    mixed-precision context (:meth:`nas.train.device.DeviceSide.autocast`)."""
+    mixed-precision context (:meth:`nas.train.device.DeviceSide.autocast`).
+
+    Data-parallel (rank ``rank`` of ``world``, :mod:`nas.engine.supernet_actor`): each epoch the rank trains its
+    shard of the epoch's permutation (:class:`nas.train.shard.ShardedFeed`, drawn from ``seed`` and the epoch, so
+    one process, ``world=1``, trains the same order on every path), ``forward`` is the DistributedDataParallel
+    wrapper of ``supernet`` that averages the gradients, and every rank, its sampler seeded alike, trains the same
+    paths in the same step."""
 
     def __init__(self, supernet: Supernet, feed: DeviceFeed, hparams: Mapping[str, Any], *, epochs: int,
-                 sampling: str = "uniform", seed: int = 0,
-                 autocast: Callable[[], Any] | None = None) -> None:
+                 sampling: str = "uniform", seed: int = 0, autocast: Callable[[], Any] | None = None,
+                 rank: int = 0, world: int = 1, forward: torch.nn.Module | None = None) -> None:
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
         self.supernet, self.feed, self.hp = supernet, feed, check_hparams(hparams)
+        self.forward = forward if forward is not None else supernet
+        self.shards = ShardedFeed(feed, rank=rank, world=world, seed=seed)
         self.sampler = PathSampler(supernet, sampling, seed=seed)
         self.opt = make_optimizer(supernet, self.hp)
         if isinstance(self.opt, torch.optim.SGD):  # fused SGD refuses the missing momentum of paths not yet trained
@@ -106,7 +115,8 @@ class SPOSTrainer:
                 group["fused"], group["foreach"] = None, True
         self.loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=self.hp["label_smoothing"])
         self.augment = augmentation(self.hp)
-        self.steps_per_epoch = -(-feed.train_samples(self.hp["batch_size"]) // min(self.hp["batch_size"], feed.n_train))
+        bs = self.hp["batch_size"]
+        self.steps_per_epoch = -(-self.shards.train_samples(bs) // min(bs, self.shards.n_train))
         self.epochs = epochs
         self.schedule = make_schedule(self.hp, self.steps_per_epoch, epochs)
         self.autocast = autocast
@@ -115,18 +125,18 @@ class SPOSTrainer:
 
     def train_epoch(self) -> dict[str, Any]:
         """One epoch; its figures (``train_loss`` and ``train_acc`` over the paths trained, ``lr``, ``steps``,
-        ``paths``, ``seconds``)."""
+        ``paths``, ``samples``: the training rows this rank saw, ``seconds``)."""
         import contextlib
 
-        model, hp, device = self.supernet, self.hp, self.feed.device
-        model.train()
+        model, hp, device = self.forward, self.hp, self.feed.device
+        self.supernet.train()
         t0 = time.perf_counter()
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), dtype=torch.int64, device=device)
-        seen = paths = steps = 0
+        seen = paths = steps = rows = 0
         lr = hp["lr"]
-        params = [p for p in model.parameters() if p.requires_grad]
-        for x, y in self.feed.train_batches(hp["batch_size"], self.augment):
+        params = [p for p in self.supernet.parameters() if p.requires_grad]
+        for x, y in self.shards.train_batches(hp["batch_size"], self.augment):
             lr = self.schedule.lr(self.step)
             for group in self.opt.param_groups:
                 group["lr"] = lr
@@ -145,13 +155,14 @@ class SPOSTrainer:
             self.opt.step()
             self.step += 1
             steps += 1
+            rows += len(y)
         loss_value, right = torch.stack([loss_sum, correct.double()]).tolist()  # one device sync
         train_loss = loss_value / max(seen, 1)
         if not math.isfinite(train_loss):
             raise FloatingPointError(f"supernet training loss became {train_loss} in epoch {self.epoch + 1}")
         self.epoch += 1
         return {"epoch": self.epoch, "train_loss": train_loss, "train_acc": right / max(seen, 1), "lr": lr,
-                "steps": steps, "paths": paths, "seconds": time.perf_counter() - t0}
+                "steps": steps, "paths": paths, "samples": rows, "seconds": time.perf_counter() - t0}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything the next epoch depends on, as tensors and plain data (on the CPU)."""
@@ -171,6 +182,7 @@ class SPOSTrainer:
         if self.feed.device.type == "cuda" and "cuda_rng" in state:
             torch.cuda.set_rng_state(state["cuda_rng"], self.feed.device)
         self.epoch, self.step = int(state["epoch"]), int(state["step"])
+        self.shards.epoch = self.epoch  # (each epoch's permutation comes from the seed and the epoch)
 
 
 def _to_cpu(value: Any) -> Any:

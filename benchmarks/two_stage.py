@@ -61,7 +61,7 @@ def ranking(data: Dataset, settings: TrainSettings, work: Path, *, seed: int, ar
     space, rng = MacroSpace(), np.random.default_rng(seed)
     sn = work / f"supernet-{seed}"
     epochs = train_supernet(space, data, sn, epochs=supernet_epochs, sampling=sampling, seed=seed,
-                            settings=settings, progress=False)
+                            settings=settings, progress=False, executor="inprocess")
     evaluate = TrialRunner(data, settings, train=SupernetEval(sn, bn_batches=bn_batches))
     standalone = TrialRunner(data, settings)
     rows = []
