@@ -5,7 +5,7 @@ registered name, and the Ray cluster the Ray executor needs. :class:`nas.session
 >>> make_strategy("evolution", ToySpace(), seed=0, options={"populaton": 3})
 Traceback (most recent call last):
 ...
-ValueError: unknown options ['populaton'] for strategy 'evolution'; allowed: [...'population', 'sample_size'...]
+ValueError: unknown options ['populaton'] for strategy 'evolution' (did you mean 'population'?); allowed: [...'population', 'sample_size'...]
 >>> from nas.engine.inprocess import InProcessExecutor
 >>> executor_name(InProcessExecutor(ToySpace(), None))
 'inprocess'
@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nas.core import registry
+from nas.core.nearest import did_you_mean
 from nas.core.scheduler import Scheduler, make_scheduler
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy
@@ -38,7 +39,8 @@ def make_strategy(name: str, space: SearchSpace, *, seed: int | None = None,
     allowed = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY and p != "seed"]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ValueError(f"unknown options {unknown} for strategy {name!r}; allowed: {allowed}")
+        raise ValueError(f"unknown options {unknown} for strategy {name!r}{did_you_mean(unknown, allowed)}; "
+                         f"allowed: {allowed}")
     return cls(space, seed=seed, **options)
 
 
