@@ -33,7 +33,7 @@ stopped or paused, which gets that answer again. The state (``state_dict``) is p
 >>> make_scheduler("asha", max_epochs=9, options={"etaa": 2})
 Traceback (most recent call last):
 ...
-ValueError: unknown options ['etaa'] for scheduler 'asha' (did you mean 'eta'?); allowed: ['eta', 'grace_period', 'variant', 'levels']
+ValueError: unknown options ['etaa'] for scheduler 'asha' (did you mean 'eta'?); allowed: ['eta', 'grace_period', ...]
 """
 
 from __future__ import annotations
