@@ -32,8 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("nas.cli.monitor", "a run's progress: trials by state, best so far, throughput, ETA"),
     "report": ("nas.cli.monitor", "an interactive HTML page about one run, or comparing several"),
     "recipes": ("nas.cli.train", "list the training recipes (nas search --recipe NAME)"),
-    "supernet": ("nas.cli.supernet", "train a weight-sharing supernet (then: nas search --supernet DIR)"),
-    "retrain": ("nas.cli.supernet", "train a search's best architectures standalone, from scratch"),
+    "supernet": ("nas.cli.one_shot", "train a weight-sharing supernet (then: nas search --supernet DIR)"),
+    "retrain": ("nas.cli.one_shot", "train a search's best architectures standalone, from scratch"),
 }
 
 
