@@ -5,7 +5,7 @@ registered name, and the Ray cluster the Ray executor needs. :class:`nas.session
 >>> make_strategy("evolution", ToySpace(), seed=0, options={"populaton": 3})
 Traceback (most recent call last):
 ...
-ValueError: unknown options ['populaton'] for strategy 'evolution'; allowed: [...'population', 'sample_size'...]
+ValueError: unknown options ['populaton'] for strategy 'evolution' (did you mean 'population'?); allowed: [...]
 >>> from nas.engine.inprocess import InProcessExecutor
 >>> executor_name(InProcessExecutor(ToySpace(), None))
 'inprocess'
@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nas.core import registry
+from nas.core.nearest import did_you_mean
 from nas.core.scheduler import Scheduler, make_scheduler
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy
@@ -38,7 +39,8 @@ def make_strategy(name: str, space: SearchSpace, *, seed: int | None = None,
     allowed = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY and p != "seed"]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ValueError(f"unknown options {unknown} for strategy {name!r}; allowed: {allowed}")
+        raise ValueError(f"unknown options {unknown} for strategy {name!r}{did_you_mean(unknown, allowed)}; "
+                         f"allowed: {allowed}")
     return cls(space, seed=seed, **options)
 
 
@@ -92,10 +94,11 @@ def keep_warm_weights(executor: Executor, warm: Sequence[WarmTrial]) -> None:
 
 
 def connect(address: str | None = None, *, num_cpus: int | None = None, dashboard: bool = False,
-            run_name: str | None = None) -> str | None:
+            run_name: str | None = None, notify: Callable[[str], None] | None = None) -> str | None:
     """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start a new private one on loopback with
     Ray's token auth (:mod:`nas.engine.cluster`); the Ray job is named ``run_name``. Returns the dashboard's URL
-    (None without one). A no-op returning None if Ray is already initialised in this process."""
+    (None without one). A no-op returning None if Ray is already initialised in this process. ``notify`` hears
+    one line about the cluster's token auth, in place of Ray's own warning."""
     import ray
 
     from nas.engine import cluster
@@ -105,7 +108,7 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         return cluster.join(address, run_name=run_name)
-    return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name)
+    return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name, notify=notify)
 
 
 __all__ = ["build_scheduler", "build_strategy", "connect", "executor_name", "keep_warm_weights", "make_strategy"]

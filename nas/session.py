@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from nas.core.space import SearchSpace
 from nas.core.spec import BUILTIN, CUSTOM, resolve_space_spec, space_from_spec, train_from_spec, train_spec
 from nas.core.strategy import Strategy
 from nas.core.types import Trial
+from nas.engine.cluster import workers_text
 from nas.engine.interfaces import Callback
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import Executor, ExecutorConfig, build_executor
@@ -208,10 +210,10 @@ def _resumable(config: RunConfig, given: Given) -> None:
     if config.run_dir is None:
         raise ValueError("resume=True needs the run_dir of the run to continue")
     prior = read_config(Path(config.run_dir)).resumed_as(config.run_dir, budget=config.search.budget)  # (budget first)
-    if given.space is None:  # what run.json names must be a SearchSpace class (imported as the search did)
-        resolve_space_spec(prior.search.space, allow_import=True)
+    if given.space is None:  # what run.json names must be a SearchSpace class (imported as the search did, never
+        resolve_space_spec(prior.search.space, allow_import=True, outside=config.run_dir)  # from the run directory)
     t = prior.train
-    if t.function.startswith(CUSTOM) and given.train is None and given.executor is None:
+    if given.train is None and given.executor is None:
         _training_function(prior, resume=True)
     if t.data_object is not None and given.data is None and given.executor is None:
         raise ValueError(_python_only(prior, True, f"was given a Dataset object ({t.data_object!r}) in Python",
@@ -223,7 +225,7 @@ def _training_function(config: RunConfig, resume: bool) -> TrainFn | None:
     if spec.startswith(CUSTOM):
         raise ValueError(_python_only(config, resume, f"trains with a function that is {spec}",
                                       "train=<that function>"))
-    return train_from_spec(spec) if spec != BUILTIN else None
+    return train_from_spec(spec, outside=config.run_dir if resume else None) if spec != BUILTIN else None
 
 
 def _check_executor(config: RunConfig, resume: bool) -> None:
@@ -282,9 +284,10 @@ def _with_state_file(config: RunConfig, given: Given, store: RunStore, strategy:
 def _make_executor(config: RunConfig, space: SearchSpace, data: Dataset | None, train: TrainFn | None,
                    notify: Callable[[str], None]) -> tuple[Executor, str | None]:
     e, name, url = config.execution, config.execution.executor, None
-    namespace = f"nas-{Path(str(config.run_dir)).name}"
-    if registry.executors.get(name).needs_ray:
-        url = connect(e.address, dashboard=e.dashboard, run_name=Path(str(config.run_dir)).name)
+    namespace, on_ray, started = f"nas-{Path(str(config.run_dir)).name}", registry.executors.get(name).needs_ray, 0.0
+    if on_ray:
+        started = time.monotonic()
+        url = connect(e.address, dashboard=e.dashboard, run_name=Path(str(config.run_dir)).name, notify=notify)
         if url:
             notify(f"Ray dashboard: {url}")
         import ray
@@ -295,6 +298,9 @@ def _make_executor(config: RunConfig, space: SearchSpace, data: Dataset | None, 
         space, data, config.train.settings, workers=e.workers, train=train, cpus_per_trial=e.cpus_per_trial,
         gpus_per_trial=e.gpus_per_trial, max_retries=e.max_retries, namespace=namespace, seed=config.search.seed,
         options=dict(e.executor_options), trial_workers=e.trial_workers, gang_strategy=e.gang_strategy))
+    if on_ray:  # (the Ray executors return once every worker has answered)
+        notify(f"{workers_text(e.workers, e.trial_workers)} ready ({time.monotonic() - started:.1f} s for Ray and "
+               "the workers to start)")
     return executor, url
 
 

@@ -16,7 +16,8 @@ from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.simple import scored
 
-# Test set-up only (README, "Ray and auth"): subprocess tests join the session's private cluster by address, which
+# Test set-up only (docs/cluster.md, "Ray and auth"):
+# subprocess tests join the session's private cluster by address, which
 # with token auth would need RAY_AUTH_MODE=token and the token in each, and a test run must not write a token into
 # the developer's ~/.ray. tests/test_cluster_security.py removes it to test the production set-up.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -92,7 +92,7 @@ def test_datasets_with_the_wrong_shape(tmp_path, capsys, arrays, message):
 
 
 def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
-    with pytest.raises(ValueError, match="unknown search space 'nb202'; known: .*nb201"):
+    with pytest.raises(ValueError, match=r"unknown search space 'nb202' \(did you mean 'nb201'\?\); known: .*nb201"):
         nas.search("nb202", executor="inprocess", run_dir=tmp_path / "a")
     with pytest.raises(ValueError, match="unknown strategy 'annealing'; known: .*evolution.*random"):
         nas.search("toy", "annealing", executor="inprocess", run_dir=tmp_path / "b")

@@ -87,7 +87,7 @@ def test_cli_strategies_writes_csv_and_png(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--strategies", "evolutoin"], "unknown strategy 'evolutoin'; known:"),
+    (["--strategies", "evolutoin"], "unknown strategy 'evolutoin' (did you mean 'evolution'?); known:"),
     (["--seeds", "0"], "--seeds must be >= 1"),
     (["-o", "evolution.population=0"], "population must be an integer >= 1"),
 ])

@@ -31,7 +31,8 @@ def test_snapshot_size_rows_at_each_mark_for_every_strategy(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["snapshot-size", "--trials", "10,x"], "--trials must be comma-separated integers, got '10,x'"),
     (["snapshot-size", "--in-flight", "0"], "--in-flight must be >= 1, got 0"),
-    (["snapshot-size", "--strategies", "evolutoin"], "unknown strategy 'evolutoin'; known:"),
+    (["snapshot-size", "--strategies", "evolutoin"],
+     "unknown strategy 'evolutoin' (did you mean 'evolution'?); known:"),
     (["strategy-speed", "--pairs", "0"], "--pairs must be >= 1, got 0"),
 ])
 def test_bad_input_is_one_line(capsys, argv, message):

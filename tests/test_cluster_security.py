@@ -9,7 +9,7 @@ inside the namespace and use its 127.0.0.1. Once the search says it is keeping t
 it: without the token, through the namespace's outer address and through 127.0.0.1 (both refused, and the task each
 would run never writes its marker), and with the token through 127.0.0.1 (joins: the control showing that a joined
 client's task would be seen). The listening sockets of the processes it started (read with psutil) are compared
-with nas.engine.cluster.LOCAL_LISTENERS, which the README mirrors: all on loopback.
+with nas.engine.cluster.LOCAL_LISTENERS, which docs/cluster.md mirrors: all on loopback.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from nas.engine.cluster import LOCAL_LISTENERS, SINGLE_NODE_ENV, Listener
 pytestmark = pytest.mark.ray
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+CLUSTER_DOC = README.parent / "docs" / "cluster.md"  # (the README's "Ray and auth" section moved there)
 KEEPING = "keeping the Ray cluster up for inspection"
 #: a client on this machine must also tell Ray to keep 127.0.0.1 (else Ray dials the external address instead)
 LOCAL_CLIENT = {SINGLE_NODE_ENV: "0"}
@@ -271,7 +272,7 @@ def test_listening_sockets_are_the_documented_ones_on_loopback(search):
         if not ipaddress.ip_address(ip.removeprefix("::ffff:")).is_loopback:
             exposed.append((p.name(), ip, port))
     assert not exposed, f"listening beyond loopback: {exposed}"
-    assert not unknown, f"listening sockets not in LOCAL_LISTENERS (and the README): {unknown}"
+    assert not unknown, f"listening sockets not in LOCAL_LISTENERS (and docs/cluster.md): {unknown}"
     # always there; the workers' and the fixed metrics ports (44217, 44227) depend on the moment and on
     # whether another cluster on this machine holds the port
     required = {"GCS server", "raylet", "core worker of the driver", "dashboard agent", "runtime-env agent",
@@ -279,13 +280,15 @@ def test_listening_sockets_are_the_documented_ones_on_loopback(search):
     assert required <= seen, f"missing: {required - seen}"
 
 
-def test_readme_lists_every_listener():
-    text = README.read_text()
-    section = text[text.index("### Ray and auth"):]
-    section = section[:section.index("\n## ")]
+def test_docs_list_every_listener():
+    text = CLUSTER_DOC.read_text()
+    section = text[text.index("## Ray and auth"):]
+    section = section[:section.index("\n## ")] if "\n## " in section else section
     missing = [e.service for e in LOCAL_LISTENERS if e.service not in section or e.port not in section]
-    assert not missing, f"README's 'Ray and auth' lacks {missing} (or its port text)"
-    assert "RAY_AUTH_MODE=disabled" not in text.replace(section, "") and "disabled" in section
+    assert not missing, f"docs/cluster.md's 'Ray and auth' lacks {missing} (or its port text)"
+    others = [README, *CLUSTER_DOC.parent.glob("*.md")]
+    assert "disabled" in section and not any("RAY_AUTH_MODE=disabled" in p.read_text().replace(section, "")
+                                             for p in others)
 
 
 DASHBOARD_CLIENT = textwrap.dedent("""

@@ -66,7 +66,8 @@ EXECUTORS = [pytest.param(n, marks=pytest.mark.ray) if n == "ray" else n for n i
 
 def test_the_builtin_executors_are_registered():
     assert {"ray", "inprocess", "simulated"} <= set(registry.executors.names())
-    with pytest.raises(ValueError, match="unknown executor 'rey'; known: inprocess, ray, simulated"):
+    with pytest.raises(ValueError, match=r"unknown executor 'rey' \(did you mean 'ray'\?\); known: inprocess, "
+                       "ray, simulated"):
         build_executor("rey", ExecutorConfig(ToySpace()))
 
 

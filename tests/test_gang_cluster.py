@@ -1,4 +1,4 @@
-"""The README's cluster recipe ("On a Ray cluster", "Ray and auth"), run on this machine: a head and a second node
+"""docs/cluster.md's cluster recipe ("On a Ray cluster", "Ray and auth"), run on this machine: a head and a second node
 started with ``ray start``, each with its own temp dir, joined with Ray's token (``RAY_AUTH_MODE=token`` and the token
 in ``RAY_AUTH_TOKEN``: nothing is written to ~/.ray), then a search on it from a driver joined the same way. The nodes
 sit at 127.0.0.2 and 127.0.0.3, two loopback addresses (Ray turns 127.0.0.1 into this machine's external address for

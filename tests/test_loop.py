@@ -152,7 +152,8 @@ def test_bad_budget(budget, toy_train):
 def test_dataset_shape_errors_are_clear():
     with pytest.raises(ValueError, match=r"y must have shape \(10,\) to match x"):
         nas.Dataset.from_arrays(np.zeros((10, 4)), np.zeros(9))
-    with pytest.raises(ValueError, match="unknown dataset 'cifar'; known: digits, synthetic"):
+    with pytest.raises(ValueError, match=r"unknown dataset 'cifar' \(did you mean 'cifar10'\?\); known: digits, "
+                       "synthetic"):
         nas.load_dataset("cifar")
 
 

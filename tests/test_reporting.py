@@ -172,7 +172,7 @@ def test_training_functions_that_fail_are_failed_trials_and_the_search_goes_on(d
 
 
 @pytest.mark.parametrize(("kw", "message"), [
-    ({"scheduler": "ashaa"}, "unknown scheduler 'ashaa'; known: asha, hyperband, median, none"),
+    ({"scheduler": "ashaa"}, "unknown scheduler 'ashaa' (did you mean 'asha'?); known: asha, hyperband, median, none"),
     ({"scheduler": "asha", "options": {"eta": 1}}, "eta must be a finite number > 1, got 1"),
     ({"scheduler": "asha", "options": {"grace_period": 10}}, "grace_period must be <= max_epochs (9), got 10"),
     ({"scheduler": "asha", "options": {"etaa": 2}}, "unknown options ['etaa'] for scheduler 'asha'"),

@@ -152,7 +152,8 @@ def test_bad_options_are_one_line_errors(name):
 
 
 def test_unknown_scheduler_lists_the_known_ones():
-    with pytest.raises(ValueError, match="unknown scheduler 'ashaa'; known: asha, hyperband, median, none"):
+    with pytest.raises(ValueError, match=r"unknown scheduler 'ashaa' \(did you mean 'asha'\?\); known: asha, "
+                       "hyperband, median, none"):
         make_scheduler("ashaa", max_epochs=9)
 
 

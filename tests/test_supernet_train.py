@@ -159,7 +159,7 @@ def test_the_store_keeps_the_journal_and_the_checkpoint_in_step(tmp_path):
 def test_the_command_line_trains_and_resumes(tmp_path, capsys):
     import argparse
 
-    from nas.cli.supernet import register
+    from nas.cli.one_shot import register
 
     parser = argparse.ArgumentParser(prog="nas")
     register(parser.add_subparsers(dest="command"))  # (wired into `nas` by nas/cli/__init__.py's COMMAND_MODULES)

@@ -30,5 +30,6 @@ def test_the_default_table_is_nas_bench_201_on_cifar10():
 
 def test_an_unknown_table_is_refused_naming_the_known_ones():
     known = ", ".join(tables.names())
-    with pytest.raises(ValueError, match=f"^unknown tabular benchmark 'nb201-mnist'; known: {known}$"):
+    near = r"( \(did you mean '[^']+'\?\))?"
+    with pytest.raises(ValueError, match=f"^unknown tabular benchmark 'nb201-mnist'{near}; known: {known}$"):
         build_executor("simulated", ExecutorConfig(spaces.get("nb201")(), options={"benchmark": "nb201-mnist"}))

@@ -34,8 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("nas.cli.monitor", "an interactive HTML page about one run, or comparing several"),
     "serve": ("nas.cli.monitor", "a run's live page in the browser, on 127.0.0.1 (a printed one-time URL)"),
     "recipes": ("nas.cli.train", "list the training recipes (nas search --recipe NAME)"),
-    "supernet": ("nas.cli.supernet", "train a weight-sharing supernet (then: nas search --supernet DIR)"),
-    "retrain": ("nas.cli.supernet", "train a search's best architectures standalone, from scratch"),
+    "supernet": ("nas.cli.one_shot", "train a weight-sharing supernet (then: nas search --supernet DIR)"),
+    "retrain": ("nas.cli.one_shot", "train a search's best architectures standalone, from scratch"),
     "proxies": ("nas.cli.zero_cost", "zero-cost proxies: their rank correlation with a run's trials, or of samples"),
 }
 

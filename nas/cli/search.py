@@ -23,9 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--config", help="TOML or YAML file with any of these options (flat keys such as epochs = 5, "
                      "or [search], [train] and [execution] tables)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (after a crash or Ctrl-C) "
-                     "with the options in its run.json; only --budget (raised) and --address may be given. Like the "
-                     "search that made it, a resume imports the module a module:Class space or a module:function "
-                     "training function names")
+                     "with the options in its run.json; only --budget (raised) and --address may be given. "
+                     "IMPORTS CODE: like the search that made it, a resume imports the module that run.json names "
+                     "for a module:Class space or a module:function training function (from the current folder "
+                     "and PYTHONPATH), so resume only runs you trust; a module found inside RUN_DIR itself is "
+                     "refused")
     run.add_argument("--keep-dashboard", action="store_true",
                      help="after the search, keep the local cluster and its dashboard up for inspection until Ctrl-C")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -38,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def resume_config(args: argparse.Namespace) -> RunConfig:
     """The configuration of the run in ``args.resume`` (its run.json), its budget raised by --budget (a lower one
     refused first) and its Ray address replaced by --address."""
-    from nas.run.store import read_config
+    from nas.run.layout import read_config
 
     given = [f for f in given_flags(args, getattr(args, "argv", ())) if f not in ("--budget", "--address")]
     given += ["--config"] * bool(args.config)
@@ -49,11 +51,14 @@ def resume_config(args: argparse.Namespace) -> RunConfig:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    if os.getcwd() not in sys.path:  # as `python -m` does: `--space mymodule:Tiny` finds ./mymodule.py
+        sys.path.insert(0, os.getcwd())  # (Ray puts the driver's folder on its workers' path too)
+    cfg = resume_config(args) if args.resume else config_from_args(args)
+    print(start_line(cfg, resume=bool(args.resume)), flush=True)  # (before torch, pandas and Ray are imported)
     from nas.api import search
     from nas.engine.stop import StopSignal, stop_on_sigint
     from nas.monitor.progress import SearchProgress
 
-    cfg = resume_config(args) if args.resume else config_from_args(args)
     if cfg.run_dir is None:  # (named here, so that an abort can say where to resume)
         from nas.session import default_run_dir
 
@@ -89,6 +94,25 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.keep_dashboard:
         keep_cluster_up(df.attrs.get("dashboard"))
     return 0
+
+
+def start_line(cfg: RunConfig, *, resume: bool) -> str:
+    """The first line of ``nas search``, printed before anything heavy is imported: what it searches and where
+    the trials will run.
+
+    >>> cfg = RunConfig.from_mapping({"space": "macro", "strategy": "evolution", "budget": 24, "run_dir": "runs/a"})
+    >>> line = start_line(cfg, resume=False)
+    >>> line.partition(";")[0]
+    'search of macro with evolution, budget 24, 2 workers on a private local Ray cluster (127.0.0.1 only), started now'
+    >>> line.partition("; ")[2]
+    'checking the inputs first'
+    """
+    from nas.engine.cluster import where_text
+
+    s, e = cfg.search, cfg.execution
+    where = where_text(e.executor, e.address or os.environ.get("RAY_ADDRESS"), e.workers, e.trial_workers)
+    what = f"resuming {cfg.run_dir}: " if resume else ""
+    return f"{what}search of {s.space} with {s.strategy}, budget {s.budget}, {where}; checking the inputs first"
 
 
 def keep_cluster_up(dashboard_url: str | None) -> None:

@@ -8,7 +8,7 @@ True
 >>> reg.get("spiner")
 Traceback (most recent call last):
 ...
-ValueError: unknown widget 'spiner'; known: spinner
+ValueError: unknown widget 'spiner' (did you mean 'spinner'?); known: spinner
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
+
+from nas.core.nearest import did_you_mean
 
 T = TypeVar("T")
 
@@ -50,7 +52,8 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            raise ValueError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}") from None
+            raise ValueError(f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())}; "
+                             f"known: {', '.join(self.names())}") from None
 
     def items(self) -> list[tuple[str, T]]:
         self._load()

@@ -33,7 +33,7 @@ stopped or paused, which gets that answer again. The state (``state_dict``) is p
 >>> make_scheduler("asha", max_epochs=9, options={"etaa": 2})
 Traceback (most recent call last):
 ...
-ValueError: unknown options ['etaa'] for scheduler 'asha'; allowed: ['eta', 'grace_period', 'variant', 'levels']
+ValueError: unknown options ['etaa'] for scheduler 'asha' (did you mean 'eta'?); allowed: ['eta', 'grace_period', ...]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from nas.core.nearest import did_you_mean
 from nas.core.types import Decision, finite_score
 
 
@@ -206,7 +207,8 @@ def make_scheduler(name: str, *, max_epochs: int, seed: int | None = None,
                if v.kind is inspect.Parameter.KEYWORD_ONLY and p not in ("seed", "max_epochs")]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ValueError(f"unknown options {unknown} for scheduler {name!r}; allowed: {allowed}")
+        raise ValueError(f"unknown options {unknown} for scheduler {name!r}{did_you_mean(unknown, allowed)}; "
+                         f"allowed: {allowed}")
     scheduler: Scheduler = cls(max_epochs=max_epochs, seed=seed, **options)
     return scheduler
 

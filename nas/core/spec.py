@@ -39,10 +39,13 @@ ValueError: training function 'os:system' names a builtin_function_or_method; al
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nas.core import registry
@@ -68,8 +71,10 @@ def is_import_spec(spec: object) -> bool:
     return isinstance(spec, str) and ":" in spec
 
 
-def resolve_space_spec(spec: object, *, allow_import: bool) -> type[SearchSpace] | SearchSpace:
-    """The SearchSpace class (or module-level instance) that ``spec`` names; ValueError for anything else."""
+def resolve_space_spec(spec: object, *, allow_import: bool,
+                       outside: str | os.PathLike[str] | None = None) -> type[SearchSpace] | SearchSpace:
+    """The SearchSpace class (or module-level instance) that ``spec`` names; ValueError for anything else
+    (``outside``: a run directory the module must not be imported from, :func:`check_outside`)."""
     from nas.core.space import SearchSpace
 
     if not isinstance(spec, str) or not spec:
@@ -79,16 +84,18 @@ def resolve_space_spec(spec: object, *, allow_import: bool) -> type[SearchSpace]
         return cls
     if not allow_import:
         raise ValueError(f"space {spec!r} is user code; this command does not import code named by a run directory")
-    obj = _imported(spec, "space", "module:Class", ALLOWED)
+    obj = _imported(spec, "space", "module:Class", ALLOWED, outside)
     if isinstance(obj, SearchSpace) or (isinstance(obj, type) and issubclass(obj, SearchSpace)):
         return obj
     raise ValueError(f"space {spec!r} names a {type(obj).__name__}; allowed: {ALLOWED}")
 
 
-def _imported(spec: str, what: str, form: str, allowed: str) -> Any:
+def _imported(spec: str, what: str, form: str, allowed: str, outside: str | os.PathLike[str] | None = None) -> Any:
     module_name, _, attr = spec.partition(":")
     if not _DOTTED.fullmatch(module_name) or not _NAME.fullmatch(attr):
         raise ValueError(f"{what} {spec!r} is not {form}; allowed: {allowed}")
+    if outside is not None:
+        check_outside(module_name, outside, f"{what} {spec!r}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -96,6 +103,45 @@ def _imported(spec: str, what: str, form: str, allowed: str) -> Any:
     if not hasattr(module, attr):
         raise ValueError(f"module {module_name!r} has no attribute {attr!r} ({what} {spec!r})")
     return getattr(module, attr)
+
+
+def check_outside(module_name: str, run_dir: str | os.PathLike[str], what: str = "module") -> None:
+    """Refuse ``module_name`` where it would be imported from inside ``run_dir``: a run directory holds data, never
+    code, so a resume must not run a file someone put there (``cd RUN && nas search --resume .`` would find it
+    first). Only the top-level package is located (``importlib.util.find_spec`` of a top-level name runs nothing);
+    one already imported is judged by where it came from.
+
+    >>> import tempfile, pathlib
+    >>> run = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (run / "planted.py").write_text("raise SystemExit('ran')")
+    >>> sys.path.insert(0, str(run))
+    >>> check_outside("planted", run, "space 'planted:Space'")
+    Traceback (most recent call last):
+    ...
+    ValueError: space 'planted:Space' would be imported from inside the run directory .../planted.py): ...
+    >>> check_outside("json", run)  # the standard library's, not the run's
+    >>> sys.path.remove(str(run))
+    """
+    top = module_name.partition(".")[0]
+    module = sys.modules.get(top)
+    if module is not None:
+        places = [getattr(module, "__file__", None), *list(getattr(module, "__path__", []) or [])]
+    else:
+        try:
+            found = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return  # (the import that follows says why it fails)
+        if found is None:
+            return
+        places = [found.origin, *list(found.submodule_search_locations or [])]
+    root = Path(run_dir).resolve()
+    for place in places:
+        if isinstance(place, str) and place not in ("built-in", "frozen"):
+            path = Path(place).resolve()
+            if path == root or root in path.parents:
+                raise ValueError(f"{what} would be imported from inside the run directory {str(run_dir)!r} "
+                                 f"({path}): a run directory holds data, never code; run from another folder, "
+                                 "with the module on PYTHONPATH")
 
 
 def space_from_spec(spec: str | Mapping[str, Any] | SearchSpace, args: Mapping[str, Any] | None = None, *,
@@ -148,14 +194,15 @@ def train_spec(fn: object) -> str:
     return f"{CUSTOM} ({what})"
 
 
-def train_from_spec(spec: str) -> Callable[..., Any] | None:
+def train_from_spec(spec: str, *, outside: str | os.PathLike[str] | None = None) -> Callable[..., Any] | None:
     """The training function run.json's ``spec`` names (None for the built-in one); a ValueError for one that
-    cannot be imported (``custom, not importable``) or that is no top-level function of its module."""
+    cannot be imported (``custom, not importable``), that is no top-level function of its module, or whose module
+    would come from inside the run directory ``outside``."""
     if spec == BUILTIN:
         return None
     if spec.startswith(CUSTOM):
         raise ValueError(f"the training function is {spec}")
-    obj = _imported(spec, "training function", "module:function", _TRAIN_ALLOWED)
+    obj = _imported(spec, "training function", "module:function", _TRAIN_ALLOWED, outside)
     module_name = spec.partition(":")[0]
     if inspect.isfunction(obj) and obj.__module__ == module_name and not _stdlib(module_name):
         return obj  # type: ignore[no-any-return]

@@ -4,7 +4,7 @@
 without an address it starts its own (``ray.init(address="local")``); with ``--address`` / ``RAY_ADDRESS``
 it joins that one. A cluster it starts keeps token authentication as Ray 2.60 sets it by default (Ray
 generates ``~/.ray/auth_token`` on first use; nothing here sets ``RAY_AUTH_MODE``) and binds every service to
-127.0.0.1. :data:`LOCAL_LISTENERS` lists what it listens on; the README's "Ray and auth" section mirrors it
+127.0.0.1. :data:`LOCAL_LISTENERS` lists what it listens on; docs/cluster.md ("Ray and auth") mirrors it
 and ``tests/test_cluster_security.py`` compares it with the sockets a real ``nas search`` opens.
 
 >>> [entry.service for entry in LOCAL_LISTENERS][:2]
@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,11 @@ from typing import Any
 #: macOS and Windows) instead of replacing it by the machine's external address, and so binds its services there.
 SINGLE_NODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 LOOPBACK = "127.0.0.1"
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
+#: Ray 2.60's warning when it turns token auth on for a local cluster, and its logger
+RAY_AUTH_WARNING = "Token authentication is enabled for this Ray cluster"
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +44,7 @@ class Listener:
     port: str
 
 
-#: Every TCP socket a cluster started by ``nas`` listens on, all bound to 127.0.0.1 (the README mirrors this list).
+#: Every TCP socket a cluster started by ``nas`` listens on, all bound to 127.0.0.1 (docs/cluster.md mirrors this list).
 LOCAL_LISTENERS: tuple[Listener, ...] = (
     Listener("GCS server", "gcs_server", "random"),
     Listener("raylet", "raylet", "random (node manager and object manager)"),
@@ -50,6 +55,35 @@ LOCAL_LISTENERS: tuple[Listener, ...] = (
     Listener("autoscaler monitor metrics", "autoscaler/_private/monitor.py", "44217"),
     Listener("dashboard", "dashboard/dashboard.py", "8265 (UI and HTTP API, only with --dashboard), 44227 (metrics)"),
 )
+
+
+def workers_text(workers: int, trial_workers: int = 1) -> str:
+    """How many workers a search starts, in words.
+
+    >>> workers_text(2), workers_text(1), workers_text(2, trial_workers=4)
+    ('2 workers', '1 worker', '2 gangs of 4 ranks')
+    """
+    if trial_workers > 1:
+        return f"{workers} gang{'s' * (workers != 1)} of {trial_workers} ranks"
+    return f"{workers} worker{'s' * (workers != 1)}"
+
+
+def where_text(executor: str, address: str | None, workers: int, trial_workers: int = 1) -> str:
+    """Where a search's trials will run, in words, before anything starts (``address``: the one given, or
+    ``RAY_ADDRESS``).
+
+    >>> where_text("ray", None, 2)
+    '2 workers on a private local Ray cluster (127.0.0.1 only), started now'
+    >>> where_text("ray", "10.0.0.5:6379", 8)
+    '8 workers on the Ray cluster at 10.0.0.5:6379'
+    >>> where_text("inprocess", None, 2)
+    'in this process (executor inprocess)'
+    """
+    if executor not in ("ray",):
+        return f"in this process (executor {executor})"
+    if address:
+        return f"{workers_text(workers, trial_workers)} on the Ray cluster at {address}"
+    return f"{workers_text(workers, trial_workers)} on a private local Ray cluster ({LOOPBACK} only), started now"
 
 
 def job_config(run_name: str | None) -> Any:
@@ -77,17 +111,52 @@ def _single_node() -> Iterator[None]:
             os.environ[SINGLE_NODE_ENV] = before_env
 
 
-def start_local(*, num_cpus: int | None = None, dashboard: bool = False, run_name: str | None = None) -> str | None:
+def start_local(*, num_cpus: int | None = None, dashboard: bool = False, run_name: str | None = None,
+                notify: Callable[[str], None] | None = None) -> str | None:
     """Start a new private Ray cluster on this machine, every service on 127.0.0.1, token auth as Ray sets it;
-    returns the dashboard's URL (None without one)."""
+    returns the dashboard's URL (None without one). ``notify`` (default: the log) hears :func:`auth_line` in place
+    of Ray's own warning, which tells you how to turn auth off and nothing of what the cluster listens on."""
     import ray
 
-    with _single_node():
+    with _single_node(), _without_ray_auth_warning():
         ctx = ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard, dashboard_host=LOOPBACK,
                        _node_ip_address=LOOPBACK, job_config=job_config(run_name), logging_level=logging.WARNING,
                        log_to_driver=False)
     restrict_token_file()
+    (notify or log.info)(auth_line(os.environ.get(AUTH_MODE_ENV)))
     return dashboard_url(ctx) if dashboard else None
+
+
+def auth_line(mode: str | None) -> str:
+    """What a local cluster started with Ray's auth ``mode`` (``RAY_AUTH_MODE`` after ``ray.init``) lets in.
+
+    >>> auth_line("token")
+    'Ray token auth on: every port on 127.0.0.1, and only processes with your token (~/.ray/auth_token) can join'
+    >>> auth_line("disabled").split(":")[0]
+    'Ray token auth OFF (RAY_AUTH_MODE=disabled in the environment)'
+    """
+    if (mode or "").lower() == "token":
+        return ("Ray token auth on: every port on 127.0.0.1, and only processes with your token (~/.ray/auth_token) "
+                "can join")
+    return (f"Ray token auth OFF ({AUTH_MODE_ENV}={mode} in the environment): every port on 127.0.0.1, but any user of "
+            "this machine can join")
+
+
+class _DropAuthWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(RAY_AUTH_WARNING)
+
+
+@contextlib.contextmanager
+def _without_ray_auth_warning() -> Iterator[None]:
+    """While inside, Ray's "Token authentication is enabled ... Set RAY_AUTH_MODE=disabled to opt out" warning is
+    not printed (:func:`auth_line` says what holds instead)."""
+    logger, dropped = logging.getLogger(RAY_AUTH_LOGGER), _DropAuthWarning()
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
 
 
 def restrict_token_file() -> None:

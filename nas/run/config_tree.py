@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from nas.core.fields import About, about
+from nas.core.nearest import did_you_mean
 
 BUILTIN = "builtin"  # the training function nas.train.fit.fit
 _KIND = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true or false)",
@@ -135,7 +136,8 @@ def flat_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
             else:
                 unknown.append(".".join(path))
         if unknown:
-            raise ValueError(f"unknown config keys {sorted(unknown)}; known: {known}")
+            raise ValueError(f"unknown config keys {sorted(unknown)}{did_you_mean(sorted(unknown), known)}; "
+                             f"known: {known}")
 
     take((), values)
     if out.get("recipe"):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nas.core.nearest import did_you_mean
 from nas.core.space import Task
 from nas.train.labels import as_labels, check_labels
 
@@ -144,7 +145,8 @@ def load_dataset(name: str, *, seed: int = 0) -> Dataset:
                 raise ValueError(f"dataset file {name!r} needs arrays 'x' and 'y', has {sorted(f.files)}")
             extra = {k: f[k] for k in ("x_val", "y_val", "x_test", "y_test") if k in f}
             return Dataset.from_arrays(f["x"], f["y"], seed=seed, name=path.stem, **extra)
-    raise ValueError(f"unknown dataset {name!r}; known: {', '.join(BUILTIN)}, or a path to a .npz file")
+    near = did_you_mean(name, [b.partition(":")[0] for b in BUILTIN])
+    raise ValueError(f"unknown dataset {name!r}{near}; known: {', '.join(BUILTIN)}, or a path to a .npz file")
 
 
 def dataset_fingerprint(ds: object) -> str:
