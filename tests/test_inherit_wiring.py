@@ -67,5 +67,5 @@ def test_nas_results_shows_where_warm_trials_came_from(tmp_path, capsys):
     rows = json.loads(capsys.readouterr().out)
     warm = [r for r in rows if r["trial_id"] < 0]
     assert len(rows) == 5 and len(warm) == 3
-    assert all(json.loads(r["metrics"])["warm_start_run"] == str(tmp_path / "a") for r in warm)
+    assert all(r["metrics"]["warm_start_run"] == str(tmp_path / "a") for r in warm)  # (nested, not a string)
     assert run_status(tmp_path / "b")["finished"] == 2  # the run's own trials; the warm ones are not its
