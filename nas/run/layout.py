@@ -40,10 +40,9 @@ SNAPSHOT_FORMAT = 1
 MANAGED = (RUN_JSON, JOURNAL, SNAPSHOT, STATUS, BEST_JSON, BEST_PT, LOCK_FILE, HOLDER_FILE, "optuna.journal")
 
 
-def read_config(path: Path) -> RunConfig:
-    """The :class:`nas.run.config.RunConfig` that ``run.json`` of the run directory ``path`` holds (format 2
-    converted), type-checked: a one-line ValueError naming the file when it is none, corrupt, of another version,
-    or holds a wrongly typed value."""
+def read_run_json(path: Path) -> dict[str, Any]:
+    """``run.json`` of the run directory ``path`` as a table (JSON, read as data): a one-line ValueError naming the
+    file when it is none or corrupt. What it describes (a search, a supernet) the caller checks."""
     cfg_path = path / RUN_JSON
     if not cfg_path.is_file():
         raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
@@ -53,6 +52,14 @@ def read_config(path: Path) -> RunConfig:
         raise ValueError(f"{cfg_path} is corrupt: {e}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{cfg_path} is corrupt: it holds a {type(cfg).__name__}, not a table")
+    return cfg
+
+
+def read_config(path: Path) -> RunConfig:
+    """The :class:`nas.run.config.RunConfig` that ``run.json`` of the run directory ``path`` holds (format 2
+    converted), type-checked: a one-line ValueError naming the file when it is none, corrupt, of another version,
+    or holds a wrongly typed value."""
+    cfg_path, cfg = path / RUN_JSON, read_run_json(path)
     if cfg.get("kind") == "supernet":
         raise ValueError(f"{str(path)!r} holds a supernet (nas supernet train), not a search: search its "
                          f"sub-networks with nas search --supernet {path}")
@@ -167,4 +174,5 @@ def _check_snapshot(path: Path, snapshot: dict[str, Any], config: RunConfig, n_r
 
 
 __all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "check_empty",
-           "first_missing", "read_config", "resume_checks", "start_error", "undo_create", "write_probe"]
+           "first_missing", "read_config", "read_run_json", "resume_checks", "start_error", "undo_create",
+           "write_probe"]

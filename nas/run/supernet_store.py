@@ -43,6 +43,7 @@ from typing import Any
 
 from nas.run.files import atomic_write
 from nas.run.journal import JournalWriter, cut_torn_tail
+from nas.run.layout import read_run_json
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.train.supernet_io import WEIGHTS
@@ -172,14 +173,8 @@ class SupernetStore:
 def read_run(path: Path) -> dict[str, Any]:
     """``run.json`` of the supernet run in ``path`` (JSON, read as data); a one-line ValueError when it is none,
     corrupt, a search's, or of another version."""
-    cfg_path = path / RUN_JSON
-    if not cfg_path.is_file():
-        raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except (ValueError, OSError) as e:
-        raise ValueError(f"{cfg_path} is corrupt: {e}") from None
-    if not isinstance(cfg, dict) or cfg.get("kind") != KIND:
+    cfg = read_run_json(path)
+    if cfg.get("kind") != KIND:
         raise ValueError(f"{str(path)!r} is a search run, not a supernet run directory")
     if cfg.get("supernet_format") != FORMAT:
         raise ValueError(f"{str(path)!r} was written by an incompatible version (supernet format "
