@@ -1,0 +1,102 @@
+"""What the fast commands import, checked by structure (never by timing): reading a run (``nas results``, ``best``,
+``status``) and refusing bad input to ``nas search`` load neither torch nor Ray, in a fresh interpreter; the
+registries know every built-in name without importing its module."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import nas
+from nas.core import registry
+from nas.run.lock import RunLock
+
+HEAVY = ("torch", "ray")
+
+
+def fresh(code: str) -> dict:
+    """Run ``code`` in a new interpreter; it ends by printing a JSON object, to which the heavy modules that were
+    imported are added."""
+    tail = (f"\nimport json as _j, sys as _s\n"
+            f"print(_j.dumps({{**OUT, 'heavy': [m for m in {HEAVY!r} if m in _s.modules]}}))")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code) + tail], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_reading_a_run_imports_neither_torch_nor_ray(tmp_path):
+    run = tmp_path / "run"
+    nas.search("nb201", "random", budget=6, executor="simulated", data=None, run_dir=run, seed=0, progress=False)
+    out = fresh(f"""
+        import contextlib, io
+        from nas.cli import main
+        OUT = {{}}
+        for command in ("results", "best", "status"):
+            with contextlib.redirect_stdout(io.StringIO()) as text:
+                OUT[command] = (main([command, {str(run)!r}]), text.getvalue())
+    """)
+    assert out["heavy"] == [], out
+    for command in ("results", "best", "status"):
+        code, text = out[command]
+        assert code == 0 and text, (command, text)
+    assert "~0|+|" in out["best"][1]  # the architecture as NB201's string: the space was read, without torch
+
+
+def test_bad_input_to_nas_search_is_refused_without_torch_or_ray(tmp_path):
+    run = tmp_path / "held"
+    nas.search("nb201", "random", budget=2, executor="simulated", data=None, run_dir=run, seed=0, progress=False)
+    lock = RunLock(run).acquire()  # another search holds the run: a resume must be refused at once
+    lock.write_holder()
+    new = tmp_path / "new"
+    bad = {
+        "space": ["--space", "nb202"],
+        "strategy": ["--space", "nb201", "--strategy", "evoluton"],
+        "option": ["--space", "nb201", "--strategy", "evolution", "-o", "populaton=5"],
+        "scheduler": ["--space", "nb201", "--scheduler", "ashaa"],
+        "objective": ["--objective", "val_acc:maxx"],
+        "dataset": ["--space", "nb201", "--dataset", str(tmp_path / "missing.npz")],
+        "composes": ["--strategy", "pbt", "--scheduler", "asha"],
+    }
+    try:
+        out = fresh(f"""
+            import contextlib, io
+            from nas.cli import main
+            OUT = {{}}
+            for what, argv in {bad!r}.items():
+                with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+                    OUT[what] = (main(["search", "--run-dir", {str(new)!r} + what, *argv]), err.getvalue())
+            with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+                OUT["locked"] = (main(["search", "--resume", {str(run)!r}]), err.getvalue())
+        """)
+    finally:
+        lock.release()
+    assert out["heavy"] == [], out
+    said = {what: text for what, (_, text) in ((k, v) for k, v in out.items() if k != "heavy")}
+    assert {what: code for what, (code, _) in ((k, v) for k, v in out.items() if k != "heavy")} == \
+        dict.fromkeys([*bad, "locked"], 2)
+    assert all(text.count("\n") == 1 and text.startswith("nas search: error: ") for text in said.values()), said
+    assert "did you mean 'nb201'" in said["space"] and "did you mean 'evolution'" in said["strategy"]
+    assert "did you mean 'population'" in said["option"] and "did you mean 'asha'" in said["scheduler"]
+    assert "does not exist" in said["dataset"] and "in use by another search" in said["locked"]
+    assert "does not compose" in said["composes"]
+    assert not any(p.name.startswith("new") for p in tmp_path.iterdir())  # a refused search makes nothing
+
+
+def test_the_registries_know_their_built_in_names_before_importing_them():
+    out = fresh("""
+        import sys
+        from nas.core import registry
+        kinds = ("strategies", "spaces", "schedulers", "executors", "tables")
+        before = {k: getattr(registry, k).names() for k in kinds}
+        light = "nas.strategies.rl" not in sys.modules and "nas.search_spaces.macro" not in sys.modules
+        for k in kinds:
+            getattr(registry, k).items()  # every built-in module imported: it registers what the map says
+        OUT = {"before": before, "light": light,
+               "after": {k: sorted(getattr(registry, k)._entries) for k in kinds}}
+    """)
+    assert out["light"] and out["before"] == out["after"], out
+    assert {"evolution", "rl", "optuna"} <= set(out["before"]["strategies"]) and "nb201" in out["before"]["spaces"]
+    assert registry.strategies.names() == sorted(registry.strategies.names())
