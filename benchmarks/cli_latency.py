@@ -126,8 +126,8 @@ def cmd_cli_latency(args: argparse.Namespace) -> int:
         walls, cpus = [w for w, _ in values], [c for _, c in values]
         code, text = last[label]
         ok = code == (2 if label.startswith(EXPECT_ERROR) else 0)
-        cpu = "-" if label.startswith("first line") else f"{statistics.median(cpus):.2f}"  # (it runs on to its end)
-        rows.append([label, f"{statistics.median(walls):.2f}", f"{min(walls):.2f}-{max(walls):.2f}", cpu,
+        cpu_text = "-" if label.startswith("first line") else f"{statistics.median(cpus):.2f}"  # (it runs on)
+        rows.append([label, f"{statistics.median(walls):.2f}", f"{min(walls):.2f}-{max(walls):.2f}", cpu_text,
                      f"{code}{'' if ok else ' (!)'}", text[:60]])
         out.append({"command": label, "wall_median": statistics.median(walls), "wall": walls, "cpu": cpus,
                     "exit": code, "said": text})
