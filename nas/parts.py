@@ -130,14 +130,16 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
 
 
 def check_run_dir(run_dir: str | os.PathLike[str], *, resume: bool) -> None:
-    """Refuse at once a run directory another search holds (naming it), or for a new run one that is not new or
-    empty; writes nothing (the store checks again when it takes the lock)."""
+    """Refuse at once a run directory another search holds (naming it), or for a new run one that is not writable,
+    new or empty, in the order the store checks them when it takes the lock; leaves nothing behind."""
     from pathlib import Path
 
-    from nas.run.layout import check_empty
+    from nas.run.layout import check_empty, check_new
     from nas.run.lock import RunLock, held
 
     path = Path(run_dir)
+    if not resume:
+        check_new(path)
     if held(path):
         RunLock(path).acquire().release()  # (its one-line refusal names the holder)
     if not resume:
