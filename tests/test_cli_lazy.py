@@ -1,6 +1,7 @@
 """What the fast commands import, checked by structure (never by timing): reading a run (``nas results``, ``best``,
-``status``) and refusing bad input to ``nas search`` load neither torch nor Ray, in a fresh interpreter; the
-registries know every built-in name without importing its module."""
+``status``) and refusing bad input to ``nas search`` load neither torch nor Ray, in a fresh interpreter (the
+registries name their built-ins without importing them); each built-in name is registered by the module its
+registry names."""
 
 from __future__ import annotations
 
@@ -85,18 +86,13 @@ def test_bad_input_to_nas_search_is_refused_without_torch_or_ray(tmp_path):
     assert not any(p.name.startswith("new") for p in tmp_path.iterdir())  # a refused search makes nothing
 
 
-def test_the_registries_know_their_built_in_names_before_importing_them():
-    out = fresh("""
-        import sys
-        from nas.core import registry
-        kinds = ("strategies", "spaces", "schedulers", "executors", "tables")
-        before = {k: getattr(registry, k).names() for k in kinds}
-        light = "nas.strategies.rl" not in sys.modules and "nas.search_spaces.macro" not in sys.modules
-        for k in kinds:
-            getattr(registry, k).items()  # every built-in module imported: it registers what the map says
-        OUT = {"before": before, "light": light,
-               "after": {k: sorted(getattr(registry, k)._entries) for k in kinds}}
-    """)
-    assert out["light"] and out["before"] == out["after"], out
-    assert {"evolution", "rl", "optuna"} <= set(out["before"]["strategies"]) and "nb201" in out["before"]["spaces"]
-    assert registry.strategies.names() == sorted(registry.strategies.names())
+def test_each_built_in_name_is_registered_by_the_module_its_registry_names():
+    for kind in ("strategies", "spaces", "schedulers", "executors", "tables"):
+        reg = getattr(registry, kind)
+        builtins = dict(reg._builtins)
+        for name, module in builtins.items():
+            obj = reg.get(name)  # its module imported: it registered the name
+            assert getattr(obj, "func", obj).__module__ == module, (kind, name)
+        mine = {n for n, o in reg._entries.items() if getattr(o, "func", o).__module__ in builtins.values()}
+        assert mine == set(builtins), kind  # and registered no name the map lacks
+        assert reg.names() == sorted(set(builtins) | set(reg._entries))
