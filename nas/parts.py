@@ -1,5 +1,6 @@
 """The parts of a search built from names: the strategy (for its objectives), the scheduler, the executor's
-registered name, and the Ray cluster the Ray executor needs. :class:`nas.session.Run` puts them together.
+registered name, and the Ray cluster the Ray executor needs. :class:`nas.session.Run` puts them together, after
+:func:`check_inputs` has checked every name without building anything (nor importing torch or Ray).
 
 >>> from nas.search_spaces.toy import ToySpace
 >>> make_strategy("evolution", ToySpace(), seed=0, options={"populaton": 3})
@@ -16,7 +17,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nas.core import registry
 from nas.core.nearest import did_you_mean
@@ -25,7 +26,9 @@ from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy
 from nas.engine.protocol import Executor
 from nas.run.config import RunConfig
-from nas.run.warmstart import WarmTrial, kept_checkpoint
+
+if TYPE_CHECKING:
+    from nas.run.warmstart import WarmTrial
 
 UNREGISTERED = "unregistered"
 
@@ -33,15 +36,20 @@ UNREGISTERED = "unregistered"
 def make_strategy(name: str, space: SearchSpace, *, seed: int | None = None,
                   options: Mapping[str, Any] | None = None) -> Strategy:
     """A registered strategy with its options checked by name before construction."""
-    cls = registry.strategies.get(name)
     options = dict(options or {})
+    return strategy_class(name, options)(space, seed=seed, **options)
+
+
+def strategy_class(name: str, options: Mapping[str, Any] = {}) -> type[Strategy]:  # noqa: B006  (never changed)
+    """The registered strategy ``name`` (its module imported), refusing at once ``options`` its constructor lacks."""
+    cls: type[Strategy] = registry.strategies.get(name)
     params = inspect.signature(cls.__init__).parameters
     allowed = [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY and p != "seed"]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"unknown options {unknown} for strategy {name!r}{did_you_mean(unknown, allowed)}; "
                          f"allowed: {allowed}")
-    return cls(space, seed=seed, **options)
+    return cls
 
 
 def build_strategy(strategy: str | Strategy, space: SearchSpace, seed: int, options: Mapping[str, Any] | None,
@@ -65,14 +73,94 @@ def build_scheduler(config: RunConfig, strategy: Strategy) -> Scheduler | None:
     """The run's scheduler (None for ``none``), its options checked, over the run's epochs; a strategy that
     stops its own trials refuses every other scheduler with one line saying why."""
     name = config.search.scheduler
-    registry.schedulers.get(name)  # a ValueError naming the known ones
+    registry.schedulers.check(name)  # a ValueError naming the known ones
     if name == "none":
         return None
-    if strategy.stops_own_trials:
-        raise ValueError(f"scheduler {name!r} does not compose with strategy {strategy.name!r}: "
-                         f"{strategy.refusal}; use --scheduler none")
+    composes(name, strategy.name, strategy)
     return make_scheduler(name, max_epochs=config.train.settings.epochs, seed=config.search.seed,
                           options=config.search.scheduler_options)
+
+
+def composes(scheduler: str, name: str, strategy: Strategy | type[Strategy]) -> None:
+    """A one-line ValueError when ``strategy`` (named ``name``) stops its own trials and ``scheduler`` is one."""
+    if scheduler != "none" and strategy.stops_own_trials:
+        raise ValueError(f"scheduler {scheduler!r} does not compose with strategy {name!r}: "
+                         f"{strategy.refusal}; use --scheduler none")
+
+
+def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = True, space: bool = True,
+                 data: bool = True, executor: bool = True) -> None:
+    """Every name ``config`` holds, checked before anything is built, so that a mistake is one line within a
+    second: the space (a registered name, or ``module:Class``, imported: on a ``resume`` never from inside the run
+    directory), the strategy and its options, the scheduler (built: it is pure and small) and whether it composes
+    with the strategy, the executor, the dataset (an unknown name or a missing file; an existing one is loaded
+    later) and the run directory (held by another search; for a new run, not new or empty). A registered name is
+    found among the registry's names without importing the module of any other (nor torch or Ray for a misspelt
+    one). Pass False for what a Python caller hands in as an object instead.
+
+    >>> cfg = RunConfig.from_mapping({"space": "toy", "strategy": "evoluton"})
+    >>> check_inputs(cfg)
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown strategy 'evoluton' (did you mean 'evolution'?); known: evolution, local, optuna, ...
+    """
+    from nas.core.scalarize import check_objectives
+    from nas.core.spec import is_import_spec, resolve_space_spec
+
+    s, t, e = config.search, config.train, config.execution
+    if config.run_dir is not None:
+        check_run_dir(config.run_dir, resume=resume)
+    if space and is_import_spec(s.space):
+        resolve_space_spec(s.space, allow_import=True, outside=config.run_dir if resume else None)
+    elif space:
+        registry.spaces.check(s.space)
+    cls = None
+    if strategy:
+        cls = strategy_class(s.strategy, s.strategy_options)
+        check_objectives(cls, s.objectives)
+    registry.schedulers.check(s.scheduler)
+    if s.scheduler != "none":
+        if cls is not None:
+            composes(s.scheduler, s.strategy, cls)
+        make_scheduler(s.scheduler, max_epochs=t.settings.epochs, seed=s.seed, options=s.scheduler_options)
+    if executor and e.executor_class is None:
+        registry.executors.check(e.executor)
+    if data and t.dataset is not None:
+        check_dataset(t.dataset)
+
+
+def check_run_dir(run_dir: str | os.PathLike[str], *, resume: bool) -> None:
+    """Refuse at once a run directory another search holds (naming it), or for a new run one that is not writable,
+    new or empty, in the order the store checks them when it takes the lock; leaves nothing behind."""
+    from pathlib import Path
+
+    from nas.run.layout import check_empty, check_new
+    from nas.run.lock import RunLock, held
+
+    path = Path(run_dir)
+    if not resume:
+        check_new(path)
+    if held(path):
+        RunLock(path).acquire().release()  # (its one-line refusal names the holder)
+    if not resume:
+        check_empty(path)
+
+
+def check_dataset(name: str) -> None:
+    """Refuse at once a dataset that is no built-in name, no existing .npz file and no existing image folder."""
+    from pathlib import Path
+
+    from nas.train.data import load_dataset
+
+    kind = name.partition(":")[0]
+    if kind in ("cifar10", "cifar100", "imagefolder"):
+        from nas.train.datasets import parse_spec
+
+        root = parse_spec(name)[1]
+        if not root.is_dir():
+            raise ValueError(f"dataset {name!r}: the folder {str(root)!r} does not exist")
+    elif name not in ("digits", "synthetic") and not (Path(name).suffix == ".npz" and Path(name).is_file()):
+        load_dataset(name)  # (no file or no such name: its one-line refusal, with the nearest name, at once)
 
 
 def executor_name(executor: Executor) -> str:
@@ -87,6 +175,8 @@ def executor_name(executor: Executor) -> str:
 def keep_warm_weights(executor: Executor, warm: Sequence[WarmTrial]) -> None:
     """The kept weights of warm-start trials, handed to the executor under their new ids, so that children
     can inherit from them (only those an earlier run kept: its checkpoints and best weights)."""
+    from nas.run.warmstart import kept_checkpoint
+
     for w in warm:
         data = kept_checkpoint(w.run, w.source_id)
         if data is not None:
@@ -111,4 +201,5 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
     return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name, notify=notify)
 
 
-__all__ = ["build_scheduler", "build_strategy", "connect", "executor_name", "keep_warm_weights", "make_strategy"]
+__all__ = ["build_scheduler", "build_strategy", "check_dataset", "check_inputs", "check_run_dir", "composes",
+           "connect", "executor_name", "keep_warm_weights", "make_strategy", "strategy_class"]

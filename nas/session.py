@@ -42,7 +42,7 @@ from nas.engine.interfaces import Callback
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import Executor, ExecutorConfig, build_executor
 from nas.engine.stop import StopSignal
-from nas.parts import build_scheduler, build_strategy, connect, executor_name, keep_warm_weights
+from nas.parts import build_scheduler, build_strategy, check_inputs, connect, executor_name, keep_warm_weights
 from nas.run.config import RunConfig
 from nas.run.journal import bulk_load
 from nas.run.reader import results_frame
@@ -89,6 +89,8 @@ class Run:
         given, notify = given or Given(), notify or log.info
         if resume:
             _resumable(config, given)
+        check_inputs(config, resume=resume, strategy=given.strategy is None, space=given.space is None,
+                     data=given.data is None, executor=given.executor is None)  # (names first: nothing built yet)
         config, space, data, train = _resolve(config, given, resume)
         strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
                                   config.search.strategy_options, config.search.objectives)
@@ -233,7 +235,7 @@ def _check_executor(config: RunConfig, resume: bool) -> None:
     if e.executor_class is not None and e.executor not in registry.executors.names():
         raise ValueError(_python_only(config, resume, f"ran on an executor object of class {e.executor_class}, "
                                       "which is not registered", "executor=<that executor>"))
-    registry.executors.get(e.executor)  # a ValueError naming the known ones
+    registry.executors.check(e.executor)  # a ValueError naming the known ones
 
 
 def _python_only(config: RunConfig, resume: bool, what: str, keyword: str) -> str:

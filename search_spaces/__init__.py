@@ -1,3 +1,5 @@
-"""Built-in search spaces, one file each, registered by name (``nas spaces`` lists them)."""
+"""Built-in search spaces, one file each, registered by name (``nas spaces`` lists them).
 
-from nas.search_spaces import macro, nb201, toy  # noqa: F401  (importing registers them)
+Nothing is imported here: :data:`nas.core.registry.spaces` names the module of each built-in space and imports it
+when that name is first looked up.
+"""

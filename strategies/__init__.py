@@ -1,3 +1,5 @@
-"""Built-in search strategies, one file each, registered by name (``nas strategies`` lists them)."""
+"""Built-in search strategies, one file each, registered by name (``nas strategies`` lists them).
 
-from nas.strategies import evolution, local, optuna_sampler, pbt, predictor, random, rl  # noqa: F401  (importing registers them)
+Nothing is imported here: :data:`nas.core.registry.strategies` names the module of each built-in strategy and
+imports it when that name is first looked up (so checking ``--strategy evolution`` loads neither torch nor Optuna).
+"""

@@ -12,6 +12,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from nas.cli.common import UsageError
 
@@ -38,31 +39,37 @@ def terminal_width() -> int:
 
 @quiet_pipe
 def cmd_results(args: argparse.Namespace) -> int:
-    from nas.monitor.page import _parser
     from nas.monitor.tables import arch_view, export_frame, results_table, to_json
+    from nas.run.reader import registered_space
     from nas.run.warmstart import load_run_with_warm
 
     cfg, df = load_run_with_warm(args.run_dir)
     if args.top < 1:
         raise UsageError(f"--top must be >= 1, got {args.top}")
     objectives = cfg.search.objectives
-    flat = export_frame(df, _parser(cfg), objectives, nested=args.format == "json")
-    for path, write in ((args.csv, flat.to_csv), (args.parquet, flat.to_parquet)):
-        if path:
-            from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
 
-            buffer = io.BytesIO()
-            write(buffer, index=False)
-            write_export(path, buffer.getvalue())
-            print(f"wrote {len(df)} trials to {path}", file=sys.stderr if args.format != "table" else sys.stdout)
-    if (args.csv or args.parquet) and args.format == "table":
-        return 0
+    def flat() -> Any:  # (the export's columns, one per decision: only for the files and csv/json)
+        space = registered_space(cfg)
+        return export_frame(df, None if space is None else space.parse, objectives, nested=args.format == "json")
+
+    if args.csv or args.parquet:
+        frame = flat()
+        for path, write in ((args.csv, frame.to_csv), (args.parquet, frame.to_parquet)):
+            if path:
+                from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
+
+                buffer = io.BytesIO()
+                write(buffer, index=False)
+                write_export(path, buffer.getvalue())
+                print(f"wrote {len(df)} trials to {path}", file=sys.stderr if args.format != "table" else sys.stdout)
+        if args.format == "table":
+            return 0
     order = df.sort_values("score", ascending=False, na_position="last").index if args.sort == "score" else df.index
     if args.format == "csv":
-        flat.loc[order].to_csv(sys.stdout, index=False)
+        flat().loc[order].to_csv(sys.stdout, index=False)
         return 0
     if args.format == "json":
-        print(to_json(flat.loc[order]))
+        print(to_json(flat().loc[order]))
         return 0
     if df.empty:
         print("no finished trials yet")

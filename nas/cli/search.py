@@ -55,6 +55,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())  # (Ray puts the driver's folder on its workers' path too)
     cfg = resume_config(args) if args.resume else config_from_args(args)
     print(start_line(cfg, resume=bool(args.resume)), flush=True)  # (before torch, pandas and Ray are imported)
+    from nas.parts import check_inputs
+
+    check_inputs(cfg, resume=bool(args.resume))  # every name, before torch, pandas and Ray are imported
     from nas.api import search
     from nas.engine.stop import StopSignal, stop_on_sigint
     from nas.monitor.progress import SearchProgress

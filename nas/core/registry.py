@@ -14,7 +14,7 @@ ValueError: unknown widget 'spiner' (did you mean 'spinner'?); known: spinner
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from nas.core.nearest import did_you_mean
@@ -23,9 +23,13 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, *, modules: tuple[str, ...] = ()) -> None:
+    """Names -> objects. ``builtins`` names the module that registers each built-in name: a name is known (listed,
+    checked, suggested) without importing anything, and only the module of the name looked up is imported (a
+    misspelt strategy is refused without loading torch for the RL controller)."""
+
+    def __init__(self, kind: str, *, builtins: Mapping[str, str] | None = None) -> None:
         self.kind = kind
-        self._modules = modules  # imported on first lookup, so built-ins register themselves
+        self._builtins = dict(builtins or {})  # name -> module, imported on the name's first lookup
         self._entries: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -38,40 +42,53 @@ class Registry(Generic[T]):
 
         return add
 
-    def _load(self) -> None:
-        modules, self._modules = self._modules, ()
-        for module in modules:
-            importlib.import_module(module)
-
     def names(self) -> list[str]:
-        self._load()
-        return sorted(self._entries)
+        """Every registered name, built-ins included (nothing is imported)."""
+        return sorted({*self._builtins, *self._entries})
+
+    def check(self, name: str) -> None:
+        """A one-line ValueError (with the nearest known name) unless ``name`` is registered; nothing is imported."""
+        if name not in self._entries and name not in self._builtins:
+            raise ValueError(f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())}; "
+                             f"known: {', '.join(self.names())}")
 
     def get(self, name: str) -> T:
-        self._load()
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise ValueError(f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())}; "
-                             f"known: {', '.join(self.names())}") from None
+        """What ``name`` is registered as (a built-in's module imported first); ValueError for an unknown name."""
+        self.check(name)
+        if name not in self._entries:
+            importlib.import_module(self._builtins[name])
+            if name not in self._entries:
+                raise ValueError(f"module {self._builtins[name]!r} did not register {self.kind} {name!r}")
+        return self._entries[name]
 
     def items(self) -> list[tuple[str, T]]:
-        self._load()
-        return sorted(self._entries.items())
+        """Every (name, object), every built-in's module imported."""
+        return [(name, self.get(name)) for name in self.names()]
 
 
-strategies: Registry[Any] = Registry("strategy", modules=("nas.strategies",))
-spaces: Registry[Any] = Registry("search space", modules=("nas.search_spaces",))
-schedulers: Registry[Any] = Registry("scheduler", modules=("nas.schedulers",))
+def _builtins(package: str, modules: Mapping[str, str]) -> dict[str, str]:
+    return {name: f"{package}.{module}" for name, module in modules.items()}
+
+
+#: the built-in strategies (``strategies/``), spaces (``search_spaces/``) and schedulers (``nas/schedulers/``):
+#: each name with the module that registers it; a test checks that each module registers exactly these
+strategies: Registry[Any] = Registry("strategy", builtins=_builtins("nas.strategies", {
+    "evolution": "evolution", "local": "local", "optuna": "optuna_sampler", "pbt": "pbt", "predictor": "predictor",
+    "random": "random", "rl": "rl"}))
+spaces: Registry[Any] = Registry("search space", builtins=_builtins("nas.search_spaces", {
+    "macro": "macro", "nb201": "nb201", "toy": "toy"}))
+schedulers: Registry[Any] = Registry("scheduler", builtins=_builtins("nas.schedulers", {
+    "asha": "asha", "hyperband": "hyperband", "median": "median", "none": "none"}))
 
 register_strategy = strategies.register
 register_space = spaces.register
 register_scheduler = schedulers.register
 #: executors by name (``ray``, ``inprocess``, ``simulated``): classes with ``from_config(ExecutorConfig)``
-executors: Registry[Any] = Registry("executor", modules=(
-    "nas.engine.inprocess", "nas.engine.ray_pool", "nas.engine.simulated"))
+executors: Registry[Any] = Registry("executor", builtins=_builtins("nas.engine", {
+    "inprocess": "inprocess", "ray": "ray_pool", "simulated": "simulated"}))
 register_executor = executors.register
 #: tabular benchmarks by name (``nb201-cifar10``, ...): factories ``() -> benchmark`` that the simulated executor
 #: (``nas.engine.simulated``) is handed the result of
-tables: Registry[Any] = Registry("tabular benchmark", modules=("nas.engine.tabular.nb201_table",))
+tables: Registry[Any] = Registry("tabular benchmark", builtins=_builtins("nas.engine.tabular", {
+    f"nb201-{dataset}": "nb201_table" for dataset in ("cifar10", "cifar100", "imagenet16")}))
 register_table = tables.register

@@ -33,11 +33,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from nas.core.types import Arch, InvalidArchitecture, InvalidSpace
 
 if TYPE_CHECKING:
+    import torch
+
     from nas.core.weight_sharing import Supernet
 
 
@@ -226,6 +227,8 @@ class SearchSpace:
 
     def check_build(self, arch: Arch, task: Task) -> torch.nn.Module:
         """:meth:`build`, with its failures turned into errors that name the space and architecture."""
+        import torch  # (here, not at the top: a space's names and decisions are read without torch)
+
         self.validate(arch)
         try:
             model = self.build(arch, task)

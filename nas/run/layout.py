@@ -125,6 +125,14 @@ def start_error(path: Path, e: OSError) -> ValueError:
     return ValueError(f"cannot start a run in {str(path)!r}: {os_error_text(e)}; nothing was written")
 
 
+def check_new(path: Path) -> None:
+    """What a new run's directory must be before its lock is taken: writable where it exists, and new or empty (one
+    that holds a run passes here: under the lock, :func:`check_empty` refuses it, or the lock names a live holder)."""
+    if path.is_dir() and (probe := write_probe(path)) is not None:
+        raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
+    check_empty(path, run_ok=True)
+
+
 def write_probe(path: Path) -> str | None:
     """Why ``path`` cannot be written (errno's text), or None. A real write, not only os.access: root ignores
     permission bits, read-only mounts and full disks do not."""
@@ -174,5 +182,6 @@ def _check_snapshot(path: Path, snapshot: dict[str, Any], config: RunConfig, n_r
 
 
 __all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "check_empty",
+           "check_new",
            "first_missing", "read_config", "read_run_json", "resume_checks", "start_error", "undo_create",
            "write_probe"]

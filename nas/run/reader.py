@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -24,6 +24,9 @@ from nas.core.types import Arch, Result, Trial
 from nas.run.config import RunConfig
 from nas.run.journal import bulk_load, read_results
 from nas.run.store import JOURNAL, read_config
+
+if TYPE_CHECKING:
+    from nas.core.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +45,20 @@ def read_journal(run_dir: str | os.PathLike[str]) -> list[tuple[Trial, Result]]:
         return list(read_results(path / JOURNAL))
 
 
-def registered_formatter(cfg: RunConfig) -> Callable[[Arch], str] | None:
-    """The one-line formatter of the run's space when it is a registered space, else None (a custom
-    space is never imported by a read)."""
+def registered_space(cfg: RunConfig) -> SearchSpace | None:
+    """The run's space when it is a registered space, else None (a custom space is never imported by a read)."""
     from nas.core.spec import space_from_spec
 
     try:
-        return space_from_spec(cfg.search.space_spec(), allow_import=False).format
+        return space_from_spec(cfg.search.space_spec(), allow_import=False)
     except Exception:  # (user code, or arguments of another version: canonical JSON instead)
         return None
+
+
+def registered_formatter(cfg: RunConfig) -> Callable[[Arch], str] | None:
+    """The one-line formatter of the run's space when it is a registered space, else None."""
+    space = registered_space(cfg)
+    return None if space is None else space.format
 
 
 def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = None) -> pd.DataFrame:

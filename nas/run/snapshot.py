@@ -31,15 +31,15 @@ import json
 import math
 import pathlib
 import re
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as load_tensors
-from safetensors.torch import save as save_tensors
 
 from nas.run.files import atomic_write
+
+if TYPE_CHECKING:
+    import torch
 
 FORMAT = "nas-snapshot"
 VERSION = 1
@@ -58,6 +58,9 @@ def write_snapshot(path: pathlib.Path, payload: dict) -> int:
     written = 0
     tensor_file: dict[str, Any] | None = None
     if tensors:
+        from safetensors import SafetensorError  # (torch and safetensors only where a payload holds arrays)
+        from safetensors.torch import save as save_tensors
+
         try:
             blob = save_tensors(tensors)
         except (SafetensorError, ValueError, RuntimeError, TypeError) as e:
@@ -122,6 +125,9 @@ def _read_tensors(path: pathlib.Path, meta: Any) -> dict[str, torch.Tensor]:
         raise ValueError(f"{tpath}: the snapshot's tensor file cannot be read ({e.strerror or e})") from None
     if hashlib.sha256(blob).hexdigest() != meta["sha256"]:
         raise ValueError(f"{tpath}: the tensor file does not match the hash its snapshot {path.name} records")
+    from safetensors import SafetensorError
+    from safetensors.torch import load as load_tensors
+
     try:
         return load_tensors(blob)
     except (SafetensorError, ValueError, RuntimeError) as e:
@@ -167,7 +173,7 @@ def _enc(value: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return [_child(v, tensors, i) for i, v in enumerate(value)]
     if isinstance(value, tuple):
         return _tagged("tuple", items=[_child(v, tensors, i) for i, v in enumerate(value)])
-    if isinstance(value, (np.ndarray, torch.Tensor)):
+    if isinstance(value, np.ndarray) or _is_tensor(value):
         return _encode_array(value, tensors)
     if isinstance(value, np.generic):
         if value.dtype.kind not in "biuf":
@@ -187,7 +193,15 @@ def _child(value: Any, tensors: dict[str, torch.Tensor], key: Any) -> Any:
         raise
 
 
+def _is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch: none exists before torch is imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def _encode_array(value: np.ndarray | torch.Tensor, tensors: dict[str, torch.Tensor]) -> Any:
+    import torch
+
     name = f"t{len(tensors)}"
     if isinstance(value, torch.Tensor):
         if value.layout != torch.strided:

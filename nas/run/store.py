@@ -42,6 +42,7 @@ from nas.run.layout import (
     SNAPSHOT_FORMAT,
     STATUS,
     check_empty,
+    check_new,
     first_missing,
     read_config,
     resume_checks,
@@ -125,9 +126,7 @@ class RunStore:
         fails (a full disk included): one line says why."""
         path, config = Path(path), RunConfig.coerce(config)
         made = first_missing(path)
-        if path.is_dir() and (probe := write_probe(path)) is not None:
-            raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
-        check_empty(path, run_ok=True)
+        check_new(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:

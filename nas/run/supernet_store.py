@@ -46,7 +46,6 @@ from nas.run.journal import JournalWriter, cut_torn_tail
 from nas.run.layout import read_run_json
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
-from nas.train.supernet_io import WEIGHTS
 
 RUN_JSON, EPOCHS, CHECKPOINT, STATUS = "run.json", "epochs.jsonl", "checkpoint.json", "status.json"
 KIND, FORMAT = "supernet", 1  # (run.json also carries the run format of nas.run.config)
@@ -148,6 +147,8 @@ class SupernetStore:
 
     def on_epoch(self, record: dict[str, Any], state: dict[str, Any], weights: bytes) -> None:
         """An epoch trained: its checkpoint, the weights searches read, its journal record, the status."""
+        from nas.train.supernet_io import WEIGHTS  # (here: `nas status` reads this store without torch)
+
         write_snapshot(self.path / CHECKPOINT, {"format": FORMAT, "record": record, "state": state,
                                                 "epoch": record["epoch"]})
         atomic_write(self.path / WEIGHTS, weights)
