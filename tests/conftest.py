@@ -66,6 +66,19 @@ def toy_space():
 
 
 @pytest.fixture
+def nas_cli(capsys):
+    """``nas_cli(*argv)``: the ``nas`` command line run in this process: (exit code, stdout, stderr)."""
+    from nas.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
 def keep_threads():
     """The process's torch thread count, put back after the test (for tests that set it, or run code that does)."""
     import torch

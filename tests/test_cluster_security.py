@@ -30,6 +30,7 @@ import pytest
 import ray  # noqa: F401  (puts Ray's bundled psutil on the path)
 
 from nas.engine.cluster import LOCAL_LISTENERS, SINGLE_NODE_ENV, Listener
+from tests.helpers import kill_session
 
 pytestmark = pytest.mark.ray
 
@@ -107,13 +108,6 @@ def tree(pid: int) -> list:
     return [root, *root.children(recursive=True)]
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL whatever is left of the processes our `nas search` started (its own session; nobody else's)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.getsid(int(entry)) == sid:
-                    os.kill(int(entry), signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")

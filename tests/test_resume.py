@@ -8,7 +8,6 @@ SIGINT, then resume it from the command line.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -29,6 +28,7 @@ from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
+from tests.helpers import kill_session
 
 OPTIONS = {"population": 6, "sample_size": 3}
 BUDGET = 24
@@ -196,13 +196,6 @@ def cli(tmp_path, *argv, seconds):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def kill_session(sid):
-    """SIGKILL what is left of the processes a killed driver started (Ray's agents outlive it)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.getsid(int(entry)) == sid:
-                    os.kill(int(entry), signal.SIGKILL)
 
 
 def wait_for_journal(proc, run_dir, lines, timeout=240.0):
