@@ -142,6 +142,10 @@ def _forked(spec: dict, out: str, err: str) -> None:
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(target, fd)
         os.close(target)
+    if spec.get("executor") == "ray":  # Ray's workers cannot import this module: its training function goes by value
+        import ray
+
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     main(spec)
 
 
