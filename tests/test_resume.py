@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -28,7 +27,7 @@ from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
-from tests.helpers import kill_session
+from tests.helpers import kill_session, wait_until
 
 OPTIONS = {"population": 6, "sample_size": 3}
 BUDGET = 24
@@ -199,16 +198,18 @@ def cli(tmp_path, *argv, seconds):
 
 
 def wait_for_journal(proc, run_dir, lines, timeout=240.0):
-    """Poll the journal (bounded) until it holds ``lines`` records; the search must still be running."""
+    """Until the journal (another process's file) holds ``lines`` results; the search must still be running."""
     journal = run_dir / "trials.jsonl"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if journal.exists() and journal.read_bytes().count(b'"kind":"result"') >= lines:  # finished trials
-            return
+
+    def written() -> bool:
         assert proc.poll() is None, f"the search ended early: {proc.communicate()}"
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail(f"no {lines} journal records within {timeout} s: {proc.communicate()}")
+        return journal.exists() and journal.read_bytes().count(b'"kind":"result"') >= lines  # finished trials
+
+    try:
+        wait_until(written, f"{lines} results in {journal}", timeout=timeout)
+    except AssertionError:
+        proc.kill()
+        raise
 
 
 def finish(proc, timeout=300):
