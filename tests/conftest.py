@@ -65,6 +65,38 @@ def toy_space():
     return ToySpace()
 
 
+@pytest.fixture
+def nas_cli(capsys):
+    """``nas_cli(*argv)``: the ``nas`` command line run in this process: (exit code, stdout, stderr)."""
+    from nas.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def keep_threads():
+    """The process's torch thread count, put back after the test (for tests that set it, or run code that does)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def one_thread(keep_threads):
+    """Tiny torch work in the test process on one thread (two threads of small convolutions run ~20x slower on a
+    busy machine); a module takes it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 class Signal:
     """A one-shot signal from a worker process (a Ray actor) to the test, without sleeps or polling: a FIFO at
     ``path``. The worker writes one line (``with open(path, "w") as f: f.write(text + "\\n")``; its open waits

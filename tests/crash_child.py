@@ -13,14 +13,21 @@ and at most one kill point, counted over the whole run directory (earlier sessio
 The kill is a real SIGKILL of this process: nothing runs after it (no ``finally``, no lock release, no flush).
 The hooks only watch: the journal's writes through the store's ``opener`` (a documented run option) and the
 snapshot's rename through :func:`sys.setprofile`; the search itself is ``nas.search`` as the CLI runs it.
+
+The tests start each search with :func:`launch`: a process forked from multiprocessing's fork server, which has
+imported this module, torch (with the torch._dynamo its first optimizer step loads), pandas and scikit-learn once
+(~6 s of each fresh interpreter's ~7 s before the search's first trial). Its own process all the same: SIGKILLed,
+it leaves only what it wrote to the run directory, and the next one resumes from there.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -119,6 +126,45 @@ def main(spec: dict) -> None:
                     scheduler_options=spec.get("scheduler_options") or {}, run_dir=spec["run_dir"],
                     resume=spec.get("resume", False), address=spec.get("address"), run_options=run_options)
     print(json.dumps({"finished": len(df)}), flush=True)
+
+
+#: what the fork server imports once: the search's own imports (its plugins by registry, the executors' modules
+#: it checks, the progress display's notebook test) and what the first optimizer step loads (torch._dynamo)
+PRELOAD = ["crash_child", "nas.api", "nas.strategies", "nas.schedulers", "nas.search_spaces", "nas.engine.inprocess",
+           "nas.engine.ray_pool", "nas.engine.simulated", "nas.monitor.progress", "nas.monitor.status",
+           "nas.train.runner", "nas.train.inherit", "torch._dynamo", "torch.optim", "sklearn.datasets", "pandas",
+           "optuna", "IPython", "ray"]
+
+
+def _forked(spec: dict, out: str, err: str) -> None:
+    """The forked process: its stdout and stderr into files (a traceback too), then the search."""
+    for fd, path in ((1, out), (2, err)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(target, fd)
+        os.close(target)
+    if spec.get("executor") == "ray":  # Ray's workers cannot import this module: its training function goes by value
+        import ray
+
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    main(spec)
+
+
+def launch(spec: dict, logs: Path, timeout: float = 600.0) -> subprocess.CompletedProcess:
+    """Run :func:`main` with ``spec`` in a process of its own, forked from the fork server; its exit status
+    (-9: SIGKILLed; 1: an exception, its traceback in stderr) and output as :func:`subprocess.run` gives them."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)  # (read when the server starts: the first launch)
+    logs.mkdir(parents=True, exist_ok=True)
+    out, err = logs / "stdout.txt", logs / "stderr.txt"
+    proc = context.Process(target=_forked, args=(spec, str(out), str(err)))
+    proc.start()
+    proc.join(timeout)
+    if proc.exitcode is None:
+        proc.kill()
+        proc.join()
+        raise TimeoutError(f"the search did not end within {timeout} s: {err.read_text()[-3000:]}")
+    return subprocess.CompletedProcess(["crash_child", json.dumps(spec)], proc.exitcode, out.read_text(),
+                                       err.read_text())
 
 
 if __name__ == "__main__":

@@ -11,20 +11,13 @@ import numpy as np
 import pytest
 
 import nas
-from nas.cli import main
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
+from tests.helpers import FAST
 
-FAST = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
 TOY = scored(toy_score)
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line_error(code, err, message):
@@ -59,14 +52,14 @@ def test_a_space_whose_build_always_fails_stops_the_search_early(tmp_path, space
     assert len(errors) == 5 and all(e.startswith("InvalidSpace") for e in errors)  # each one recorded
 
 
-def test_a_broken_space_on_the_command_line(tmp_path, capsys, monkeypatch):
+def test_a_broken_space_on_the_command_line(tmp_path, nas_cli, monkeypatch):
     (tmp_path / "brokenspace.py").write_text(
         "import nas\n\nclass Broken(nas.SearchSpace):\n"
         "    def dims(self):\n        return {'a': [1, 2, 3], 'b': [1, 2]}\n\n"
         "    def build(self, arch, task):\n        raise KeyError('missing block')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    code, _, err = cli(capsys, "search", "--space", "brokenspace:Broken", "--executor", "inprocess", "--quiet",
-                       "--epochs", "1", "--budget", "6", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
+    code, _, err = nas_cli("search", "--space", "brokenspace:Broken", "--executor", "inprocess", "--quiet",
+                           "--epochs", "1", "--budget", "6", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
     one_line_error(code, err, "Broken.build failed for a=")
 
 
@@ -84,10 +77,10 @@ def test_too_large_models_fail_as_trials_and_the_search_finishes(tmp_path):
      "train inputs (4,) and validation inputs (5,) differ"),
     ({"inputs": np.zeros((12, 4))}, "needs arrays 'x' and 'y', has ['inputs']"),
 ])
-def test_datasets_with_the_wrong_shape(tmp_path, capsys, arrays, message):
+def test_datasets_with_the_wrong_shape(tmp_path, nas_cli, arrays, message):
     np.savez(tmp_path / "data.npz", **arrays)
-    code, _, err = cli(capsys, "search", *FAST, "--dataset", str(tmp_path / "data.npz"),
-                       "--run-dir", str(tmp_path / "r"))
+    code, _, err = nas_cli("search", *FAST, "--dataset", str(tmp_path / "data.npz"),
+                           "--run-dir", str(tmp_path / "r"))
     one_line_error(code, err, message)
 
 
@@ -104,21 +97,21 @@ def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
     ("list.yaml", "- toy\n", "must hold a table of options, got list"),
     ("run.json", "{}", "must end in .toml, .yaml or .yml"),
 ])
-def test_malformed_config_files(tmp_path, capsys, name, text, message):
+def test_malformed_config_files(tmp_path, nas_cli, name, text, message):
     (tmp_path / name).write_text(text)
     if name == "list.toml":
         (tmp_path / name).write_text("[[runs]]\nspace = 'toy'\n")
         message = "unknown config keys ['runs']"
-    code, _, err = cli(capsys, "search", "--config", str(tmp_path / name))
+    code, _, err = nas_cli("search", "--config", str(tmp_path / name))
     one_line_error(code, err, message)
 
 
-def test_run_directories_that_cannot_be_written(tmp_path, capsys):
+def test_run_directories_that_cannot_be_written(tmp_path, nas_cli):
     (tmp_path / "file").write_text("not a directory")
-    code, _, err = cli(capsys, "search", *FAST, "--run-dir", str(tmp_path / "file" / "run"))
+    code, _, err = nas_cli("search", *FAST, "--run-dir", str(tmp_path / "file" / "run"))
     one_line_error(code, err, "cannot create run directory")
     if Path("/sys/fs").is_dir():  # read-only even for root, unlike a chmod-ed directory
-        code, _, err = cli(capsys, "search", *FAST, "--run-dir", "/sys/fs")
+        code, _, err = nas_cli("search", *FAST, "--run-dir", "/sys/fs")
         one_line_error(code, err, "run directory '/sys/fs' is not writable")
 
 
@@ -180,12 +173,12 @@ def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
         nas.search(ToySpace(), executor="inprocess", data=None, train=TOY, resume=True)
 
 
-def test_cli_resume_takes_only_the_budget(finished_run, capsys, tmp_path):
-    code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--epochs", "3", "-o", "population=5")
+def test_cli_resume_takes_only_the_budget(finished_run, nas_cli, tmp_path):
+    code, _, err = nas_cli("search", "--resume", str(finished_run), "--epochs", "3", "-o", "population=5")
     one_line_error(code, err, "only --budget (to raise it) and --address may be given, not --epochs -o")
-    code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--budget", "2")
+    code, _, err = nas_cli("search", "--resume", str(finished_run), "--budget", "2")
     one_line_error(code, err, "budget may only be raised when resuming")  # (the budget is checked first)
-    code, _, err = cli(capsys, "search", "--resume", str(finished_run), "--budget", "6")
+    code, _, err = nas_cli("search", "--resume", str(finished_run), "--budget", "6")
     one_line_error(code, err, "it trains with a function that is custom, not importable (scored('toy_score')); "
                    "resume it from Python with the same one: nas.search(..., run_dir=")
     assert "resume=True, train=<that function>)" in err
@@ -193,20 +186,20 @@ def test_cli_resume_takes_only_the_budget(finished_run, capsys, tmp_path):
     assert (saved["dataset"], saved["function"]) == (None, "custom, not importable (scored('toy_score'))")
     with pytest.raises(ValueError, match=r"it trains with a function that is custom, not importable"):
         resume(finished_run, train=None)  # the API without the function: the same refusal
-    code, _, err = cli(capsys, "search", "--resume", str(tmp_path))
+    code, _, err = nas_cli("search", "--resume", str(tmp_path))
     one_line_error(code, err, "is not a run directory (no run.json)")
 
 
-def test_a_run_given_a_dataset_object_resumes_only_where_it_is_handed_in_again(tmp_path, capsys):
+def test_a_run_given_a_dataset_object_resumes_only_where_it_is_handed_in_again(tmp_path, nas_cli):
     from nas.train.simple import noop
 
     digits = nas.load_dataset("digits")
     nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=digits, train=noop, run_dir=tmp_path / "r")
     saved = json.loads((tmp_path / "r" / "run.json").read_text())["train"]
     assert (saved["dataset"], saved["data_object"], saved["function"]) == (None, "digits", "nas.train.simple:noop")
-    code, _, err = cli(capsys, "search", "--resume", str(tmp_path / "r"), "--budget", "3")
+    code, _, err = nas_cli("search", "--resume", str(tmp_path / "r"), "--budget", "3")
     one_line_error(code, err, "it was given a Dataset object ('digits') in Python; resume it from Python")
-    code, _, err = cli(capsys, "best", str(tmp_path / "r"), "--evaluate-test")
+    code, _, err = nas_cli("best", str(tmp_path / "r"), "--evaluate-test")
     one_line_error(code, err, "was given a Dataset object ('digits'), not a dataset spec")
     df = nas.search(ToySpace(), "random", budget=3, executor="inprocess", data=digits, train=noop,
                     run_dir=tmp_path / "r", resume=True)

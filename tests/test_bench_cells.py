@@ -7,18 +7,10 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from nas.cli import main
 from nas.engine.tabular.nb201_table import load_table
 from nas_benchmarks.nb201_cells import pick_cells
-
-
-@pytest.fixture
-def keep_threads():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
 
 
 def test_cells_are_spread_over_the_accuracy_range():

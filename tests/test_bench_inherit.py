@@ -7,16 +7,8 @@ import argparse
 import json
 
 import pytest
-import torch
 
 from nas_benchmarks import weight_inheritance
-
-
-@pytest.fixture
-def keep_threads():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
 
 
 def run(argv):

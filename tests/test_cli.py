@@ -11,40 +11,33 @@ import torch
 
 import nas
 from nas.cli import main
-
-FAST = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.helpers import FAST, TINY_SPACE
 
 
-def test_search_then_results_and_best(tmp_path, capsys):
+def test_search_then_results_and_best(tmp_path, nas_cli):
     run_dir = str(tmp_path / "run")
-    code, out, _ = run(capsys, "search", *FAST, "--budget", "4", "--run-dir", run_dir,
-                       "-o", "population=2", "-o", "sample_size=1")
+    code, out, _ = nas_cli("search", *FAST, "--budget", "4", "--run-dir", run_dir,
+                           "-o", "population=2", "-o", "sample_size=1")
     assert code == 0
     assert "finished 4 trials (0 failed)" in out and "best score" in out and run_dir in out
 
-    code, out, _ = run(capsys, "results", run_dir)
+    code, out, _ = nas_cli("results", run_dir)
     assert code == 0 and "4 trials: 4 complete, 0 failed" in out
 
     csv, parquet = tmp_path / "t.csv", tmp_path / "t.parquet"
-    assert run(capsys, "results", run_dir, "--csv", str(csv), "--parquet", str(parquet))[0] == 0
+    assert nas_cli("results", run_dir, "--csv", str(csv), "--parquet", str(parquet))[0] == 0
     assert len(pd.read_csv(csv)) == 4 and len(pd.read_parquet(parquet)) == 4
 
     arch_json, weights = tmp_path / "best.json", tmp_path / "best.pt"
-    code, out, _ = run(capsys, "best", run_dir, "--export-json", str(arch_json),
-                       "--export-weights", str(weights))
+    code, out, _ = nas_cli("best", run_dir, "--export-json", str(arch_json),
+                           "--export-weights", str(weights))
     assert code == 0 and "best trial" in out
     exported = json.loads(arch_json.read_text())
     assert set(exported["arch"]) == {f"d{i}" for i in range(5)}
     assert torch.load(weights, weights_only=False)["arch"] == exported["arch"]
 
 
-def test_config_file_with_command_line_override(tmp_path, capsys):
+def test_config_file_with_command_line_override(tmp_path, nas_cli):
     cfg = tmp_path / "run.toml"
     cfg.write_text(textwrap.dedent("""
         space = "toy"
@@ -53,12 +46,12 @@ def test_config_file_with_command_line_override(tmp_path, capsys):
         executor = "inprocess"
         epochs = 1
     """))
-    code, out, _ = run(capsys, "search", "--config", str(cfg), "--budget", "2", "--quiet",
-                       "--run-dir", str(tmp_path / "r"))
+    code, out, _ = nas_cli("search", "--config", str(cfg), "--budget", "2", "--quiet",
+                           "--run-dir", str(tmp_path / "r"))
     assert code == 0 and "finished 2 trials" in out
     ycfg = tmp_path / "run.yaml"
     ycfg.write_text("space: toy\nstrategy: random\nbudget: 2\nexecutor: inprocess\nepochs: 1\n")
-    assert run(capsys, "search", "--config", str(ycfg), "--quiet", "--run-dir", str(tmp_path / "y"))[0] == 0
+    assert nas_cli("search", "--config", str(ycfg), "--quiet", "--run-dir", str(tmp_path / "y"))[0] == 0
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -72,42 +65,42 @@ def test_config_file_with_command_line_override(tmp_path, capsys):
     (["--dataset", "cifar"], "unknown dataset 'cifar'"),
     (["--executor", "spark"], "unknown executor 'spark'"),
 ])
-def test_bad_options_give_one_line_and_exit_2(tmp_path, capsys, argv, message):
-    code, _, err = run(capsys, "search", *FAST, "--run-dir", str(tmp_path / "r"), *argv)
+def test_bad_options_give_one_line_and_exit_2(tmp_path, nas_cli, argv, message):
+    code, _, err = nas_cli("search", *FAST, "--run-dir", str(tmp_path / "r"), *argv)
     assert code == 2
     assert message in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_malformed_and_unknown_config(tmp_path, capsys):
+def test_malformed_and_unknown_config(tmp_path, nas_cli):
     bad = tmp_path / "bad.toml"
     bad.write_text("budget = = 3\n")
-    code, _, err = run(capsys, "search", "--config", str(bad))
+    code, _, err = nas_cli("search", "--config", str(bad))
     assert code == 2 and "is malformed" in err
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("budgett = 3\n")
-    code, _, err = run(capsys, "search", "--config", str(unknown))
+    code, _, err = nas_cli("search", "--config", str(unknown))
     assert code == 2 and "unknown config keys ['budgett']" in err
-    code, _, err = run(capsys, "search", "--config", str(tmp_path / "missing.toml"))
+    code, _, err = nas_cli("search", "--config", str(tmp_path / "missing.toml"))
     assert code == 2 and "does not exist" in err
 
 
-def test_results_of_a_non_run_directory(tmp_path, capsys):
-    code, _, err = run(capsys, "results", str(tmp_path))
+def test_results_of_a_non_run_directory(tmp_path, nas_cli):
+    code, _, err = nas_cli("results", str(tmp_path))
     assert code == 2 and "is not a run directory" in err
 
 
-def test_existing_run_directory_is_not_overwritten(tmp_path, capsys):
+def test_existing_run_directory_is_not_overwritten(tmp_path, nas_cli):
     args = ["search", *FAST, "--budget", "1", "--run-dir", str(tmp_path / "r")]
-    assert run(capsys, *args)[0] == 0
-    code, _, err = run(capsys, *args)
+    assert nas_cli(*args)[0] == 0
+    code, _, err = nas_cli(*args)
     assert code == 2 and "already holds a run" in err
 
 
-def test_listings(capsys):
-    code, out, _ = run(capsys, "spaces")
+def test_listings(nas_cli):
+    code, out, _ = nas_cli("spaces")
     assert code == 0 and "nb201" in out and "15,625" in out and "macro" in out
-    code, out, _ = run(capsys, "strategies")
+    code, out, _ = nas_cli("strategies")
     assert code == 0 and "evolution" in out and "random" in out
 
 
@@ -119,30 +112,18 @@ def test_help_for_every_command(capsys):
         assert "usage: nas " + command in capsys.readouterr().out
 
 
-def test_custom_space_by_module_path(tmp_path, capsys, monkeypatch):
-    (tmp_path / "myspace.py").write_text(textwrap.dedent("""
-        import torch
-        import nas
-
-        class Tiny(nas.SearchSpace):
-            def dims(self):
-                return {"hidden": [8, 16], "act": ["relu", "tanh"]}
-
-            def build(self, arch, task):
-                act = torch.nn.ReLU() if arch["act"] == "relu" else torch.nn.Tanh()
-                return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, arch["hidden"]), act,
-                                           torch.nn.Linear(arch["hidden"], task.num_classes))
-    """))
+def test_custom_space_by_module_path(tmp_path, nas_cli, monkeypatch):
+    (tmp_path / "myspace.py").write_text(TINY_SPACE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    code, out, _ = run(capsys, "search", "--space", "myspace:Tiny", "--executor", "inprocess", "--quiet",
-                       "--epochs", "1", "--budget", "3", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
+    code, out, _ = nas_cli("search", "--space", "myspace:Tiny", "--executor", "inprocess", "--quiet",
+                           "--epochs", "1", "--budget", "3", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
     assert code == 0 and "finished 3 trials" in out
-    code, out, _ = run(capsys, "results", str(tmp_path / "r"), "--view", "arch")  # (the table fits 80 columns)
+    code, out, _ = nas_cli("results", str(tmp_path / "r"), "--view", "arch")  # (the table fits 80 columns)
     assert '"hidden": ' in out  # a custom space: results never import it, so canonical JSON
 
 
 # -- the space and the training function rebuilt from run.json ------------------------------------------------------
-def test_a_parameterised_space_is_rebuilt_with_its_arguments_for_the_test_split(tmp_path, capsys):
+def test_a_parameterised_space_is_rebuilt_with_its_arguments_for_the_test_split(tmp_path, nas_cli):
     """The regression of NB201Space(channels=4): `nas best --evaluate-test` rebuilt the space from its name only
     (16 channels) and ended in a size-mismatch traceback."""
     import numpy as np
@@ -155,18 +136,18 @@ def test_a_parameterised_space_is_rebuilt_with_its_arguments_for_the_test_split(
     settings = nas.TrainSettings(epochs=1, batch_size=16, device="cpu", measure_costs=False)
     nas.search(NB201Space(channels=4), "random", budget=2, executor="inprocess", data=str(tmp_path / "imgs.npz"),
                settings=settings, run_dir=tmp_path / "api")
-    code, out, err = run(capsys, "best", str(tmp_path / "api"), "--evaluate-test")
+    code, out, err = nas_cli("best", str(tmp_path / "api"), "--evaluate-test")
     assert code == 0 and "on 10 test images" in out, err
-    code, out, err = run(capsys, "search", "--space", "nb201", "--space-option", "channels=4", "--strategy", "random",
-                         "--executor", "inprocess", "--budget", "1", "--epochs", "1", "--batch-size", "16",
-                         "--no-measure-costs", "--dataset", str(tmp_path / "imgs.npz"), "--quiet",
-                         "--run-dir", str(tmp_path / "cli"))
+    code, out, err = nas_cli("search", "--space", "nb201", "--space-option", "channels=4", "--strategy", "random",
+                             "--executor", "inprocess", "--budget", "1", "--epochs", "1", "--batch-size", "16",
+                             "--no-measure-costs", "--dataset", str(tmp_path / "imgs.npz"), "--quiet",
+                             "--run-dir", str(tmp_path / "cli"))
     assert code == 0, err
     assert json.loads((tmp_path / "cli" / "run.json").read_text())["search"]["space_args"] == {"channels": 4}
-    assert run(capsys, "best", str(tmp_path / "cli"), "--evaluate-test")[0] == 0
+    assert nas_cli("best", str(tmp_path / "cli"), "--evaluate-test")[0] == 0
 
 
-def test_an_importable_training_function_is_recorded_and_resumed_from_the_command_line(tmp_path, capsys,
+def test_an_importable_training_function_is_recorded_and_resumed_from_the_command_line(tmp_path, nas_cli,
                                                                                        monkeypatch):
     (tmp_path / "mytrain.py").write_text(textwrap.dedent("""
         def train(ctx):  # a custom scale, far from digits accuracy: a silent switch to the built-in trainer shows
@@ -181,13 +162,13 @@ def test_an_importable_training_function_is_recorded_and_resumed_from_the_comman
                run_dir=tmp_path / "run")
     saved = json.loads((tmp_path / "run" / "run.json").read_text())["train"]
     assert (saved["function"], saved["dataset"], saved["dataset_fingerprint"]) == ("mytrain:train", None, None)
-    code, _, err = run(capsys, "search", "--resume", str(tmp_path / "run"), "--budget", "5", "--quiet")
+    code, _, err = nas_cli("search", "--resume", str(tmp_path / "run"), "--budget", "5", "--quiet")
     assert code == 0, err
     df = nas.load_results(tmp_path / "run")
     assert sorted(df.trial_id) == list(range(5)) and (df.score >= 10).all()
 
 
-def test_executor_objects_are_recorded_by_their_registered_name(tmp_path, capsys):
+def test_executor_objects_are_recorded_by_their_registered_name(tmp_path, nas_cli):
     from nas.engine.simulated import SimulatedExecutor
     from nas.engine.tabular.nb201_table import NB201Benchmark
     from nas.search_spaces.nb201 import NB201Space
@@ -197,17 +178,17 @@ def test_executor_objects_are_recorded_by_their_registered_name(tmp_path, capsys
     saved = json.loads((tmp_path / "object" / "run.json").read_text())
     assert saved["execution"]["executor"] == "simulated"
     assert saved["execution"]["executor_class"] == "nas.engine.simulated:SimulatedExecutor"
-    code, _, err = run(capsys, "search", "--resume", str(tmp_path / "object"), "--budget", "4")
+    code, _, err = nas_cli("search", "--resume", str(tmp_path / "object"), "--budget", "4")
     assert code == 2 and "resume it from Python with the same one" in err and "executor" in err
 
     nas.search("nb201", "random", budget=3, executor="simulated", data=None, run_dir=tmp_path / "name")
-    code, _, err = run(capsys, "search", "--resume", str(tmp_path / "name"), "--budget", "5", "--quiet")
+    code, _, err = nas_cli("search", "--resume", str(tmp_path / "name"), "--budget", "5", "--quiet")
     assert code == 0, err  # the simulated executor again, by its name: no Ray
     assert len(nas.load_results(tmp_path / "name")) == 5
 
-    code, _, err = run(capsys, "search", "--space", "nb201", "--executor", "simulated", "--dataset", "none",
-                       "--strategy", "random", "--budget", "1000", "--time-budget", "2000", "--quiet",
-                       "--run-dir", str(tmp_path / "timed"))
+    code, _, err = nas_cli("search", "--space", "nb201", "--executor", "simulated", "--dataset", "none",
+                           "--strategy", "random", "--budget", "1000", "--time-budget", "2000", "--quiet",
+                           "--run-dir", str(tmp_path / "timed"))
     assert code == 0, err
     assert 10 < len(nas.load_results(tmp_path / "timed")) < 1000  # ended by 2,000 simulated seconds, not the budget
 

@@ -20,20 +20,7 @@ import pytest
 
 from nas.cli import build_parser
 from nas.run.lock import RunLock
-
-TINY = textwrap.dedent("""
-    import torch
-    import nas
-
-    class Tiny(nas.SearchSpace):
-        def dims(self):
-            return {"hidden": [8, 16], "act": ["relu", "tanh"]}
-
-        def build(self, arch, task):
-            act = torch.nn.ReLU() if arch["act"] == "relu" else torch.nn.Tanh()
-            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, arch["hidden"]), act,
-                                       torch.nn.Linear(arch["hidden"], task.num_classes))
-""")
+from tests.helpers import TINY_SPACE
 
 MAIN_EACH = textwrap.dedent("""
     import json, sys
@@ -101,14 +88,14 @@ def test_a_typed_module_space_is_imported_from_the_current_directory_and_a_resum
     """`nas search --space tiny_space:Tiny` in the folder of tiny_space.py works with no PYTHONPATH (as `python -m`
     would); a resume run from inside the run directory, where a tiny_space.py has been put, is refused and
     changes no byte; from the folder it was made in, the same resume goes on."""
-    (tmp_path / "tiny_space.py").write_text(TINY)
+    (tmp_path / "tiny_space.py").write_text(TINY_SPACE)
     common = ["--executor", "inprocess", "--quiet", "--epochs", "1", "--strategy", "random"]
     made = nas_process(tmp_path, "search", "--space", "tiny_space:Tiny", *common, "--budget", "2", "--run-dir", "r")
     assert made.returncode == 0, made.stderr[-2000:]
     run = tmp_path / "r"
     assert json.loads((run / "run.json").read_text())["search"]["space"] == "tiny_space:Tiny"
 
-    (run / "tiny_space.py").write_text(TINY)  # code planted in the run directory
+    (run / "tiny_space.py").write_text(TINY_SPACE)  # code planted in the run directory
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir() if p.is_file()}
     refused = nas_process(run, "search", "--resume", ".", "--budget", "3")
     assert refused.returncode == 2 and "would be imported from inside the run directory" in refused.stderr, \

@@ -17,12 +17,6 @@ NB201 = ["--space", "nb201", "--space-option", "channels=4", "--executor", "inpr
          "--epochs", "1", "--quiet", "--dataset", "digits", "--strategy", "random"]
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture(scope="module")
 def params_run(tmp_path_factory):
     """A search whose objective is the ``params`` proxy, scored (not trained) on the workers."""
@@ -42,8 +36,8 @@ def test_the_proxy_objective_scores_candidates_instead_of_training(params_run):
     assert config["train"]["function"] == "nas.train.proxies:score"
 
 
-def test_nas_proxies_ranks_a_run_s_trials(params_run, capsys):
-    code, out, err = run(capsys, "proxies", params_run, "--proxies", "params,synflow,naswot", "--batch", "16")
+def test_nas_proxies_ranks_a_run_s_trials(params_run, nas_cli):
+    code, out, err = nas_cli("proxies", params_run, "--proxies", "params,synflow,naswot", "--batch", "16")
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("6 scored trials of") and "objective params:max" in lines[0]
@@ -54,9 +48,9 @@ def test_nas_proxies_ranks_a_run_s_trials(params_run, capsys):
         assert -1 <= float(rho) <= 1 and -1 <= float(tau) <= 1 and float(sec) > 0
 
 
-def test_nas_proxies_of_a_space_s_samples(capsys):
-    code, out, err = run(capsys, "proxies", "--space", "nb201", "--space-option", "channels=4", "--sample", "3",
-                         "--proxies", "synflow,params", "--batch", "8")
+def test_nas_proxies_of_a_space_s_samples(nas_cli):
+    code, out, err = nas_cli("proxies", "--space", "nb201", "--space-option", "channels=4", "--sample", "3",
+                             "--proxies", "synflow,params", "--batch", "8")
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("3 architectures of NB201Space (seed 0)") and len(lines) == 1 + 1 + 3 + 1
@@ -72,23 +66,23 @@ def test_nas_proxies_of_a_space_s_samples(capsys):
     (["--space", "nb201", "--sample", "2", "--batch", "1"], "--batch must be at least 2"),
     (["/nonexistent/run"], "'/nonexistent/run' is not a run directory (no run.json)"),
 ])
-def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
-    code, out, err = run(capsys, "proxies", *argv)
+def test_bad_input_is_one_line_and_exit_2(nas_cli, argv, message):
+    code, out, err = nas_cli("proxies", *argv)
     assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
 
 
-def test_sample_goes_with_space_only(params_run, capsys):
-    code, _, err = run(capsys, "proxies", params_run, "--sample", "3")
+def test_sample_goes_with_space_only(params_run, nas_cli):
+    code, _, err = nas_cli("proxies", params_run, "--sample", "3")
     assert code == 2 and "--sample and --space-option go with --space" in err
 
 
-def test_the_proxy_constraint_makes_low_scorers_infeasible_before_training(tmp_path, capsys):
+def test_the_proxy_constraint_makes_low_scorers_infeasible_before_training(tmp_path, nas_cli):
     run_dir = str(tmp_path / "screened")
     assert main(["search", *NB201, "--budget", "2", "--run-dir", run_dir, "--proxy-screen", "synflow:1e300"]) == 0
     for _, r in read_journal(run_dir):
         assert r.failure is not None and r.failure.name == "INFEASIBLE" and "synflow" in r.error
         assert "epochs_trained" not in r.metrics
-    code, _, err = run(capsys, "proxies", run_dir)
+    code, _, err = nas_cli("proxies", run_dir)
     assert code == 2 and "has 0 scored trial(s); ranking proxies needs at least 3" in err
-    code, _, err = run(capsys, "search", *NB201, "--proxy-screen", "flops:3")
+    code, _, err = nas_cli("search", *NB201, "--proxy-screen", "flops:3")
     assert code == 2 and "proxy_screen must be PROXY:MIN with PROXY one of synflow" in err

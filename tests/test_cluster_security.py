@@ -30,6 +30,7 @@ import pytest
 import ray  # noqa: F401  (puts Ray's bundled psutil on the path)
 
 from nas.engine.cluster import LOCAL_LISTENERS, SINGLE_NODE_ENV, Listener
+from tests.helpers import kill_session
 
 pytestmark = pytest.mark.ray
 
@@ -39,6 +40,10 @@ KEEPING = "keeping the Ray cluster up for inspection"
 #: a client on this machine must also tell Ray to keep 127.0.0.1 (else Ray dials the external address instead)
 LOCAL_CLIENT = {SINGLE_NODE_ENV: "0"}
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")
+#: a refused client's patience (Ray's config by environment): 2 s per connection attempt, gone after 3 s without the
+#: GCS, 2 tries of the connect loop, where Ray's defaults retry for 20 s to minutes; the cluster keeps its defaults
+IMPATIENT = {"RAY_gcs_rpc_server_connect_timeout_s": "2", "RAY_gcs_rpc_server_reconnect_timeout_s": "3",
+             "RAY_gcs_server_port_wait_time_s": "2"}
 
 CLIENT = textwrap.dedent("""
     import pathlib, sys
@@ -107,13 +112,6 @@ def tree(pid: int) -> list:
     return [root, *root.children(recursive=True)]
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL whatever is left of the processes our `nas search` started (its own session; nobody else's)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.getsid(int(entry)) == sid:
-                    os.kill(int(entry), signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -230,9 +228,9 @@ def test_client_without_token_through_another_address_is_refused(search, namespa
             pytest.fail(f"port {port} answers on {ns.address}")
     marker = tmp_path / "ran-from-outside"
     (tmp_path / "nobody").mkdir()
-    # Ray's client retries a refused GCS for minutes: after 30 s without a connection it is stopped
-    status, out, err = client(f"{ns.address}:{gcs_port(procs, prefix)}", marker, clean_env(tmp_path / "nobody"),
-                              wait=30)
+    # an impatient client gives up by itself within seconds (else it is stopped after 30 s)
+    status, out, err = client(f"{ns.address}:{gcs_port(procs, prefix)}", marker,
+                              clean_env(tmp_path / "nobody", **IMPATIENT), wait=30)
     assert status != 0 and "JOINED" not in out, out + err[-2000:]
     assert not marker.exists()
 
@@ -242,7 +240,7 @@ def test_client_without_token_through_loopback_is_refused_by_token_auth(search, 
     marker = tmp_path / "ran-without-token"
     (tmp_path / "nobody").mkdir()
     status, out, err = client(f"127.0.0.1:{gcs_port(procs, prefix)}", marker,
-                              LOCAL_CLIENT | clean_env(tmp_path / "nobody"), prefix=prefix)
+                              LOCAL_CLIENT | clean_env(tmp_path / "nobody", **IMPATIENT), prefix=prefix)
     assert status != 0 and "JOINED" not in out, out + err[-2000:]
     assert re.search(r"(?i)unauthenticated|authentication", err), err[-2000:]
     assert not marker.exists()

@@ -15,13 +15,7 @@ from nas.search_spaces.macro import MacroSpace
 from nas.train.constraints import Constraints, Violation
 from nas.train.costs import Costs, count_flops, measure_costs, peak_memory
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # (tests/conftest.py)
 
 
 def conv_net() -> torch.nn.Module:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +51,8 @@ def spec(case: str, run_dir: Path, **kw) -> dict:
 
 
 def child(s: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(HERE / "crash_child.py"), json.dumps(s)], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    """The search of ``s`` in a process of its own (forked from a server that has imported it: crash_child.launch)."""
+    return crash_child.launch(s, Path(s["run_dir"]).parent / "logs")
 
 
 def rows(run_dir: Path) -> list[tuple]:

@@ -3,6 +3,7 @@ leaves a multi-node cluster. Each search must finish its budget with every trial
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -12,6 +13,7 @@ import time
 
 import pytest
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import nas
 from nas.engine.protocol import EventKind, KeepRule, finished
@@ -19,16 +21,10 @@ from nas.engine.ray_pool import RayExecutor
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
-from nas.train.simple import scored
 
 pytestmark = pytest.mark.ray
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
-
-
-def slow_toy_score(arch, seconds=0.4):
-    time.sleep(seconds)  # (the node test's trials: long enough for a node's removal to find some running)
-    return toy_score(arch)
 
 
 class BlocksUntilKilled:
@@ -166,37 +162,87 @@ def cluster():
         c.shutdown()
 
 
-class NodeRemover(nas.Callback):
-    """Once trials have finished on two nodes, removes a worker node that ran some (so holds a trainer
-    actor, whose replacement Ray places on the spare node); once the replacement has finished a trial,
-    removes the other worker node (now no node can take a replacement, and the pool shrinks)."""
+@ray.remote(num_cpus=0)
+class Stage:
+    """Where the node test stands (an actor on the head, which stays): the worker nodes that finished a trial, the
+    ones whose trial blocks (in the order they block; two at most) and whether both have been removed."""
 
-    def __init__(self, cluster, nodes):
-        self.cluster, self.nodes, self.removed, self.seen = cluster, nodes, [], []
+    def __init__(self) -> None:
+        self.served: set[str] = set()
+        self.blocked: list[str] = []
+        self.events = [asyncio.Event(), asyncio.Event()]  # the k-th block happened
+        self.gone = asyncio.Event()
 
-    def on_result(self, status, trial, result):
-        if result.node not in self.seen:
-            self.seen.append(result.node)
-        if not self.removed and len(self.seen) == 2 and status.finished >= 4:
-            self._remove(next(n for n in self.nodes if n.node_id[:12] in self.seen), status)
-        elif len(self.removed) == 1 and len(self.seen) == 3:  # the replacement ran a trial on the third node
-            self._remove(next(n for n in self.nodes if n is not self.removed[0][0]), status)
+    async def serve(self, node: str) -> None:
+        self.served.add(node)
 
-    def _remove(self, node, status):
-        self.cluster.remove_node(node)
-        self.removed.append((node, status.finished, time.time()))
+    async def block(self, node: str) -> bool:
+        """Whether a trial on ``node`` blocks now: its node has finished a trial, and is one of the first two."""
+        if node not in self.served or node in self.blocked or len(self.blocked) == 2:
+            return False
+        self.blocked.append(node)
+        self.events[len(self.blocked) - 1].set()
+        return True
+
+    async def nth_blocked(self, k: int) -> str:
+        await self.events[k].wait()
+        return self.blocked[k]
+
+    async def removed(self) -> None:
+        self.gone.set()
+
+    async def wait_removed(self) -> None:
+        await self.gone.wait()
+
+
+class HoldsUntilNodesLeave:
+    """The toy score, held where the test needs a trial running: on a worker node, its second trial (it has
+    finished one) blocks until the node is removed (its retry runs elsewhere); on the head, every trial waits
+    until both worker nodes are gone, so each worker node surely runs a trial, then has one cut off."""
+
+    def __init__(self, stage, head: str) -> None:
+        self.stage, self.head = stage, head
+
+    def __call__(self, ctx):
+        node = ray.get_runtime_context().get_node_id()
+        if node == self.head:
+            ray.get(self.stage.wait_removed.remote(), timeout=180)
+        elif ray.get(self.stage.block.remote(node)):
+            threading.Event().wait()  # forever: only the node's removal ends this attempt
+        ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch))
+        ray.get(self.stage.serve.remote(node))
 
 
 def test_nodes_leave_mid_search_and_it_finishes_on_the_head(cluster, tmp_path):
+    """A worker node (holding a trainer actor, whose replacement Ray places on the spare node) is removed while
+    a trial runs there; once the replacement has run a trial, the other worker node is removed mid-trial too
+    (now no node can take a replacement, and the pool shrinks to the head)."""
     c, nodes = cluster
-    head = ray.get_runtime_context().get_node_id()[:12]
+    head = ray.get_runtime_context().get_node_id()
+    stage = Stage.options(scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)).remote()
+    removed: list[tuple[str, float]] = []
+    errors: list[BaseException] = []
+
+    def remove_nodes() -> None:
+        try:
+            for k in (0, 1):
+                node_id = ray.get(stage.nth_blocked.remote(k), timeout=180)
+                c.remove_node(next(n for n in nodes if n.node_id == node_id))
+                removed.append((node_id, time.time()))
+            ray.get(stage.removed.remote())
+        except BaseException as e:  # (reported by the test below)
+            errors.append(e)
+
+    remover = threading.Thread(target=remove_nodes, daemon=True)
+    remover.start()
     budget = 40
-    remover = NodeRemover(c, nodes)
-    df = nas.search(ToySpace(), "random", budget=budget, workers=2, data=None, train=scored(slow_toy_score), seed=0,
-                    max_retries=3,
-                    run_dir=tmp_path / "run", callbacks=[remover])
+    df = nas.search(ToySpace(), "random", budget=budget, workers=2, data=None,
+                    train=HoldsUntilNodesLeave(stage, head), seed=0, max_retries=3, run_dir=tmp_path / "run")
+    remover.join(timeout=60)
+    assert not errors, errors
     accounted_for(df, tmp_path / "run", budget)
-    assert (df.state == "COMPLETE").all()  # trials on the lost nodes ran again elsewhere
-    assert len(remover.removed) == 2 and df.node.nunique() == 3  # on all three nodes, in turn
-    last_removal = remover.removed[1][2]
-    assert set(df[df.start_time > last_removal].node) == {head}  # the pool shrank to the head
+    assert (df.state == "COMPLETE").all()  # the trials cut off on the lost nodes ran again elsewhere
+    assert len(removed) == 2 and df.node.nunique() == 3  # on all three nodes, in turn
+    assert {node[:12] for node, _ in removed} == set(df.node) - {head[:12]}
+    assert set(df[df.start_time > removed[1][1]].node) == {head[:12]}  # the pool shrank to the head
+    ray.kill(stage)

@@ -1,15 +1,16 @@
 """The live line's counts come from the executor's events: at every redraw of a scripted run the ``busy`` it
 shows is the number of trials running then (in-process: the trials inside their training function; on Ray:
 the trials whose ``started`` event the loop heard and whose result it has not), and on Ray it shows ``busy 2/2``
-while both workers train (each trial waits until the display has drawn it among two busy workers)."""
+while both workers train (each trial waits until the display has drawn it among two busy workers: an event in a
+small Ray actor that the display sets and the trial awaits)."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import io
-import os
 import re
 import sys
-import time
 
 import pytest
 import ray
@@ -28,25 +29,42 @@ BUSY = re.compile(r"busy (\d+)/(\d+), queued (\d+)")
 INSIDE: set[int] = set()  # in-process: the trials inside the training function now
 
 
+@ray.remote(num_cpus=0)
+class Gates:
+    """One event per trial: the display opens it, the trial awaits it (as Ray's own tests' SignalActor)."""
+
+    def __init__(self) -> None:
+        self.events: collections.defaultdict[int, asyncio.Event] = collections.defaultdict(asyncio.Event)
+
+    async def open(self, trial_id: int) -> None:
+        self.events[trial_id].set()
+
+    async def wait(self, trial_id: int) -> None:
+        await self.events[trial_id].wait()
+
+    async def opened(self) -> list[int]:
+        return sorted(t for t, event in self.events.items() if event.is_set())
+
+
 class Recorder(SearchProgress):
     """The progress display on a (fake) terminal that, after each redraw the loop causes, reads the line it drew
-    and checks it against the running trials as the events it heard say; ``drawn_busy`` is called with the
-    running set whenever a line shows every worker busy."""
+    and checks it against the running trials as the events it heard say; whenever a line shows every worker
+    busy, it opens the ``gates`` of the trials running then."""
 
-    def __init__(self, gate_dir: str | None = None) -> None:
+    def __init__(self, gates=None) -> None:
         super().__init__(io.StringIO(), tty=True, refresh=3600.0)  # redraws on the loop's hooks only
         self.running: set[int] = set()
         self.lines: list[tuple[int, int, int, int]] = []  # (busy shown, workers, queued, running by events)
-        self.gate_dir = gate_dir
+        self.gates = gates
 
     def _check(self, status: LoopStatus) -> None:
         assert isinstance(self.stream, io.StringIO)
         busy, workers, queued = map(int, BUSY.findall(self.stream.getvalue())[-1])
         self.lines.append((busy, workers, queued, len(self.running)))
         assert busy == len(self.running) == status.running, (busy, sorted(self.running), status)
-        if self.gate_dir and busy == workers:
+        if self.gates is not None and busy == workers:
             for tid in self.running:
-                open(os.path.join(self.gate_dir, f"drawn-{tid}"), "w").close()
+                self.gates.open.remote(tid)
 
     def on_submit(self, status: LoopStatus, trial: Trial) -> None:
         super().on_submit(status, trial)
@@ -93,34 +111,32 @@ def test_busy_equals_the_running_trials_at_every_redraw_in_process(tmp_path):
 
 
 class GatedTrain:
-    """Reports its first epoch, then waits until the display has drawn it among two busy workers (a file the
-    driver's display writes); without that within a minute the trial fails, and the test with it."""
+    """Reports its first epoch, then waits until the display has drawn it among two busy workers (its event in
+    ``gates``); without that within a minute the trial fails, and the test with it."""
 
-    def __init__(self, gate_dir: str) -> None:
-        self.gate_dir = gate_dir
+    def __init__(self, gates) -> None:
+        self.gates = gates
 
     def __call__(self, ctx) -> None:
         ctx.report(epoch=1, val_acc=0.1)
-        deadline = time.monotonic() + 60
-        gate = os.path.join(self.gate_dir, f"drawn-{ctx.trial.trial_id}")
-        while not os.path.exists(gate):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the display never showed trial {ctx.trial.trial_id} among 2 busy workers")
-            time.sleep(0.02)  # polling a file the driver writes (no order is forced by it)
+        try:
+            ray.get(self.gates.wait.remote(ctx.trial.trial_id), timeout=60)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(f"the display never showed trial {ctx.trial.trial_id} among 2 busy workers") from None
         ctx.report(epoch=2, val_acc=toy_score(ctx.trial.arch))
 
 
 @pytest.mark.ray
 def test_busy_equals_the_running_trials_at_every_redraw_on_ray(ray_local, tmp_path):
-    gates = tmp_path / "gates"
-    gates.mkdir()
-    display = Recorder(str(gates))
+    gates = Gates.remote()
+    display = Recorder(gates)
     df = nas.search(ToySpace(), "random", budget=4, workers=2, seed=0, data=None, run_dir=tmp_path / "run",
-                    train=GatedTrain(str(gates)), callbacks=[display],
+                    train=GatedTrain(gates), callbacks=[display],
                     settings=TrainSettings(epochs=2, measure_costs=False, device="cpu"))
     assert (df.state == "COMPLETE").all(), df.error.tolist()
-    assert sorted(p.name for p in gates.iterdir()) == [f"drawn-{i}" for i in range(4)]
+    assert ray.get(gates.opened.remote()) == list(range(4))
     assert max(busy for busy, *_ in display.lines) == 2
+    ray.kill(gates)
 
 
 def test_the_python_api_shows_progress_unless_told_not_to(tmp_path, capsys):

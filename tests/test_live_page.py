@@ -1,9 +1,9 @@
 """`nas serve`: the live page of a run while its search runs, in headless Chromium.
 
-A child process runs a scripted in-process search whose fourth trial holds (reports its first epoch, then
-waits for a file the test writes), so the page is looked at while a trial is certainly running. `nas serve`
-runs as its own process on 127.0.0.1 and is stopped by its pid. Checked: a request without the token is
-refused; the one-time URL renders in Chromium with no console error, every plot drawn, the running trial in
+A child process runs a scripted in-process search whose fourth trial holds (reports its first epoch, says so on
+stdout, then reads its stdin until the test closes it), so the page is looked at while a trial is certainly
+running. `nas serve` runs as its own process on 127.0.0.1 and is stopped by its pid. Checked: a request without
+the token is refused; the one-time URL renders in Chromium with no console error, every plot drawn, the running trial in
 "Running now"; a trial's page shows its curve and its parent link; the pages load no script from elsewhere.
 Skipped only where no Chromium is installed (``.ci/run`` installs Debian's ``chromium``).
 """
@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.error
 import urllib.request
 
@@ -27,30 +26,22 @@ from tests.test_report_browser import CHROMIUM, FLAGS, Plots
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (.ci/run installs Debian's chromium)")
 
 SEARCH = textwrap.dedent("""
-    import os, sys, time
+    import sys
     import nas
     from nas.search_spaces.toy import ToySpace, toy_score
 
-    run_dir, gate = sys.argv[1], sys.argv[2]
+    run_dir = sys.argv[1]
 
     def train(ctx):
         for epoch in (1, 2, 3):
             ctx.report(epoch=epoch, val_acc=toy_score(ctx.trial.arch) * epoch / 3)
             if ctx.trial.trial_id == 3 and epoch == 1:
-                deadline = time.monotonic() + 120
-                while not os.path.exists(gate) and time.monotonic() < deadline:
-                    time.sleep(0.05)  # (held until the test has looked at the page)
+                print("HELD", flush=True)  # trial 3's first epoch is journaled: the test may look now
+                sys.stdin.read()  # held until the test closes this pipe (it has looked at the page, or failed)
 
     nas.search(ToySpace(), "evolution", budget=6, executor="inprocess", seed=0, data=None, run_dir=run_dir,
                strategy_options={"population": 3, "sample_size": 2}, train=train, progress=False)
 """)
-
-
-def _wait(what, check, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _chromium(url: str) -> subprocess.CompletedProcess[str]:
@@ -59,13 +50,19 @@ def _chromium(url: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_live_page_while_a_search_runs(tmp_path):
-    run_dir, gate = tmp_path / "run", tmp_path / "go"
-    search = subprocess.Popen([sys.executable, "-c", SEARCH, str(run_dir), str(gate)],
+    run_dir = tmp_path / "run"
+    search = subprocess.Popen([sys.executable, "-c", SEARCH, str(run_dir)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    serve = None
+    assert search.stdin is not None and search.stdout is not None
+    serve, said = None, []
     try:
-        _wait("trial 3 to run", lambda: (run_dir / "trials.jsonl").exists() and 3 in set(running_now(run_dir).trial)
-              and int(running_now(run_dir).set_index("trial").epoch.get(3, 0)) >= 1)
+        for line in search.stdout:  # until trial 3 says it is held (or the search ends: then the test fails)
+            said.append(line)
+            if line.strip() == "HELD":
+                break
+        assert said and said[-1].strip() == "HELD", "".join(said)
+        held = running_now(run_dir).set_index("trial")
+        assert int(held.epoch.get(3, 0)) == 1, held  # the run directory shows it running, at its first epoch
         serve = subprocess.Popen([sys.executable, "-m", "nas.cli", "serve", str(run_dir), "--refresh", "30"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert serve.stdout is not None
@@ -94,9 +91,8 @@ def test_live_page_while_a_search_runs(tmp_path):
         assert page.returncode == 0 and f"<h1>trial {done}</h1>" in page.stdout, page.stdout[-2000:]
         assert "learning curve" in page.stdout and "back to the run" in page.stdout
     finally:
-        gate.touch()
         if serve is not None:
             os.kill(serve.pid, 15)  # (its own pid)
             serve.wait(timeout=30)
-        out, _ = search.communicate(timeout=180)
-    assert search.returncode == 0, out
+        out, _ = search.communicate(timeout=180)  # (closes its stdin first: trial 3 goes on)
+    assert search.returncode == 0, "".join(said) + out

@@ -6,7 +6,6 @@ import json
 import math
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
 from nas.train.settings import TrainSettings
+from tests.helpers import wait_until
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
 
@@ -101,18 +101,17 @@ def test_a_ray_search_exports_its_metrics_and_status(ray_local, tmp_path):
     assert status["state"] == "finished" and status["finished"] == 12 and status["workers"] == 2
     assert status["best_score"] == best and status["failed"] == failed and status["running"] == 0
 
-    # Ray's metrics agent exports on its own period: poll the endpoint until the run's final values show
+    # Ray's metrics agent exports on its own period (no event to hear): ask the endpoint until the final values show
     url = metrics_export_url()
-    deadline = time.monotonic() + 90
-    while True:
+
+    def final() -> list | None:
         samples = scrape(url)
         done = (_values(samples, run, "ray_nas_trials_finished_total") == [12.0]
                 and _values(samples, run, "ray_nas_busy_workers") == [0.0]
                 and sum(_values(samples, run, "ray_nas_strategy_seconds_count")) == 24.0)
-        if done or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)  # polling interval, bounded by the deadline
-    assert done, f"the run's metrics did not reach the endpoint {url}: {samples}"
+        return samples if done else None
+
+    samples = wait_until(final, f"the run's final metrics on the endpoint {url}", timeout=90, every=0.5)
     assert _values(samples, run, "ray_nas_trials_started_total", strategy="evolution") == [12.0]
     assert _values(samples, run, "ray_nas_trials_failed_total") == [float(failed)]
     assert sum(_values(samples, run, "ray_nas_reports_total")) == reports

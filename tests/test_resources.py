@@ -30,13 +30,6 @@ def digits():
     return nas.load_dataset("digits")
 
 
-@pytest.fixture
-def keep_threads():
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
 def run_one(ex, trial_id: int = 0):
     ex.submit(Trial(trial_id, ARCH), keep=KeepRule())
     results = []

@@ -8,14 +8,12 @@ SIGINT, then resume it from the command line.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -29,6 +27,7 @@ from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
+from tests.helpers import kill_session, wait_until
 
 OPTIONS = {"population": 6, "sample_size": 3}
 BUDGET = 24
@@ -196,26 +195,21 @@ def cli(tmp_path, *argv, seconds):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def kill_session(sid):
-    """SIGKILL what is left of the processes a killed driver started (Ray's agents outlive it)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.getsid(int(entry)) == sid:
-                    os.kill(int(entry), signal.SIGKILL)
 
 
 def wait_for_journal(proc, run_dir, lines, timeout=240.0):
-    """Poll the journal (bounded) until it holds ``lines`` records; the search must still be running."""
+    """Until the journal (another process's file) holds ``lines`` results; the search must still be running."""
     journal = run_dir / "trials.jsonl"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if journal.exists() and journal.read_bytes().count(b'"kind":"result"') >= lines:  # finished trials
-            return
+
+    def written() -> bool:
         assert proc.poll() is None, f"the search ended early: {proc.communicate()}"
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail(f"no {lines} journal records within {timeout} s: {proc.communicate()}")
+        return journal.exists() and journal.read_bytes().count(b'"kind":"result"') >= lines  # finished trials
+
+    try:
+        wait_until(written, f"{lines} results in {journal}", timeout=timeout)
+    except AssertionError:
+        proc.kill()
+        raise
 
 
 def finish(proc, timeout=300):

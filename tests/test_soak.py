@@ -7,8 +7,6 @@ checks that on the deterministic in-process executor)."""
 from __future__ import annotations
 
 import collections
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +17,9 @@ import pytest
 from nas.run.journal import latest_results, read_records
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import crash_child  # noqa: E402  (the search each killed process runs, and how it is started)
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 SEARCHES = {
@@ -30,8 +31,9 @@ SEARCHES = {
 
 
 def child(spec: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(HERE / "crash_child.py"), json.dumps(spec)], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    """The search of ``spec`` in a process of its own (forked from a server that has imported it: crash_child.launch):
+    a Ray driver joined to the session's cluster, whose trainer actors die with it when it is SIGKILLed."""
+    return crash_child.launch(spec, Path(spec["run_dir"]).parent / "logs")
 
 
 @pytest.mark.parametrize("name", list(SEARCHES))

@@ -27,18 +27,11 @@ from nas.train.settings import TrainSettings
 from nas.train.supernet_eval import SupernetEval, recalibrate_bn
 from nas.train.supernet_io import read_info
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # (tests/conftest.py)
+
 SETTINGS = TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, measure_costs=False)
 ARCH = {"depth": 2, "width_0": 32, "width_1": 64, "width_2": 16, "kernel_0": 3, "kernel_1": 5, "kernel_2": 3,
         "activation": "relu", "norm": "batch", "dropout": 0.1}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny torch work on one thread (two threads of these small convolutions run ~20x slower on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

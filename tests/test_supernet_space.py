@@ -15,14 +15,7 @@ from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.search_spaces.toy import ToySpace
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny torch work on one thread (two threads of these small convolutions run ~20x slower on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # (tests/conftest.py)
 
 
 CASES = [  # (space, task, batch shape)

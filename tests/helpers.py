@@ -1,0 +1,58 @@
+"""What several test modules share that is not a fixture (fixtures are in tests/conftest.py): the fast `nas search`
+flags, a small custom space's source, waiting for state another process owns, and stopping what a test started."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: `nas search` on the toy space in this process: one epoch, no progress line
+FAST = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
+
+#: a module defining ``Tiny``, a custom space (2 x 2 MLPs on 8x8 images), as a user writes one
+TINY_SPACE = textwrap.dedent("""
+    import torch
+    import nas
+
+    class Tiny(nas.SearchSpace):
+        def dims(self):
+            return {"hidden": [8, 16], "act": ["relu", "tanh"]}
+
+        def build(self, arch, task):
+            act = torch.nn.ReLU() if arch["act"] == "relu" else torch.nn.Tanh()
+            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, arch["hidden"]), act,
+                                       torch.nn.Linear(arch["hidden"], task.num_classes))
+""")
+
+
+def wait_until(check: Callable[[], T], what: str, timeout: float = 60.0, every: float = 0.05) -> T:
+    """``check()``'s first true value, asked every ``every`` seconds for at most ``timeout`` (then the test fails,
+    naming ``what``). Only for state that can only be asked for: an endpoint or a file another process serves or
+    writes on its own schedule; an event this test can hear of (a line on a pipe, a callback) is waited for instead.
+
+    >>> wait_until(lambda: 42, "the answer")
+    42
+    """
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(every)  # (the polling interval: no order is forced by it)
+    return value
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL what is left of the processes of session ``sid`` (a process the test started with
+    ``start_new_session=True``, and whatever it started: Ray's agents outlive a killed driver); nobody else's."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.getsid(int(entry)) == sid:
+                    os.kill(int(entry), signal.SIGKILL)
