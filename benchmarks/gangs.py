@@ -143,7 +143,7 @@ def fixed_costs(ranks: int, trials: int, ray_train_trials: int, seed: int) -> li
         ex.shutdown()
     rows = [{"side": f"warm gang of {ranks}", "start_up": start, "wall": [w for w, _ in ours],
              "train": [r.metrics["train_seconds"] for _, r in ours]}]
-    print(f"warm gang of {ranks}: {statistics.median(rows[0]['wall']):.3f} s per trial; now {ray_train_trials} "
+    print(f"warm gang of {ranks}: {statistics.median(w for w, _ in ours):.3f} s per trial; now {ray_train_trials} "
           f"Ray Train fits (each starts its own workers: seconds per trial)", flush=True)
     t0 = time.perf_counter()
     theirs = ray_train(space, TOY_OPTIMUM, data, ranks=ranks, trials=ray_train_trials, epochs=1, batch_size=32,
