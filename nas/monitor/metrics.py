@@ -1,7 +1,7 @@
 """Search metrics on Ray's Prometheus export, and the loop's state as a named actor in the dashboard.
 
 :class:`MetricsCallback` records, from the driver, with ``ray.util.metrics`` (tags ``run`` and
-``strategy`` on every metric): trials started / finished / failed, the best score so far, the best value of
+``strategy`` on every metric): trials started / finished / failed, the best value so far of
 each objective in its own units (tag ``objective``, e.g. ``latency_ms:min``), the hypervolume and size of the
 Pareto front of the scores so far (:class:`nas.core.front.FrontTracker`), the
 population size, busy and total workers, the budget, a histogram of trial durations, and the time the
@@ -81,7 +81,6 @@ METRICS = (
     MetricSpec("nas_trials_started", "counter", "trials submitted to a worker"),
     MetricSpec("nas_trials_finished", "counter", "trials finished, COMPLETE or FAILED"),
     MetricSpec("nas_trials_failed", "counter", "trials that FAILED (error, NaN, worker died, stopped)"),
-    MetricSpec("nas_best_score", "gauge", "best score so far: the first objective made higher-is-better"),
     MetricSpec("nas_best_value", "gauge", "best value so far of each objective, in the metric's own units "
                "(tag objective: metric:mode, e.g. latency_ms:min)", TAGS + ("objective",)),
     MetricSpec("nas_population_size", "gauge", "members in the strategy's population (0 if it keeps none)"),
@@ -234,8 +233,6 @@ class MetricsCallback(Callback):
         self._set("nas_population_size", status.population, tags)
         if status.budget is not None:
             self._set("nas_budget", status.budget, tags)
-        if status.best_score is not None:
-            self._set("nas_best_score", status.best_score, tags)
         for o, best in zip(self._objectives, self._best):
             if best is not None:
                 self._set("nas_best_value", o.score(best), {**tags, "objective": str(o)})  # (its own units)
