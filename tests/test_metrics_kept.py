@@ -109,7 +109,9 @@ def test_final_gauges_stay_exported_while_keep_dashboard_holds_the_cluster(kept)
     hold_until = time.monotonic() + 3 * interval  # gauge two intervals after its last export: wait past that
     scrapes = 0
     while time.monotonic() < hold_until:
-        assert final(url), f"the run's final values left the export {scrapes} scrapes after showing: {scrape(url)}"
+        if not final(url):
+            left = sorted({n for n, lab, _ in scrape(url) if lab.get("run") == run})
+            pytest.fail(f"the run's final values left the export {scrapes} scrapes after showing; left: {left}")
         scrapes += 1
         time.sleep(interval / 4)  # polling interval: several scrapes per export interval, bounded by hold_until
     assert final(url) and scrapes >= 8

@@ -62,3 +62,17 @@ def test_a_minimised_objective_is_drawn_in_its_own_units(runs, tmp_path):
     page = write_report(runs / "fast", tmp_path / "fast.html").read_text()
     assert not [t for t in plot_texts(page) if "score" in t.lower()]
     assert "<h3>Decisions against latency_ms</h3>" in page
+
+
+def test_the_live_line_shows_the_best_by_the_objectives_name_in_its_units(tmp_path):
+    import io
+
+    from nas.monitor.progress import SearchProgress, api_progress
+
+    stream = io.StringIO()
+    df = nas.search("nb201", "random", budget=6, executor="simulated", data=None, seed=0, run_dir=tmp_path / "r",
+                    objectives=["latency_ms:min"], callbacks=[SearchProgress(stream, objectives=["latency_ms:min"])])
+    best = df[df.state == "COMPLETE"].metrics.map(lambda m: m["latency_ms"]).min()
+    assert f"best latency_ms {best:.4f}, busy " in stream.getvalue().splitlines()[-1]  # not negated
+    (shown,) = api_progress(True, (), ["val_acc:max", "latency_ms:min"])  # what nas.search(progress=True) adds
+    assert shown.objective == "val_acc:max"
