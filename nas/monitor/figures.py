@@ -2,7 +2,8 @@
 
 Times are seconds since the run's first trial started. Every function returns a ``plotly`` figure or
 None when the run holds nothing to draw (the page says so instead). A view of trials' results draws one
-objective (``metric:mode``, default ``val_acc:max``) in its own units and says which, and which way is better:
+objective (``metric:mode``) in its own units, its values given by the caller (one per row of the results frame:
+:func:`nas.monitor.tables.objective_values`), and says which objective, and which way is better:
 
 >>> objective_label("latency_ms:min")
 'latency_ms (lower is better)'
@@ -18,7 +19,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from nas.core.objectives import Objective
-from nas.monitor.tables import objective_values
 
 SCALE = "Viridis"
 HEIGHT = 420
@@ -36,11 +36,6 @@ def objective_label(objective: str | Objective) -> str:
     return f"{o.metric} ({'higher' if o.mode == 'max' else 'lower'} is better)"
 
 
-def objective_series(df: pd.DataFrame, objective: str | Objective) -> pd.Series:
-    """Each trial's value of ``objective`` in its own units (a minimised latency as a latency, not negated)."""
-    return objective_values(df, [str(objective)]).iloc[:, 0]
-
-
 def _best_line(values: pd.Series, objective: Objective) -> pd.Series:
     return values.cummax() if objective.mode == "max" else values.cummin()
 
@@ -51,13 +46,13 @@ def timed(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(t_start=df.start_time - t0, t_end=df.end_time - t0)
 
 
-def best_so_far(runs: dict[str, pd.DataFrame], objective: str | Objective = "val_acc:max") -> go.Figure | None:
-    """Every trial's value of ``objective`` when it finished, and the best so far as a step line (one per run)."""
+def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str | Objective) -> go.Figure | None:
+    """Every trial's value of ``objective`` when it finished, and the best so far as a step line (one per run:
+    its results frame and each row's value of the objective)."""
     o = Objective.parse(objective)
     fig = go.Figure()
-    for name, df in runs.items():
-        d = timed(df).sort_values("t_end")
-        d = d.assign(value=objective_series(d, o))
+    for name, (df, values) in runs.items():
+        d = timed(df).assign(value=values).sort_values("t_end")
         done = d[(d.state == "COMPLETE") & d.value.notna()]
         if done.empty:
             continue
@@ -93,15 +88,14 @@ def curve_metric(df: pd.DataFrame) -> str | None:
     return keys[0] if keys else None
 
 
-def learning_curves(df: pd.DataFrame, objective: str | Objective = "val_acc:max") -> go.Figure | None:
-    """One line per trial: its per-epoch metric (from the journaled ``history``), coloured by its final value of
-    ``objective`` (brighter is better)."""
+def learning_curves(df: pd.DataFrame, final: pd.Series, objective: str | Objective) -> go.Figure | None:
+    """One line per trial: its per-epoch metric (from the journaled ``history``), coloured by its ``final`` value
+    of ``objective`` (brighter is better)."""
     metric = curve_metric(df)
     if metric is None:
         return None
     o = Objective.parse(objective)
     fig = go.Figure()
-    final = objective_series(df, o)
     better = final if o.mode == "max" else -final  # (the colour scale runs dark to bright, worse to better)
     lo, hi = (float(better.min()), float(better.max())) if better.notna().any() else (0.0, 1.0)
     for row, value in zip(df.itertuples(), better):
@@ -126,11 +120,11 @@ def _viridis(frac: float) -> str:
     return str(sample_colorscale(SCALE, [min(max(frac, 0.0), 1.0)])[0])
 
 
-def genealogy(df: pd.DataFrame, objective: str | Objective = "val_acc:max") -> go.Figure | None:
-    """Who descends from whom: each trial at (trial id, its value of ``objective``), a line from its parent,
-    coloured by that value."""
+def genealogy(df: pd.DataFrame, values: pd.Series, objective: str | Objective) -> go.Figure | None:
+    """Who descends from whom: each trial at (trial id, its value of ``objective``, from ``values``), a line from
+    its parent, coloured by that value."""
     o = Objective.parse(objective)
-    done = df.assign(value=objective_series(df, o))
+    done = df.assign(value=values)
     done = done[(done.state == "COMPLETE") & done.value.notna()].set_index("trial_id")
     if done.empty:
         return None
@@ -168,22 +162,21 @@ def decisions_frame(df: pd.DataFrame, parse: Any) -> pd.DataFrame:
     return pd.DataFrame([one(a) for a in df.arch], index=df.index)
 
 
-def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame,
-                         objectives: tuple[str, ...] | list[str] = ("val_acc:max",)) -> go.Figure | None:
-    """Each COMPLETE trial as a line through its choice for every decision, ending at each objective (``metric:mode``,
-    in its own units), coloured by the first (brighter is better)."""
+def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame, values: pd.DataFrame,
+                         objectives: list[str]) -> go.Figure | None:
+    """Each COMPLETE trial as a line through its choice for every decision, ending at each objective (``metric:mode``;
+    ``values`` a column per objective metric, in its own units), coloured by the first (brighter is better)."""
     done = df.state == "COMPLETE"
     if not done.any() or decisions.empty:
         return None
     dims = []
     for col in decisions.columns:
-        values = decisions.loc[done, col]
-        options = sorted(values.dropna().unique(), key=lambda v: (str(type(v)), v))
+        chosen = decisions.loc[done, col]
+        options = sorted(chosen.dropna().unique(), key=lambda v: (str(type(v)), v))
         codes = {v: i for i, v in enumerate(options)}
-        dims.append({"label": col, "values": [codes.get(v, -1) for v in values],
+        dims.append({"label": col, "values": [codes.get(v, -1) for v in chosen],
                      "tickvals": list(range(len(options))), "ticktext": [str(o) for o in options]})
-    objs = [Objective.parse(o) for o in objectives or ("val_acc:max",)]
-    values = objective_values(df, [str(o) for o in objs])
+    objs = [Objective.parse(o) for o in objectives]
     for o in objs:
         dims.append({"label": f"{o.metric} ({o.mode})", "values": values.loc[done, o.metric]})
     first = objs[0]

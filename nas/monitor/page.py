@@ -26,6 +26,7 @@ from plotly.offline import get_plotlyjs
 from nas.core.objectives import Objective
 from nas.monitor import archdraw, figures
 from nas.monitor.importance import decision_importance, importance_figure
+from nas.monitor.tables import objective_values
 from nas.monitor.usage import session_usage
 from nas.run.config import RunConfig
 
@@ -95,8 +96,6 @@ def _num(v: Any, fmt: str) -> str:
 def trial_table(df: pd.DataFrame, objectives: Sequence[str] = ("val_acc:max",)) -> pd.DataFrame:
     """Every trial with each objective in its own units and its metrics (params, FLOPs, latency where measured),
     best first (by the first objective)."""
-    from nas.monitor.tables import objective_values
-
     d = figures.timed(df).sort_values("score", ascending=False, na_position="last")
     values = objective_values(d, objectives)
     metrics = pd.DataFrame([m if isinstance(m, dict) else {} for m in d.metrics], index=d.index)
@@ -128,8 +127,6 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     pop = cfg.search.strategy_options.get("population")
     counts = df.state.value_counts().to_dict()
     from nas.monitor import rungs
-    from nas.monitor.tables import objective_values
-
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
     objectives = list(cfg.search.objectives or ["val_acc:max"])
     per = [Objective.parse(o) for o in objectives]
@@ -151,20 +148,22 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     if rungs.has_rungs(df):  # a scheduler run: scores after different epochs are not comparable
         t_end = figures.timed(df).t_end
         firsts = [(f"Best so far at the highest fidelity{f' ({o.metric})' if multi else ''}, and every trial",
-                   rungs.best_at_full_fidelity(df, t_end, str(o)), "no trial completed") for o in per]
+                   rungs.best_at_full_fidelity(df, t_end, values[o.metric], str(o)), "no trial completed") for o in per]
         table = rungs.rung_table(df)
         parts.append("<h3>Trials per rung</h3>" + _fig(rungs.rung_figure(df), f"{key}-rungs", "no rungs")
                      + _table(table.astype(str), f"{key}-rung-table", ()))
     else:
-        firsts = [(f"Best {o.metric} so far and every trial", figures.best_so_far({name: df}, str(o)),
-                   "no trial completed") for o in per]
+        firsts = [(f"Best {o.metric} so far and every trial",
+                   figures.best_so_far({name: (df, values[o.metric])}, str(o)), "no trial completed") for o in per]
     sections = [  # one panel per objective where a view draws trials' results (the page's style for several)
         *firsts,
-        ("Learning curves", figures.learning_curves(df, objectives[0]), "no per-epoch history recorded"),
-        *[(f"Genealogy{f' by {o.metric}' if multi else ''}", figures.genealogy(df, str(o)), "no trial completed")
-          for o in per],
+        ("Learning curves", figures.learning_curves(df, values[per[0].metric], objectives[0]),
+         "no per-epoch history recorded"),
+        *[(f"Genealogy{f' by {o.metric}' if multi else ''}", figures.genealogy(df, values[o.metric], str(o)),
+           "no trial completed") for o in per],
         (f"Decisions against {', '.join(o.metric for o in per)}",
-         figures.parallel_coordinates(df, decisions, objectives), "no decisions to show (architectures not parsed)"),
+         figures.parallel_coordinates(df, decisions, values, objectives),
+         "no decisions to show (architectures not parsed)"),
         *[(f"Decision importance{f' for {o.metric}' if multi else ''}",
            importance_figure(decision_importance(df.assign(score=values[o.metric]), decisions), str(o)),
            "too few COMPLETE trials, or no decision varies, to rank decisions") for o in per],
@@ -188,8 +187,6 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
 
 def _best_of(done: pd.DataFrame, o: Objective, fidelity: str) -> str:
     """``best val_acc 0.97 (trial 12)``: the best of the COMPLETE trials ``done`` by one objective, in its units."""
-    from nas.monitor.tables import objective_values
-
     v = objective_values(done, [str(o)]).iloc[:, 0].dropna()
     if v.empty:
         return f"no {o.metric} recorded"
@@ -198,8 +195,6 @@ def _best_of(done: pd.DataFrame, o: Objective, fidelity: str) -> str:
 
 
 def best_architectures(cfg: RunConfig, df: pd.DataFrame, done: pd.DataFrame, top: int, key: str) -> str:
-    from nas.monitor.tables import objective_values
-
     parse = _parser(cfg)
     drawings = []
     drawer = archdraw.Drawer(cfg)
@@ -228,8 +223,9 @@ def _parser(cfg: RunConfig) -> Any:
 
 
 def comparison(runs: dict[str, tuple[RunConfig, pd.DataFrame]], usages: dict[str, Any]) -> str:
-    first = Objective.parse((next(iter(runs.values()))[0].search.objectives or ["val_acc:max"])[0])
-    fig = figures.best_so_far({name: df for name, (_, df) in runs.items()}, str(first))  # (the first run's)
+    first = str((next(iter(runs.values()))[0].search.objectives or ["val_acc:max"])[0])  # (the first run's)
+    fig = figures.best_so_far({name: (df, objective_values(df, [first]).iloc[:, 0]) for name, (_, df) in runs.items()},
+                              first)
     rows = []
     for name, (cfg, df) in runs.items():
         usage = usages[name]

@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from nas.core.objectives import Objective
-from nas.monitor.figures import objective_label, objective_series
+from nas.monitor.figures import objective_label
 
 EARLY = ("STOPPED", "PAUSED")
 
@@ -60,11 +60,11 @@ def rung_figure(df: pd.DataFrame) -> go.Figure | None:
     return fig
 
 
-def best_at_full_fidelity(df: pd.DataFrame, t_end: pd.Series, objective: str = "val_acc:max") -> go.Figure | None:
-    """Best-so-far of ``objective`` (``metric:mode``, in its own units) over the trials that trained the most epochs;
-    trials stopped earlier drawn apart, by epochs."""
+def best_at_full_fidelity(df: pd.DataFrame, t_end: pd.Series, values: pd.Series, objective: str) -> go.Figure | None:
+    """Best-so-far of ``objective`` (``metric:mode``; ``values`` its value per row, in its own units) over the trials
+    that trained the most epochs; trials stopped earlier drawn apart, by epochs."""
     o = Objective.parse(objective)
-    done = df.assign(t_end=t_end, score=objective_series(df, o))  # (here "score": the objective in its own units)
+    done = df.assign(t_end=t_end, score=values)  # (here "score": the objective in its own units)
     done = done[(done.state == "COMPLETE") & done.score.notna()]
     if done.empty:
         return None
