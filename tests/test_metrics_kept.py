@@ -33,15 +33,6 @@ KEEPING = "keeping the Ray cluster up for inspection"
 INTERVAL_MS = 1000  # Ray's metrics_report_interval_ms for the subprocess's cluster (RAY_<name>, as Ray reads it)
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL whatever is left of the processes our `nas search` started (its own session; nobody else's)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.getsid(int(entry)) == sid:
-                    os.kill(int(entry), signal.SIGKILL)
-
-
 def until(condition, seconds: float, what: str):
     """Poll ``condition`` (every 0.25 s) until it returns something true, at most ``seconds``."""
     deadline = time.monotonic() + seconds
@@ -74,10 +65,11 @@ def kept(tmp_path):
             pytest.fail(f"`nas search --keep-dashboard` ended ({proc.wait()}): {''.join(lines)[-3000:]}")
         yield run, temp / "ray"
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the search lets its cluster go
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=60)
-        kill_session(proc.pid)
+        with contextlib.suppress(ProcessLookupError):  # whatever is left in its process group (Ray's processes
+            os.killpg(proc.pid, signal.SIGKILL)  # also die with it: Ray starts them with a parent-death signal)
         shutil.rmtree(temp, ignore_errors=True)
 
 
