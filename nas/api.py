@@ -90,9 +90,9 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
     """
     from nas.monitor.progress import api_progress
 
-    callbacks = [*(callbacks or ()), *api_progress(progress, callbacks or ())]
     cfg, given = configure(config, strategy, space=space, train=train, data=data, settings=settings,
                            executor=executor, **keywords)
+    callbacks = [*(callbacks or ()), *api_progress(progress, callbacks or (), cfg.search.objectives)]
     with Run.open(cfg, given, resume=resume, callbacks=callbacks or (), stop=stop, store_options=run_options,
                   notify=notify) as run:
         run.loop.run()

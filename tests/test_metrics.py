@@ -116,7 +116,7 @@ def test_a_ray_search_exports_its_metrics_and_status(ray_local, tmp_path):
     assert _values(samples, run, "ray_nas_trials_failed_total") == [float(failed)]
     assert sum(_values(samples, run, "ray_nas_reports_total")) == reports
     assert _values(samples, run, "ray_nas_trials_ended_early_total", reason="STOPPED") == [float(stopped)]
-    assert _values(samples, run, "ray_nas_best_score") == [best]
+    assert _values(samples, run, "ray_nas_best_value", objective="val_acc:max") == [best]
     assert _values(samples, run, "ray_nas_workers") == [2.0]
     assert _values(samples, run, "ray_nas_budget") == [12.0]
     assert _values(samples, run, "ray_nas_population_size") == [4.0]

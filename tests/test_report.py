@@ -74,7 +74,7 @@ def test_report_is_one_offline_page_with_every_section(run_dir, tmp_path, capsys
     page = out.read_text()
     assert "https://" not in page.split("</script>", 2)[-1][:200] and page.count("Plotly.newPlot") >= 7
     for title in ("Best val_acc so far and every trial", "Learning curves", "Genealogy",
-                  "Decisions against the score (val_acc)",
+                  "Decisions against val_acc",
                   "Decision importance", "Population age", "Worker timeline", "Best architectures (top 3)",
                   "Failed trials (0)", "Trial detail", "Run configuration"):
         assert f"<h3>{title}</h3>" in page, title

@@ -74,9 +74,10 @@ def cmd_search(args: argparse.Namespace) -> int:
                              "anyway)")
         cfg = cfg.updated({"dashboard": True})
     stop = StopSignal(args.on_interrupt)
+    shown = [] if args.quiet else [SearchProgress(objectives=cfg.search.objectives)]  # (the best by its name)
     try:
         with stop_on_sigint(stop):
-            df = search(cfg, resume=bool(args.resume), callbacks=[] if args.quiet else [SearchProgress()], stop=stop,
+            df = search(cfg, resume=bool(args.resume), callbacks=shown, stop=stop,
                         notify=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)

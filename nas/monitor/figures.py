@@ -1,7 +1,12 @@
 """The report's interactive plots (plotly figures), each from the results frame of :func:`nas.run.reader.load_run`.
 
 Times are seconds since the run's first trial started. Every function returns a ``plotly`` figure or
-None when the run holds nothing to draw (the page says so instead).
+None when the run holds nothing to draw (the page says so instead). A view of trials' results draws one
+objective (``metric:mode``) in its own units, its values given by the caller (one per row of the results frame:
+:func:`nas.monitor.tables.objective_values`), and says which objective, and which way is better:
+
+>>> objective_label("latency_ms:min")
+'latency_ms (lower is better)'
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from nas.core.objectives import Objective
+
 SCALE = "Viridis"
 HEIGHT = 420
 
@@ -23,37 +30,50 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, **kw: Any) -> go.Figure:
     return fig
 
 
+def objective_label(objective: str | Objective) -> str:
+    """An objective's name and direction, for an axis or a colour bar."""
+    o = Objective.parse(objective)
+    return f"{o.metric} ({'higher' if o.mode == 'max' else 'lower'} is better)"
+
+
+def _best_line(values: pd.Series, objective: Objective) -> pd.Series:
+    return values.cummax() if objective.mode == "max" else values.cummin()
+
+
 def timed(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with ``t_start``/``t_end``: seconds since the first trial started."""
     t0 = float(df.start_time.min()) if len(df) and df.start_time.notna().any() else 0.0
     return df.assign(t_start=df.start_time - t0, t_end=df.end_time - t0)
 
 
-def best_so_far(runs: dict[str, pd.DataFrame]) -> go.Figure | None:
-    """Every trial's score when it finished, and the best so far as a step line (one per run)."""
+def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str | Objective) -> go.Figure | None:
+    """Every trial's value of ``objective`` when it finished, and the best so far as a step line (one per run:
+    its results frame and each row's value of the objective)."""
+    o = Objective.parse(objective)
     fig = go.Figure()
-    for name, df in runs.items():
-        d = timed(df).sort_values("t_end")
-        done = d[d.state == "COMPLETE"]
+    for name, (df, values) in runs.items():
+        d = timed(df).assign(value=values).sort_values("t_end")
+        done = d[(d.state == "COMPLETE") & d.value.notna()]
         if done.empty:
             continue
         label = f"{name}: " if len(runs) > 1 else ""
-        fig.add_scatter(x=done.t_end, y=done.score, mode="markers", name=f"{label}trials", opacity=0.5,
+        fig.add_scatter(x=done.t_end, y=done.value, mode="markers", name=f"{label}trials", opacity=0.5,
                         marker={"size": 6}, customdata=np.stack([done.trial_id, done.arch], axis=1),
-                        hovertemplate="trial %{customdata[0]}<br>score %{y:.4f}<br>%{x:.1f} s<br>%{customdata[1]}"
-                                      "<extra></extra>")
-        fig.add_scatter(x=done.t_end, y=done.score.cummax(), mode="lines", line={"shape": "hv", "width": 3},
+                        hovertemplate=f"trial %{{customdata[0]}}<br>{o.metric} %{{y:.4g}}<br>%{{x:.1f}} s<br>"
+                                      "%{customdata[1]}<extra></extra>")
+        fig.add_scatter(x=done.t_end, y=_best_line(done.value, o), mode="lines", line={"shape": "hv", "width": 3},
                         name=f"{label}best so far")
         failed = d[d.state == "FAILED"]
         if len(failed):
-            fig.add_scatter(x=failed.t_end, y=[float(done.score.min())] * len(failed), mode="markers",
+            worst = float(done.value.min() if o.mode == "max" else done.value.max())
+            fig.add_scatter(x=failed.t_end, y=[worst] * len(failed), mode="markers",
                             marker={"symbol": "x", "color": "crimson", "size": 8},
-                            name=f"{label}FAILED (at the lowest score)", text=failed.error,
+                            name=f"{label}FAILED (at the worst {o.metric})", text=failed.error,
                             hovertemplate="trial failed: %{text}<extra></extra>")
     if not fig.data:
         return None
-    return _layout(fig, "Best score so far and every trial", "seconds since the first trial started",
-                   "score (higher is better)")
+    return _layout(fig, f"Best {o.metric} so far and every trial", "seconds since the first trial started",
+                   objective_label(o))
 
 
 def curve_metric(df: pd.DataFrame) -> str | None:
@@ -68,19 +88,21 @@ def curve_metric(df: pd.DataFrame) -> str | None:
     return keys[0] if keys else None
 
 
-def learning_curves(df: pd.DataFrame) -> go.Figure | None:
-    """One line per trial: its per-epoch metric (from the journaled ``history``), coloured by final score."""
+def learning_curves(df: pd.DataFrame, final: pd.Series, objective: str | Objective) -> go.Figure | None:
+    """One line per trial: its per-epoch metric (from the journaled ``history``), coloured by its ``final`` value
+    of ``objective`` (brighter is better)."""
     metric = curve_metric(df)
     if metric is None:
         return None
+    o = Objective.parse(objective)
     fig = go.Figure()
-    scores = df.score.dropna()
-    lo, hi = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 1.0)
-    for row in df.itertuples():
+    better = final if o.mode == "max" else -final  # (the colour scale runs dark to bright, worse to better)
+    lo, hi = (float(better.min()), float(better.max())) if better.notna().any() else (0.0, 1.0)
+    for row, value in zip(df.itertuples(), better):
         hist = [r for r in (row.history or []) if metric in r]
         if not hist:
             continue
-        frac = 0.5 if hi == lo or pd.isna(row.score) else (float(row.score) - lo) / (hi - lo)
+        frac = 0.5 if hi == lo or pd.isna(value) else (float(value) - lo) / (hi - lo)
         color = _viridis(frac) if row.state == "COMPLETE" else "crimson"
         fig.add_scatter(x=[r.get("epoch", i + 1) for i, r in enumerate(hist)], y=[r[metric] for r in hist],
                         mode="lines+markers", line={"color": color, "width": 1.5}, marker={"size": 4},
@@ -88,7 +110,8 @@ def learning_curves(df: pd.DataFrame) -> go.Figure | None:
                         hovertemplate=f"trial {row.trial_id}<br>epoch %{{x}}<br>{metric} %{{y:.4f}}<extra></extra>")
     if not fig.data:
         return None
-    return _layout(fig, f"Learning curves ({metric} per epoch; colour: final score, red: FAILED)", "epoch", metric)
+    return _layout(fig, f"Learning curves ({metric} per epoch; colour: final {o.metric}, brighter is better; red: "
+                   "FAILED)", "epoch", metric)
 
 
 def _viridis(frac: float) -> str:
@@ -97,9 +120,12 @@ def _viridis(frac: float) -> str:
     return str(sample_colorscale(SCALE, [min(max(frac, 0.0), 1.0)])[0])
 
 
-def genealogy(df: pd.DataFrame) -> go.Figure | None:
-    """Who descends from whom: each trial at (trial id, score), a line from its parent, coloured by score."""
-    done = df[df.state == "COMPLETE"].set_index("trial_id")
+def genealogy(df: pd.DataFrame, values: pd.Series, objective: str | Objective) -> go.Figure | None:
+    """Who descends from whom: each trial at (trial id, its value of ``objective``, from ``values``), a line from
+    its parent, coloured by that value."""
+    o = Objective.parse(objective)
+    done = df.assign(value=values)
+    done = done[(done.state == "COMPLETE") & done.value.notna()].set_index("trial_id")
     if done.empty:
         return None
     xs: list[Any] = []
@@ -108,19 +134,20 @@ def genealogy(df: pd.DataFrame) -> go.Figure | None:
         parent = row.parent
         if parent is not None and not pd.isna(parent) and int(parent) in done.index:
             xs += [int(parent), tid, None]
-            ys += [float(done.loc[int(parent), "score"]), row.score, None]
+            ys += [float(done.loc[int(parent), "value"]), row.value, None]
     fig = go.Figure()
     fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "rgba(120,120,120,0.45)", "width": 1},
                     hoverinfo="skip", name="parent -> child")
-    fig.add_scatter(x=done.index, y=done.score, mode="markers", name="trials",
-                    marker={"color": done.score, "colorscale": SCALE, "size": 9, "showscale": True,
-                            "colorbar": {"title": "score"}, "line": {"width": 0.5, "color": "white"}},
+    fig.add_scatter(x=done.index, y=done.value, mode="markers", name="trials",
+                    marker={"color": done.value, "colorscale": SCALE, "size": 9, "showscale": True,
+                            "reversescale": o.mode == "min", "colorbar": {"title": o.metric},
+                            "line": {"width": 0.5, "color": "white"}},
                     customdata=np.stack([done.parent.astype("string").fillna("-"), done.arch], axis=1),
-                    hovertemplate="trial %{x}<br>score %{y:.4f}<br>parent %{customdata[0]}<br>%{customdata[1]}"
-                                  "<extra></extra>")
+                    hovertemplate=f"trial %{{x}}<br>{o.metric} %{{y:.4g}}<br>parent %{{customdata[0]}}<br>"
+                                  "%{customdata[1]}<extra></extra>")
     n_children = int(done.parent.notna().sum())
-    return _layout(fig, f"Genealogy: {n_children} trials with a parent (lines join parent and child)",
-                   "trial id (order proposed)", "score", showlegend=False)
+    return _layout(fig, f"Genealogy by {o.metric}: {n_children} trials with a parent (lines join parent and child)",
+                   "trial id (order proposed)", objective_label(o), showlegend=False)
 
 
 def decisions_frame(df: pd.DataFrame, parse: Any) -> pd.DataFrame:
@@ -135,27 +162,28 @@ def decisions_frame(df: pd.DataFrame, parse: Any) -> pd.DataFrame:
     return pd.DataFrame([one(a) for a in df.arch], index=df.index)
 
 
-def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame,
-                         objectives: pd.DataFrame | None = None) -> go.Figure | None:
-    """Each COMPLETE trial as a line through its choice for every decision, ending at its score, or (given
-    ``objectives``: a column per objective in its own units) at each objective, coloured by the first."""
+def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame, values: pd.DataFrame,
+                         objectives: list[str]) -> go.Figure | None:
+    """Each COMPLETE trial as a line through its choice for every decision, ending at each objective (``metric:mode``;
+    ``values`` a column per objective metric, in its own units), coloured by the first (brighter is better)."""
     done = df.state == "COMPLETE"
     if not done.any() or decisions.empty:
         return None
     dims = []
     for col in decisions.columns:
-        values = decisions.loc[done, col]
-        options = sorted(values.dropna().unique(), key=lambda v: (str(type(v)), v))
+        chosen = decisions.loc[done, col]
+        options = sorted(chosen.dropna().unique(), key=lambda v: (str(type(v)), v))
         codes = {v: i for i, v in enumerate(options)}
-        dims.append({"label": col, "values": [codes.get(v, -1) for v in values],
+        dims.append({"label": col, "values": [codes.get(v, -1) for v in chosen],
                      "tickvals": list(range(len(options))), "ticktext": [str(o) for o in options]})
-    if objectives is None:
-        objectives = pd.DataFrame({"score": df["score"]}, index=df.index)
-    for col in objectives.columns:
-        dims.append({"label": str(col), "values": objectives.loc[done, col]})
-    scores = objectives.loc[done, objectives.columns[0]]
-    fig = go.Figure(go.Parcoords(line={"color": scores, "colorscale": SCALE, "showscale": True}, dimensions=dims))
-    against = "the score" if list(objectives.columns) == ["score"] else ", ".join(map(str, objectives.columns))
+    objs = [Objective.parse(o) for o in objectives]
+    for o in objs:
+        dims.append({"label": f"{o.metric} ({o.mode})", "values": values.loc[done, o.metric]})
+    first = objs[0]
+    fig = go.Figure(go.Parcoords(line={"color": values.loc[done, first.metric], "colorscale": SCALE, "showscale": True,
+                                       "reversescale": first.mode == "min", "colorbar": {"title": first.metric}},
+                                 dimensions=dims))
+    against = ", ".join(objective_label(o) for o in objs)
     fig = _layout(fig, f"Decisions against {against} (drag along an axis to filter)", "", "", height=480)
     return fig.update_layout(margin={"l": 90, "r": 90, "t": 110, "b": 40})
 

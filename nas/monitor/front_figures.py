@@ -24,12 +24,7 @@ import plotly.graph_objects as go
 
 from nas.core.front import hypervolume_over_time, objective_frame, pareto_front
 from nas.core.objectives import Objectives
-from nas.monitor.figures import _layout, timed
-
-
-def _label(o: object) -> str:
-    metric, mode = str(o).split(":")
-    return f"{metric} ({'higher' if mode == 'max' else 'lower'} is better)"
+from nas.monitor.figures import _layout, objective_label, timed
 
 
 def front_scatter(df: pd.DataFrame, objectives: Sequence[str] | Objectives) -> go.Figure | None:
@@ -59,7 +54,7 @@ def front_scatter(df: pd.DataFrame, objectives: Sequence[str] | Objectives) -> g
     n_failed = int((df.state == "FAILED").sum()) if "state" in df else 0
     title = (f"Pareto front: {len(front)} of {len(ranked)} trials"
              + (f" ({n_failed} FAILED or infeasible, never on it)" if n_failed else ""))
-    return _layout(fig, title, _label(x), _label(y))
+    return _layout(fig, title, objective_label(x), objective_label(y))
 
 
 def hypervolume_figure(df: pd.DataFrame, objectives: Sequence[str] | Objectives) -> go.Figure | None:

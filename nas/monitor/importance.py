@@ -52,13 +52,15 @@ def _plain(v: Any) -> Any:
     return item() if callable(item) else v
 
 
-def importance_figure(importance: dict[str, float]) -> go.Figure | None:
+def importance_figure(importance: dict[str, float], objective: str = "val_acc:max") -> go.Figure | None:
+    """Bars of each decision's importance for ``objective`` (``metric:mode``: named in the title)."""
     if not importance:
         return None
     names = list(importance)[::-1]
     fig = go.Figure(go.Bar(x=[importance[n] for n in names], y=names, orientation="h",
                            marker={"color": "#4c78a8"}, hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
-    fig.update_layout(title="Decision importance (Optuna fANOVA evaluator over the COMPLETE trials)",
+    fig.update_layout(title=f"Decision importance for {objective.partition(':')[0]} (Optuna fANOVA evaluator over the "
+                      "COMPLETE trials)",
                       xaxis_title="importance (sums to 1)", template="plotly_white",
                       height=max(220, 80 + 28 * len(names)), margin={"l": 120, "r": 20, "t": 50, "b": 50})
     return fig

@@ -127,8 +127,12 @@ class LivePages:
         metrics = row.metrics if isinstance(row.metrics, dict) else {}
         table = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
                         for k, v in metrics.items())
-        body = (f"<p>{html.escape(str(row.state))} ({html.escape(str(row.outcome))}), score "
-                f"{'-' if pd.isna(row.score) else f'{row.score:.4f}'}, {row.epochs} epochs, worker "
+        from nas.monitor.tables import objective_values
+
+        values = objective_values(rows.tail(1), cfg.search.objectives).iloc[0]  # (each in its own units)
+        named = ", ".join(f"{m} {'-' if pd.isna(v) else f'{v:.4g}'}" for m, v in values.items())
+        body = (f"<p>{html.escape(str(row.state))} ({html.escape(str(row.outcome))}), {html.escape(named)}, "
+                f"{row.epochs} epochs, worker "
                 f"{html.escape(str(row.worker))}; parent {parent}. <a href='../'>back to the run</a></p>"
                 f"<pre class='arch'>{html.escape(str(row.arch))}</pre>"
                 + _fig(curve, "curve", "no per-epoch history recorded")

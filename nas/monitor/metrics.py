@@ -1,12 +1,16 @@
 """Search metrics on Ray's Prometheus export, and the loop's state as a named actor in the dashboard.
 
 :class:`MetricsCallback` records, from the driver, with ``ray.util.metrics`` (tags ``run`` and
-``strategy`` on every metric): trials started / finished / failed, the best score so far, the
-hypervolume and size of the Pareto front of the scores so far (:class:`nas.core.front.FrontTracker`), the
+``strategy`` on every metric): trials started / finished / failed, the best value so far of
+each objective in its own units (tag ``objective``, e.g. ``latency_ms:min``), the hypervolume and size of the
+Pareto front of the scores so far (:class:`nas.core.front.FrontTracker`), the
 population size, busy and total workers, the budget, a histogram of trial durations, and the time the
 strategy spends in each ``ask`` and ``tell``. Ray's metrics agent exports them on each node's metrics
 export port as ``ray_<name>`` (counters gain ``_total``; histograms ``_bucket``/``_count``/``_sum``),
-which Ray's generated Prometheus config scrapes and ``dashboards/nas.json`` plots.
+which Ray's generated Prometheus config scrapes and ``dashboards/nas.json`` plots. Gauges are set through
+:data:`nas.monitor.gauge_hold.HOLD`, which sets their last values again every half export interval while Ray is up
+in this process: Ray drops a gauge that no export refreshed, so the final values would otherwise leave the
+export 10-30 s after the search ends (and, during one long trial, between two events).
 
 It also keeps a small actor named ``nas-search`` (in the run's namespace, next to the
 ``nas-trainer-<i>`` actors) whose state is the loop's status: it shows in the dashboard's actor list,
@@ -27,15 +31,18 @@ import logging
 import re
 import time
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from nas.core.front import FrontTracker
+from nas.core.objectives import Objectives
 from nas.core.types import Outcome, Result, Trial
 from nas.engine.interfaces import Callback, LoopStatus
 from nas.engine.protocol import Event, EventKind
+from nas.monitor.gauge_hold import HOLD
 
 __all__ = ["METRICS", "MetricsCallback", "MetricSpec", "SearchStatus", "metrics_export_url",
            "parse_prometheus", "scrape"]
@@ -74,7 +81,8 @@ METRICS = (
     MetricSpec("nas_trials_started", "counter", "trials submitted to a worker"),
     MetricSpec("nas_trials_finished", "counter", "trials finished, COMPLETE or FAILED"),
     MetricSpec("nas_trials_failed", "counter", "trials that FAILED (error, NaN, worker died, stopped)"),
-    MetricSpec("nas_best_score", "gauge", "best score so far (higher is better)"),
+    MetricSpec("nas_best_value", "gauge", "best value so far of each objective, in the metric's own units "
+               "(tag objective: metric:mode, e.g. latency_ms:min)", TAGS + ("objective",)),
     MetricSpec("nas_population_size", "gauge", "members in the strategy's population (0 if it keeps none)"),
     MetricSpec("nas_busy_workers", "gauge", "workers running a trial"),
     MetricSpec("nas_queued_trials", "gauge", "trials submitted and waiting for a worker (prefetched)"),
@@ -118,12 +126,15 @@ def _metric(name: str) -> Any:
 def status_line(status: dict[str, Any]) -> str:
     """One line of the ``nas-search`` actor's log, stamped with the time of the update (local, ISO 8601).
 
-    >>> status_line({"state": "running", "updated": 0.0, "finished": 3, "budget": 10, "failed": 0,
-    ...              "running": 2, "queued": 1, "workers": 2, "best_score": 0.5})[25:]
-    ' running: 3/10 finished, 0 failed, busy 2/2, queued 1, best 0.5000'
+    >>> status_line({"state": "running", "updated": 0.0, "finished": 3, "budget": 10, "failed": 0, "running": 2,
+    ...              "queued": 1, "workers": 2, "best_score": -3.5, "objectives": ["latency_ms:min"]})[25:]
+    ' running: 3/10 finished, 0 failed, busy 2/2, queued 1, best latency_ms 3.5000'
     """
     stamp = datetime.datetime.fromtimestamp(status.get("updated") or time.time()).astimezone()
-    best = "-" if status.get("best_score") is None else f"{status['best_score']:.4f}"
+    best = "-"
+    if status.get("best_score") is not None:  # the first objective, by its name, in its own units
+        first = Objectives((status.get("objectives") or ["val_acc:max"])[:1]).objectives[0]
+        best = f"{first.metric} {first.score(status['best_score']):.4f}"
     return (f"{stamp.isoformat(timespec='seconds')} {status['state']}: {status['finished']}/"
             f"{status.get('budget') or '?'} finished, {status['failed']} failed, busy {status['running']}/"
             f"{status['workers']}, queued {status.get('queued', 0)}, best {best}")
@@ -156,7 +167,8 @@ class MetricsCallback(Callback):
     microseconds of driver time. Errors here are logged, never raised: monitoring never stops a search."""
 
     def __init__(self, run: str, *, namespace: str | None = None, status_actor: bool = True,
-                 actor_name: str = "nas-search", interval: float = 1.0) -> None:
+                 actor_name: str = "nas-search", interval: float = 1.0,
+                 objectives: Sequence[str] = ("val_acc:max",)) -> None:
         if not ray.is_initialized():
             raise RuntimeError("MetricsCallback needs Ray: call ray.init() (or nas.connect()) first")
         self.run = run
@@ -171,6 +183,8 @@ class MetricsCallback(Callback):
         self._last_flush = 0.0
         self._warned = False
         self._front = FrontTracker()  # of every COMPLETE result's scores (FAILED/INFEASIBLE never join)
+        self._objectives = Objectives(list(objectives) or ["val_acc:max"])
+        self._best: list[float | None] = [None] * len(self._objectives)  # higher-is-better, per objective
 
     def _guard(self, fn: Any, *args: Any) -> None:
         try:
@@ -182,6 +196,9 @@ class MetricsCallback(Callback):
 
     def _tags(self, status: LoopStatus, **extra: str) -> dict[str, str]:
         return {"run": self.run, "strategy": status.strategy, **extra}
+
+    def _set(self, name: str, value: float, tags: dict[str, str]) -> None:
+        HOLD.set(_metric(name), value, tags)  # (kept on the export after the search: see gauge_hold)
 
     def _count(self, name: str, tags: dict[str, str], value: float = 1.0) -> None:
         self._counts[(name, tuple(sorted(tags.items())))] += value
@@ -208,21 +225,23 @@ class MetricsCallback(Callback):
         self._observed.clear()
         tags = self._tags(status)
         running = status.state == "running"
-        _metric("nas_busy_workers").set(status.running if running else 0, tags=tags)
-        _metric("nas_queued_trials").set(status.queued if running else 0, tags=tags)
+        self._set("nas_busy_workers", status.running if running else 0, tags)
+        self._set("nas_queued_trials", status.queued if running else 0, tags)
         if status.utilization is not None:
-            _metric("nas_worker_utilization").set(status.utilization, tags=tags)
-        _metric("nas_workers").set(status.workers, tags=tags)
-        _metric("nas_population_size").set(status.population, tags=tags)
+            self._set("nas_worker_utilization", status.utilization, tags)
+        self._set("nas_workers", status.workers, tags)
+        self._set("nas_population_size", status.population, tags)
         if status.budget is not None:
-            _metric("nas_budget").set(status.budget, tags=tags)
-        if status.best_score is not None:
-            _metric("nas_best_score").set(status.best_score, tags=tags)
+            self._set("nas_budget", status.budget, tags)
+        for o, best in zip(self._objectives, self._best):
+            if best is not None:
+                self._set("nas_best_value", o.score(best), {**tags, "objective": str(o)})  # (its own units)
         if self._front.size:
-            _metric("nas_hypervolume").set(self._front.hypervolume(), tags=tags)
-            _metric("nas_front_size").set(self._front.size, tags=tags)
+            self._set("nas_hypervolume", self._front.hypervolume(), tags)
+            self._set("nas_front_size", self._front.size, tags)
         if self.actor is not None:
-            ref = self.actor.update.remote({**status.to_dict(), "updated": time.time()})
+            ref = self.actor.update.remote({**status.to_dict(), "updated": time.time(),
+                                            "objectives": self._objectives.to_list()})
             if not running:
                 ray.get(ref, timeout=30)  # the final state is in before the driver may exit
 
@@ -250,6 +269,11 @@ class MetricsCallback(Callback):
             self._count("nas_trials_ended_early", {**tags, "reason": result.outcome.value})
         if result.ok and result.scores and len(result.scores) > 1:  # (one objective: no front, no hypervolume)
             self._front.add(result.scores)
+        if result.ok:  # (each objective's best on its own: several trials may hold them)
+            scores: list[float | None] = list(result.scores) if result.scores else [result.score]
+            scores += [None] * len(self._best)
+            self._best = [b if v is None or (b is not None and b >= v) else float(v)
+                          for b, v in zip(self._best, scores)]
         if result.start_time is not None and result.end_time is not None:
             self._observed.append(("nas_trial_duration_seconds", max(result.end_time - result.start_time, 0.0),
                                    {**tags, "state": result.state.value}))

@@ -3,8 +3,9 @@ works offline) about a run, or several runs compared.
 
 Everything comes from :func:`nas.run.reader.load_run` (the config and the results frame); no user code is
 imported (architectures are parsed and drawn only for registered spaces). Sections: status; best so far
-and every trial against time; learning curves; genealogy; decisions against the score; decision
-importance; the multi-objective front (:func:`objective_front_section`, a hook: empty while a run has one
+and every trial against time; learning curves; genealogy; decisions against the objectives; decision
+importance (the views of trials' results once per objective, each named, in its own units and
+direction); the multi-objective front (:func:`objective_front_section`, a hook: empty while a run has one
 objective); population age; worker timeline; the best architectures; failed trials; trial detail
 (sortable, filterable); the run configuration.
 """
@@ -22,8 +23,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from nas.core.objectives import Objective
 from nas.monitor import archdraw, figures
 from nas.monitor.importance import decision_importance, importance_figure
+from nas.monitor.tables import objective_values
 from nas.monitor.usage import session_usage
 from nas.run.config import RunConfig
 
@@ -90,14 +93,16 @@ def _num(v: Any, fmt: str) -> str:
     return "" if v is None or pd.isna(v) else format(v, fmt)
 
 
-def trial_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Every trial with its metrics (params, FLOPs, latency where measured), best first."""
+def trial_table(df: pd.DataFrame, objectives: Sequence[str] = ("val_acc:max",)) -> pd.DataFrame:
+    """Every trial with each objective in its own units and its metrics (params, FLOPs, latency where measured),
+    best first (by the first objective)."""
     d = figures.timed(df).sort_values("score", ascending=False, na_position="last")
+    values = objective_values(d, objectives)
     metrics = pd.DataFrame([m if isinstance(m, dict) else {} for m in d.metrics], index=d.index)
     extra = {k: metrics[k] for k in ("params", "flops", "latency_ms", "val_loss", "train_seconds")
-             if k in metrics}
+             if k in metrics and k not in values}
     return pd.DataFrame({
-        "trial": d.trial_id, "state": d.state, "score": d.score.map(lambda v: _num(v, ".4f")),
+        "trial": d.trial_id, "state": d.state, **{m: values[m].map(lambda v: _num(v, ".4g")) for m in values},
         **{k: v.map(lambda x: _num(x, ",.0f") if isinstance(x, (int, float)) and abs(x) >= 100 else _num(x, ".4g"))
            for k, v in extra.items()},
         "epochs": d.epochs, "start (s)": d.t_start.map(lambda v: _num(v, ".1f")),
@@ -122,19 +127,15 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     pop = cfg.search.strategy_options.get("population")
     counts = df.state.value_counts().to_dict()
     from nas.monitor import rungs
-    from nas.monitor.tables import objective_values
-
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
-    metric = (cfg.search.objectives or ["val_acc:max"])[0].split(":")[0]
+    objectives = list(cfg.search.objectives or ["val_acc:max"])
+    per = [Objective.parse(o) for o in objectives]
+    multi = len(per) > 1
     fidelity = ""
     if rungs.has_rungs(df) and len(done):  # the best among the trials that trained the most epochs
         top_epochs = int(done.epochs.max())
         done, fidelity = done[done.epochs == top_epochs], f" at {top_epochs} epochs"
-    if len(done):
-        value = objective_values(done.head(1), cfg.search.objectives).iloc[0, 0]
-        best = f"best {metric}{fidelity} {value:.4g} (trial {done.trial_id.iloc[0]})"
-    else:
-        best = "no trial completed"
+    best = "; ".join(_best_of(done, o, fidelity) for o in per) if len(done) else "no trial completed"
     util = f", worker utilization {usage.utilization:.2f}" if usage.utilization is not None else ""
     early = int(df.outcome.isin(rungs.EARLY).sum()) if "outcome" in df else 0
     stopped = f", {early} stopped early by the {cfg.search.scheduler} scheduler" if early else ""
@@ -143,57 +144,70 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
              f"{counts.get('FAILED', 0)} FAILED{html.escape(stopped)}) over {usage.wall:.1f} s on {usage.workers} "
              f"worker{'s' if usage.workers != 1 else ''}{util}; objectives "
              f"{html.escape(', '.join(cfg.search.objectives))}; {html.escape(best)}.</p>"]
-    values = objective_values(df, cfg.search.objectives)  # each objective in its own units
+    values = objective_values(df, objectives)  # each objective in its own units
     if rungs.has_rungs(df):  # a scheduler run: scores after different epochs are not comparable
-        first = ("Best so far at the highest fidelity, and every trial",
-                 rungs.best_at_full_fidelity(df, figures.timed(df).t_end, metric), "no trial completed")
+        t_end = figures.timed(df).t_end
+        firsts = [(f"Best so far at the highest fidelity{f' ({o.metric})' if multi else ''}, and every trial",
+                   rungs.best_at_full_fidelity(df, t_end, values[o.metric], str(o)), "no trial completed") for o in per]
         table = rungs.rung_table(df)
         parts.append("<h3>Trials per rung</h3>" + _fig(rungs.rung_figure(df), f"{key}-rungs", "no rungs")
                      + _table(table.astype(str), f"{key}-rung-table", ()))
     else:
-        first = (f"Best {metric} so far and every trial", figures.best_so_far({name: df}), "no trial completed")
-    sections = [
-        first,
-        ("Learning curves", figures.learning_curves(df), "no per-epoch history recorded"),
-        ("Genealogy", figures.genealogy(df), "no trial completed"),
-        (f"Decisions against the score ({metric})" if len(values.columns) < 2 else
-         f"Decisions against {', '.join(values.columns)}",
-         figures.parallel_coordinates(df, decisions, values if len(values.columns) > 1 else None),
+        firsts = [(f"Best {o.metric} so far and every trial",
+                   figures.best_so_far({name: (df, values[o.metric])}, str(o)), "no trial completed") for o in per]
+    sections = [  # one panel per objective where a view draws trials' results (the page's style for several)
+        *firsts,
+        ("Learning curves", figures.learning_curves(df, values[per[0].metric], objectives[0]),
+         "no per-epoch history recorded"),
+        *[(f"Genealogy{f' by {o.metric}' if multi else ''}", figures.genealogy(df, values[o.metric], str(o)),
+           "no trial completed") for o in per],
+        (f"Decisions against {', '.join(o.metric for o in per)}",
+         figures.parallel_coordinates(df, decisions, values, objectives),
          "no decisions to show (architectures not parsed)"),
-        *[(f"Decision importance{f' for {m}' if len(values.columns) > 1 else ''}",
-           importance_figure(decision_importance(df.assign(score=values[m]) if len(values.columns) > 1 else df,
-                                                 decisions)),
-           "too few COMPLETE trials, or no decision varies, to rank decisions") for m in values.columns],
+        *[(f"Decision importance{f' for {o.metric}' if multi else ''}",
+           importance_figure(decision_importance(df.assign(score=values[o.metric]), decisions), str(o)),
+           "too few COMPLETE trials, or no decision varies, to rank decisions") for o in per],
         ("Population age", figures.population_age(df, pop), "no parents and no population recorded"),
         ("Worker timeline", figures.worker_timeline(df), "no start and end times recorded"),
     ]
     for i, (title, fig, missing) in enumerate(sections):
         parts.append(f"<h3>{html.escape(title)}</h3>" + _fig(fig, f"{key}-plot{i}", missing))
     parts.append(objective_front_section(cfg, df, key))
-    parts.append(f"<h3>Best architectures (top {min(top, len(done))})</h3>"
+    parts.append(f"<h3>Best architectures (top {min(top, len(done))}{f' by {per[0].metric}' if multi else ''})</h3>"
                  + best_architectures(cfg, df, done, top, key))
     failed = df[df.state == "FAILED"]
     parts.append(f"<h3>Failed trials ({len(failed)})</h3>" + (
         _table(failed[["trial_id", "arch", "worker", "error"]], f"{key}-failed") if len(failed)
         else "<p class='note'>none</p>"))
-    parts.append("<h3>Trial detail</h3>" + _table(trial_table(df), f"{key}-trials"))
+    parts.append("<h3>Trial detail</h3>" + _table(trial_table(df, objectives), f"{key}-trials"))
     parts.append("<h3>Run configuration</h3><pre>" + html.escape(json.dumps(cfg.to_json(), indent=2, default=str))
                  + "</pre>")
     return "\n".join(parts)
+
+
+def _best_of(done: pd.DataFrame, o: Objective, fidelity: str) -> str:
+    """``best val_acc 0.97 (trial 12)``: the best of the COMPLETE trials ``done`` by one objective, in its units."""
+    v = objective_values(done, [str(o)]).iloc[:, 0].dropna()
+    if v.empty:
+        return f"no {o.metric} recorded"
+    at = v.idxmax() if o.mode == "max" else v.idxmin()
+    return f"best {o.metric}{fidelity} {v[at]:.4g} (trial {done.trial_id[at]})"
 
 
 def best_architectures(cfg: RunConfig, df: pd.DataFrame, done: pd.DataFrame, top: int, key: str) -> str:
     parse = _parser(cfg)
     drawings = []
     drawer = archdraw.Drawer(cfg)
-    for rank, row in enumerate(done.head(top).itertuples(), 1):
-        fig = drawer.figure(row.arch, f"#{rank}: trial {row.trial_id}, score {row.score:.4f}")
+    values = objective_values(done.head(top), cfg.search.objectives)  # each objective in its own units
+    for rank, (row, (_, vals)) in enumerate(zip(done.head(top).itertuples(), values.iterrows()), 1):
+        named = ", ".join(f"{m} {_num(v, '.4g') or '-'}" for m, v in vals.items())
+        fig = drawer.figure(row.arch, f"#{rank}: trial {row.trial_id}, {named}")
         if fig is not None:
             drawings.append(_fig(fig, f"{key}-arch{rank}", ""))
     if drawings:
         return "<div class='grid'>" + "\n".join(drawings[:4]) + "</div>" + (
             f"<p class='note'>{len(drawings) - 4} more in the trial detail below.</p>" if len(drawings) > 4 else "")
-    table = pd.concat([done.head(top)[["trial_id", "score"]].reset_index(drop=True),
+    table = pd.concat([done.head(top)[["trial_id"]].reset_index(drop=True), values.reset_index(drop=True),
                        figures.decisions_frame(done.head(top), parse).reset_index(drop=True)], axis=1)
     return _table(table.astype(str), f"{key}-best")
 
@@ -209,14 +223,18 @@ def _parser(cfg: RunConfig) -> Any:
 
 
 def comparison(runs: dict[str, tuple[RunConfig, pd.DataFrame]], usages: dict[str, Any]) -> str:
-    fig = figures.best_so_far({name: df for name, (_, df) in runs.items()})
+    first = str((next(iter(runs.values()))[0].search.objectives or ["val_acc:max"])[0])  # (the first run's)
+    fig = figures.best_so_far({name: (df, objective_values(df, [first]).iloc[:, 0]) for name, (_, df) in runs.items()},
+                              first)
     rows = []
     for name, (cfg, df) in runs.items():
         usage = usages[name]
         done = df[df.state == "COMPLETE"]
         rows.append({"run": name, "space": cfg.search.space, "strategy": cfg.search.strategy, "trials": len(df),
                      "failed": int((df.state == "FAILED").sum()),
-                     "best": f"{done.score.max():.4f}" if len(done) else "-", "wall (s)": f"{usage.wall:.1f}",
+                     "best": "; ".join(_best_of(done, Objective.parse(o), "").removeprefix("best ")
+                                       for o in cfg.search.objectives or ["val_acc:max"]) if len(done) else "-",
+                     "wall (s)": f"{usage.wall:.1f}",
                      "utilization": "-" if usage.utilization is None else f"{usage.utilization:.2f}"})
     return ("<h2>Comparison</h2>" + _table(pd.DataFrame(rows), "compare", ()) + _fig(fig, "compare-plot", "no trial"))
 

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from tqdm import tqdm
 from tqdm.utils import disp_len
 
+from nas.core.objectives import Objective
 from nas.core.types import Result, Trial
 from nas.engine.interfaces import Callback, LoopStatus
 from nas.engine.protocol import Event
@@ -47,9 +48,10 @@ class FittingBar(tqdm):  # type: ignore[type-arg]
         return line[:ncols] if ncols and disp_len(line) > ncols else line  # tqdm trims only bar-less text
 
 
-def postfix(status: LoopStatus, front: tuple[int, float] | None = None) -> str:
-    """``best 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now (``, stopped 3`` once a
-    scheduler stopped or paused trials early).
+def postfix(status: LoopStatus, front: tuple[int, float] | None = None, objective: str | None = None) -> str:
+    """``best val_acc 0.9812, busy 2/2, queued 1, failed 0`` for the loop as it is now (``, stopped 3`` once a
+    scheduler stopped or paused trials early). ``objective``: the run's first (``metric:mode``), by whose name
+    and in whose units the best is shown (None: the bare score, for a loop whose objective is not known).
 
     >>> from nas.engine.interfaces import LoopStatus
     >>> st = LoopStatus("running", "random", 3, 3, 0, 2, 1, 2, 10, None, 5.0, 9.0, 0.5, 1, 0, 0.0, 4, 0.0,
@@ -58,8 +60,14 @@ def postfix(status: LoopStatus, front: tuple[int, float] | None = None) -> str:
     'best 0.5000, busy 2/2, queued 1, failed 0, stopped 2'
     >>> postfix(st, front=(4, 0.3125)).endswith("front 4, HV 0.3125")
     True
+    >>> import dataclasses
+    >>> postfix(dataclasses.replace(st, best_score=-3.5), objective="latency_ms:min")[:20]
+    'best latency_ms 3.50'
     """
     best = "-" if status.best_score is None else f"{status.best_score:.4f}"
+    if objective is not None and status.best_score is not None:
+        o = Objective.parse(objective)
+        best = f"{o.metric} {o.score(status.best_score):.4f}"  # (score() turns a minimised metric back)
     text = f"best {best}, busy {status.running}/{status.workers}, queued {status.queued}, failed {status.failed}"
     stopped = sum(status.decisions.values())
     text = f"{text}, stopped {stopped}" if stopped else text
@@ -75,8 +83,9 @@ class SearchProgress(Callback):
     """
 
     def __init__(self, stream: TextIO | None = None, *, refresh: float = 1.0, log_interval: float = 30.0,
-                 tty: bool | None = None) -> None:
+                 tty: bool | None = None, objectives: Sequence[str] | None = None) -> None:
         self.stream = stream or sys.stderr
+        self.objective = objectives[0] if objectives else None  # (the best shown by its name, in its units)
         self.tty = self.stream.isatty() if tty is None else tty
         self.refresh = refresh
         self.log_interval = log_interval
@@ -105,7 +114,7 @@ class SearchProgress(Callback):
         with self._lock:
             self._follow(status)
             self.bar.n = status.finished
-            self.bar.set_postfix_str(postfix(status, self._front_figures()), refresh=False)
+            self.bar.set_postfix_str(postfix(status, self._front_figures(), self.objective), refresh=False)
         if self.tty:
             self.bar.refresh()
         else:
@@ -149,7 +158,7 @@ class SearchProgress(Callback):
         # in a log the bar draws nowhere (it keeps the clock and counts; _print_line prints its text)
         self.bar = FittingBar(total=self._total, initial=status.finished, file=self.stream if self.tty else _NullFile(),
                               unit="trial", dynamic_ncols=self.tty, smoothing=0, mininterval=0, leave=True,
-                              ascii=" #", bar_format=BAR_FORMAT, postfix=postfix(status))
+                              ascii=" #", bar_format=BAR_FORMAT, postfix=postfix(status, objective=self.objective))
         self.bar._time = self._now
         self.bar.start_t = self.bar.last_print_t = 0.0
         self._update(status)
@@ -187,7 +196,7 @@ class SearchProgress(Callback):
         with self._lock:
             self._follow(status)
             self.bar.n = status.finished
-            self.bar.set_postfix_str(postfix(status, self._front_figures()), refresh=False)
+            self.bar.set_postfix_str(postfix(status, self._front_figures(), self.objective), refresh=False)
         if not self.tty and self._printed != status.finished:
             self._print_line()
         self.bar.close()
@@ -207,19 +216,20 @@ def in_notebook() -> bool:
 class NotebookProgress(Callback):
     """The same counts in tqdm's notebook widget (``tqdm.notebook``), for ``nas.search`` in Jupyter."""
 
-    def __init__(self) -> None:
+    def __init__(self, objectives: Sequence[str] | None = None) -> None:
         self.bar: Any = None
+        self.objective = objectives[0] if objectives else None
 
     def on_start(self, status: LoopStatus) -> None:
         from tqdm.notebook import tqdm as notebook_tqdm
 
         self.bar = notebook_tqdm(total=status.budget, initial=status.finished, unit="trial")
-        self.bar.set_postfix_str(postfix(status))
+        self.bar.set_postfix_str(postfix(status, objective=self.objective))
 
     def _update(self, status: LoopStatus) -> None:
         if self.bar is not None:
             self.bar.n = status.finished
-            self.bar.set_postfix_str(postfix(status))  # (refreshes the widget)
+            self.bar.set_postfix_str(postfix(status, objective=self.objective))  # (refreshes the widget)
 
     def on_submit(self, status: LoopStatus, trial: Trial) -> None:
         self._update(status)
@@ -237,9 +247,11 @@ class NotebookProgress(Callback):
             self.bar = None
 
 
-def api_progress(progress: bool | None, given: Sequence[Callback] = ()) -> list[Callback]:
+def api_progress(progress: bool | None, given: Sequence[Callback] = (),
+                 objectives: Sequence[str] | None = None) -> list[Callback]:
     """The display ``nas.search(progress=...)`` adds: None (the default) shows one on a terminal or in a
     notebook, True always, False never; none when a display is among the ``given`` callbacks (``nas search``).
+    It shows the best of the first of the run's ``objectives`` by its name.
 
     >>> api_progress(False), api_progress(True, [SearchProgress()])
     ([], [])
@@ -249,9 +261,9 @@ def api_progress(progress: bool | None, given: Sequence[Callback] = ()) -> list[
     if progress is False or any(isinstance(cb, (SearchProgress, NotebookProgress)) for cb in given):
         return []
     if in_notebook():
-        return [NotebookProgress()]
+        return [NotebookProgress(objectives)]
     if progress or sys.stderr.isatty():
-        return [SearchProgress()]
+        return [SearchProgress(objectives=objectives)]
     return []
 
 

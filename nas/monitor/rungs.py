@@ -21,6 +21,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from nas.core.objectives import Objective
+from nas.monitor.figures import objective_label
+
 EARLY = ("STOPPED", "PAUSED")
 
 
@@ -57,9 +60,12 @@ def rung_figure(df: pd.DataFrame) -> go.Figure | None:
     return fig
 
 
-def best_at_full_fidelity(df: pd.DataFrame, t_end: pd.Series, metric: str = "score") -> go.Figure | None:
-    """Best-so-far over the trials that trained the most epochs; trials stopped earlier drawn apart, by epochs."""
-    done = df[df.state == "COMPLETE"].assign(t_end=t_end)
+def best_at_full_fidelity(df: pd.DataFrame, t_end: pd.Series, values: pd.Series, objective: str) -> go.Figure | None:
+    """Best-so-far of ``objective`` (``metric:mode``; ``values`` its value per row, in its own units) over the trials
+    that trained the most epochs; trials stopped earlier drawn apart, by epochs."""
+    o = Objective.parse(objective)
+    done = df.assign(t_end=t_end, score=values)  # (here "score": the objective in its own units)
+    done = done[(done.state == "COMPLETE") & done.score.notna()]
     if done.empty:
         return None
     top = int(done.epochs.max())
@@ -68,16 +74,17 @@ def best_at_full_fidelity(df: pd.DataFrame, t_end: pd.Series, metric: str = "sco
     for e, part in done[done.epochs < top].groupby("epochs"):
         fig.add_scatter(x=part.t_end, y=part.score, mode="markers", opacity=0.45, name=f"stopped at {int(e)} epochs",
                         marker={"size": 6, "symbol": "circle-open"}, customdata=np.stack([part.trial_id], axis=1),
-                        hovertemplate="trial %{customdata[0]}<br>%{y:.4f}<extra></extra>")
+                        hovertemplate=f"trial %{{customdata[0]}}<br>{o.metric} %{{y:.4g}}<extra></extra>")
     if len(full):
         fig.add_scatter(x=full.t_end, y=full.score, mode="markers", name=f"{top} epochs (full)",
                         marker={"size": 7}, customdata=np.stack([full.trial_id], axis=1),
-                        hovertemplate="trial %{customdata[0]}<br>%{y:.4f}<extra></extra>")
-        fig.add_scatter(x=full.t_end, y=full.score.cummax(), mode="lines", line={"shape": "hv", "width": 3},
+                        hovertemplate=f"trial %{{customdata[0]}}<br>{o.metric} %{{y:.4g}}<extra></extra>")
+        best = full.score.cummax() if o.mode == "max" else full.score.cummin()
+        fig.add_scatter(x=full.t_end, y=best, mode="lines", line={"shape": "hv", "width": 3},
                         name=f"best so far at {top} epochs")
-    fig.update_layout(title=f"Best {metric} so far at the highest fidelity ({top} epochs); others marked",
+    fig.update_layout(title=f"Best {o.metric} so far at the highest fidelity ({top} epochs); others marked",
                       template="plotly_white", height=380, xaxis_title="seconds since the first trial started",
-                      yaxis_title=f"{metric} (higher is better)", margin={"l": 60, "r": 20, "t": 50, "b": 50})
+                      yaxis_title=objective_label(o), margin={"l": 60, "r": 20, "t": 50, "b": 50})
     return fig
 
 

@@ -39,7 +39,7 @@ def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str 
 
     if any(isinstance(cb, MetricsCallback) for cb in given):
         return out
-    return [*out, MetricsCallback(Path(run_dir).name, namespace=ray_namespace)]
+    return [*out, MetricsCallback(Path(run_dir).name, namespace=ray_namespace, objectives=objectives)]
 
 
 def read_live(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
