@@ -19,7 +19,7 @@ def test_search_then_results_and_best(tmp_path, nas_cli):
     code, out, _ = nas_cli("search", *FAST, "--budget", "4", "--run-dir", run_dir,
                            "-o", "population=2", "-o", "sample_size=1")
     assert code == 0
-    assert "finished 4 trials (0 failed)" in out and "best score" in out and run_dir in out
+    assert "finished 4 trials (0 failed)" in out and "best val_acc" in out and run_dir in out
 
     code, out, _ = nas_cli("results", run_dir)
     assert code == 0 and "4 trials: 4 complete, 0 failed" in out

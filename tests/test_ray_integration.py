@@ -148,7 +148,7 @@ def test_cli_search_subprocess(tmp_path):
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "finished 4 trials (0 failed)" in proc.stdout and "best score" in proc.stdout
+    assert "finished 4 trials (0 failed)" in proc.stdout and "best val_acc" in proc.stdout
     assert "4/4 [" in proc.stderr  # the progress display's last line in a log
 
 

@@ -21,7 +21,7 @@ def test_search_on_ray_actors(ray_local, tmp_path, capsys, strategy, options, bu
     run_dir = tmp_path / strategy
     code = main([*BASE, "--strategy", strategy, "--budget", str(budget), "--run-dir", str(run_dir), *options])
     out = capsys.readouterr().out
-    assert code == 0 and f"finished {budget} trials (0 failed)" in out and "best score" in out
+    assert code == 0 and f"finished {budget} trials (0 failed)" in out and "best val_acc" in out
     records = list(read_journal(run_dir))
     assert len(records) == budget and all(r.ok and 0.0 <= r.score <= 1.0 for _, r in records)
     assert {t.strategy for t, _ in records} == {strategy}

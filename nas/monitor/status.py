@@ -197,7 +197,7 @@ def format_summary(st: dict[str, Any]) -> str:
     util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
     lines = [f"finished {st['finished']} trials ({st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
     if st["best_score"] is not None:
-        lines.append(f"best score: {_best(st)} (trial {st['best_trial']}): {st['best_arch']}")
+        lines.append(f"best {_best(st)} (trial {st['best_trial']}): {st['best_arch']}")
     else:
         lines.append(f"no trial completed; see the errors with: nas results {st['run_dir']}")
     return "\n".join(lines)
