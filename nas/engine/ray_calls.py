@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import queue
 import time
@@ -25,9 +26,11 @@ from nas.core.types import FailureKind, Report, Result, Trial
 from nas.engine.protocol import BoundedCheckpoints, Event, KeepRule, PrefetchRule
 from nas.engine.ray_workers import TrainerPool
 from nas.engine.retries import Retries
-from nas.engine.trainer_actor import CheckpointNext, Ended
+from nas.engine.trainer_actor import CheckpointNext, Ended, ended_of, hand_over
 
 log = logging.getLogger(__name__)
+
+NO_SOURCES = (None, None)  # a trial that starts from no checkpoint and inherits from none
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,8 +55,8 @@ class TrialCall:
     wait_epochs: frozenset[int]  # where its worker waits for the loop's answer (rungs)
     started: bool
     number: int = 0  # its number on its worker (the worker runs them in this order)
-    ref: Any = None  # its take call's return: an Ended
-    future: Any = None  # ... as a future, filled on Ray's thread
+    serial: int = 0  # this call's (a retried trial's next attempt is another call)
+    ref: Any = None  # its take call's return: an Ended, pickled
     streamed: int = 0  # its messages read from the stream
     ended: Ended | None = None  # its take call's return, once in
     ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
@@ -73,6 +76,7 @@ class TrialCalls:
         self.cancelled: set[int] = set()
         self.awaiting: dict[int, Any] = {}  # trial id -> actor: a report at such an epoch, not answered yet
         self.stream_items = 0  # items read from the actors' streams (a trivial trial makes none)
+        self._serials = itertools.count()
 
     def open(self, slot: int) -> None:
         """Start the worker's one stream (its worker is up) and list the worker as free."""
@@ -90,11 +94,15 @@ class TrialCalls:
         stream = self.streams[slot]
         assert stream is not None
         run = self.running[trial.trial_id] = TrialCall(trial, stream, attempt, keep, wait_epochs, idle)
-        run.number, stream.sent = stream.sent, stream.sent + 1
+        run.number, stream.sent, run.serial = stream.sent, stream.sent + 1, next(self._serials)
+        handed = hand_over(run.number, trial, keep, wait_epochs)
         # (the checkpoints travel inside a tuple: the actor fetches them, so a lost one fails this trial alone)
-        run.ref = stream.actor.take.remote(run.number, trial, sources, keep, run.wait_epochs)
-        run.future, inbox = run.ref.future(), self.inbox
-        run.future.add_done_callback(lambda _: inbox.put(run))
+        run.ref = stream.actor.take.remote(handed) if sources == NO_SOURCES else stream.actor.take.remote(handed,
+                                                                                                          sources)
+        # Its return (or error) comes to a callback on Ray's thread: no Future object per call, and the callback
+        # holds no reference to the call (a cycle would keep each finished call's objects until a GC pass).
+        trial_id, serial, inbox = trial.trial_id, run.serial, self.inbox
+        run.ref._on_completed(lambda value: inbox.put((trial_id, serial, value)))
         stream.trials.append(trial.trial_id)
         return idle
 
@@ -112,12 +120,13 @@ class TrialCalls:
         stream.item.add_done_callback(lambda _: inbox.put(stream))
 
     def take_news(self, news: list[Any]) -> list[Event]:
-        """The events of what the inbox held (calls and streams with news; None: a wake-up)."""
+        """The events of what the inbox held (calls' returns, streams with news; None: a wake-up)."""
         out: list[Event] = []
         for what in news:
-            if isinstance(what, TrialCall):
-                if self.running.get(what.trial.trial_id) is what:  # (else news of an attempt already handled)
-                    out += self._take_end(what)
+            if isinstance(what, tuple):
+                run = self.running.get(what[0])
+                if run is not None and run.serial == what[1]:  # (else news of an attempt already handled)
+                    out += self._take_end(run, what[2])
             elif what is not None and what is self.streams[what.slot]:  # (else a wake-up, or a lost worker's)
                 out += self._take_item(what)
         return out
@@ -149,14 +158,15 @@ class TrialCalls:
         self._watch(stream, run if item and isinstance(item[-1], CheckpointNext) else None)
         return events + self._drain(stream)
 
-    def _take_end(self, run: TrialCall) -> list[Event]:
+    def _take_end(self, run: TrialCall, returned: Any) -> list[Event]:
         """The trial's call returned: it ends once the stream has brought what it sent there (see
         :meth:`_drain`); a failed call is the worker's death or a broken worker (see :meth:`_take_failure`)."""
+        if isinstance(returned, BaseException):
+            return self._take_failure(run, returned)
         try:
-            run.ended = run.future.result()
-        except (ray.exceptions.RayError, RuntimeError) as e:
+            run.ended = ended_of(returned)
+        except Exception as e:  # (not what a trainer actor returns: the worker is broken)
             return self._take_failure(run, e)
-        assert run.ended is not None
         if run.stream is not self.streams[run.stream.slot]:  # its worker is gone since: its stream will not come
             run.stream.trials.remove(run.trial.trial_id)
             return self._take_finished(run, run.ended)
