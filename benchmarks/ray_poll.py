@@ -5,8 +5,9 @@ trainer, :class:`NoopTrainer`, answers at once and never loads torch) run N triv
 holding one trial queued behind the one it runs, so 2 x W trials are in flight. Side by side on the same cluster:
 
 - ours: :class:`nas.engine.ray_pool.RayExecutor` driven as the loop drives it (submit while a slot is free,
-  then ``poll``). Each actor has one stream for its life; a trial is handed over by a plain actor call; ``poll``
-  reads a queue that Ray's callbacks on the trials' calls and the actors' streams fill: it touches only what has news.
+  then ``poll``). Each actor has one stream for its life; a trial is handed over by a plain actor call with one
+  argument of bytes; ``poll`` reads a queue that Ray's callbacks on the trials' calls and the actors' streams fill:
+  it touches only what has news.
 - baseline: the same light actors driven by the usual pattern, ``ray.wait`` over the references of
   every trial in flight (then a second ``ray.wait`` with ``num_returns=len(rest), timeout=0`` to batch
   what is also done): O(in flight) per call.
@@ -17,12 +18,15 @@ and in submit, their sum, ours over the baseline's at the same number in flight 
 its own first row (``x first row``: how the cost grows with the number in flight), the wall time per trial, and
 the resident memory the driver gained per finished trial after the first tenth (what it retains per trial), and
 for ours the items its actors' streams sent per trial (a trivial trial's end comes back with its call: none). The
-actors' start-up is shown apart (it is not in the per-trial figures).
+actors' start-up is shown apart (it is not in the per-trial figures), with each side's mean resident and unique
+memory per actor (RSS, USS) and the memory the machine had available once they were up (what decides how many light
+actors fit).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -38,6 +42,20 @@ def rss() -> int:
     """This process's resident memory now, bytes (what it retains, unlike the peak)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def actor_memory(pids: list[int]) -> dict[str, float]:
+    """The actors' mean resident and unique memory (bytes) and what the machine has available now."""
+    import psutil
+
+    rss, uss = [], []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            info = psutil.Process(pid).memory_full_info()
+            rss.append(info.rss)
+            uss.append(info.uss)
+    return {"actor_rss": sum(rss) / max(len(rss), 1), "actor_uss": sum(uss) / max(len(uss), 1),
+            "available": psutil.virtual_memory().available}
 
 
 def drive(trials: int, submit: Callable[[int], bool], in_flight: Callable[[], int],
@@ -67,6 +85,8 @@ def drive(trials: int, submit: Callable[[int], bool], in_flight: Callable[[], in
 
 def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
     """N trials through our RayExecutor on W light actors (Ray must be initialised)."""
+    import ray
+
     from nas.engine.protocol import KeepRule
     from nas.engine.ray_pool import RayExecutor
     from nas.train.simple import noop
@@ -77,6 +97,7 @@ def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, An
                      prefetch=prefetch, name_prefix=f"nas-light-{workers}-{int(prefetch)}-{os.getpid()}",
                      start_timeout=900.0)  # many actors on a small, busy machine start slowly
     start_up = time.perf_counter() - t0
+    memory = actor_memory([info["pid"] for info in ray.get([ex.actor(i).info.remote() for i in range(workers)])])
 
     def submit(trial_id: int) -> bool:
         if ex.free_slots() <= 0:
@@ -89,7 +110,8 @@ def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, An
                         lambda: sum(e.result is not None and e.result.ok for e in ex.poll(timeout=30.0)))
     finally:
         ex.shutdown()
-    return {"side": "ours", "workers": workers, "start_up": start_up, "items": ex.stream_items / trials, **figures}
+    return {"side": "ours", "workers": workers, "start_up": start_up, "items": ex.stream_items / trials, **memory,
+            **figures}
 
 
 def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
@@ -101,13 +123,14 @@ def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str
         def run(self, trial_id: int) -> tuple[int, float]:
             return trial_id, time.time()
 
-        def ready(self) -> bool:
-            return True
+        def pid(self) -> int:
+            return os.getpid()
 
     t0 = time.perf_counter()
     actors = [Light.options(num_cpus=cpus).remote() for _ in range(workers)]  # type: ignore[attr-defined]
-    ray.get([a.ready.remote() for a in actors])
+    pids = ray.get([a.pid.remote() for a in actors])
     start_up = time.perf_counter() - t0
+    memory = actor_memory(pids)
     depth = 2 if prefetch else 1
     free = [i for _ in range(depth) for i in range(workers)][::-1]
     running: dict[Any, int] = {}
@@ -134,12 +157,13 @@ def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str
     finally:
         for a in actors:
             ray.kill(a)
-    return {"side": "ray.wait over all", "workers": workers, "start_up": start_up, **figures}
+    return {"side": "ray.wait over all", "workers": workers, "start_up": start_up, **memory, **figures}
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     head = ["side", "actors", "in flight", "trials", "poll CPU us/trial", "submit CPU us/trial", "CPU us/trial",
-            "x baseline", "x first row", "wall ms/trial", "RSS B/trial", "stream items/trial", "start-up (s)"]
+            "x baseline", "x first row", "wall ms/trial", "RSS B/trial", "stream items/trial", "start-up (s)",
+            "actor RSS/USS MB", "available GB"]
     out = [head]
     first = {side: next(r for r in rows if r["side"] == side) for side in {r["side"] for r in rows}}
 
@@ -156,7 +180,8 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
                     f"{1e6 * r['poll_cpu'] / r['trials']:.0f}", f"{1e6 * r['submit_cpu'] / r['trials']:.0f}",
                     f"{1e6 * cpu(r):.0f}", ratio, f"{cpu(r) / max(cpu(first[r['side']]), 1e-12):.2f}x",
                     f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['rss_per_trial']:.0f}",
-                    f"{r['items']:.2f}" if "items" in r else "", f"{r['start_up']:.1f}"])
+                    f"{r['items']:.2f}" if "items" in r else "", f"{r['start_up']:.1f}",
+                    f"{r['actor_rss'] / 2**20:.0f}/{r['actor_uss'] / 2**20:.0f}", f"{r['available'] / 2**30:.1f}"])
     return text_table(out, rule=True)
 
 

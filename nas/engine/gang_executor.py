@@ -35,7 +35,6 @@ import itertools
 import logging
 import queue
 import time
-from collections import deque
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,7 @@ from nas.engine.gang_actor import Began, GangEnded, RankEnd
 from nas.engine.gang_pool import Gang, GangPool, GangSpec
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import GANG_STRATEGIES, BoundedCheckpoints, Event, ExecutorConfig, KeepRule, TrainFn
+from nas.engine.retries import Retries, Retry
 from nas.engine.trainer_actor import CheckpointNext, fetch_checkpoint
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class GangExecutor:
         self._runs: dict[int, _Run] = {}  # serial -> run, until every rank's part is in
         self._running: dict[int, _Run] = {}  # trial id -> run, until its result is out
         self._serials = itertools.count()
-        self._retry: deque[tuple[Trial, int, KeepRule, frozenset[int]]] = deque()
+        self._retry = Retries()
         self._done: list[Event] = []
         self._cancelled: set[int] = set()
         self._awaiting: dict[int, Any] = {}  # trial id -> rank 0 waiting at a rung for the loop's answer
@@ -215,10 +215,7 @@ class GangExecutor:
             if outcome is Outcome.CANCELLED:
                 self._cancelled.add(trial_id)
         if outcome is Outcome.CANCELLED:
-            for item in list(self._retry):
-                if item[0].trial_id == trial_id:
-                    self._retry.remove(item)
-                    self._done.append(Event.finished(item[0], Result.cancelled(trial_id)))
+            self._done += self._retry.cancel(trial_id)
 
     def poll(self, timeout: float | None = None) -> list[Event]:
         """The events that arrived, in order, waiting at most ``timeout`` seconds for the first."""
@@ -317,7 +314,7 @@ class GangExecutor:
                     name, (failed.error or "").splitlines()[0])
         self._forget(run)
         self._drop(run)
-        self._retry.append((trial, run.attempt + 1, run.keep, run.wait_epochs))
+        self._retry.add(trial, run.attempt + 1, run.keep, run.wait_epochs)
         return [Event.requeued(trial, worker=name)]
 
     def _end(self, run: _Run, result: Result) -> list[Event]:
@@ -351,9 +348,10 @@ class GangExecutor:
         self.pool.rebuild(run.gang)
 
     def _dispatch_retries(self) -> None:
-        while self._retry and self.pool.free:
-            trial, attempt, keep, waits = self._retry.popleft()
-            self.submit(trial, keep=keep, wait_epochs=waits, attempt=attempt)
+        def resubmit(r: Retry) -> None:
+            self.submit(r.trial, keep=r.keep, wait_epochs=r.wait_epochs, attempt=r.attempt)
+
+        self._retry.dispatch(lambda: bool(self.pool.free), resubmit)
 
     def shutdown(self) -> None:
         self.pool.shutdown()

@@ -17,6 +17,7 @@ import dataclasses
 import datetime
 import logging
 import os
+import pickle
 import queue
 import sys
 import threading
@@ -121,10 +122,16 @@ class TrainerActor:
         torch.set_num_threads(n)
 
     @ray.method(concurrency_group="trials")
-    def take(self, number: int, trial: Trial, sources: tuple[Any, Any], keep: KeepRule,
-             wait_epochs: frozenset[int]) -> Ended:
-        """Run ``trial``, this actor's ``number``-th (from 0), in its turn; ``sources``: its checkpoint and the one
-        it inherits from, as bytes or ObjectRefs (fetched here: a lost one fails this trial alone)."""
+    def take(self, handed: bytes, sources: tuple[Any, Any] = (None, None)) -> bytes:
+        """Run the trial ``handed`` over (:func:`hand_over`: its number on this actor, from 0, the trial, its
+        KeepRule and the epochs where it waits for the driver's answer) in its turn; ``sources``: its checkpoint and
+        the one it inherits from, as bytes or ObjectRefs (fetched here: a lost one fails this trial alone). Returns
+        its :class:`Ended`, pickled (:func:`ended_of` reads it)."""
+        number, trial, keep, wait_epochs = pickle.loads(handed)
+        return pickle.dumps(self._take(number, trial, sources, keep, wait_epochs), pickle.HIGHEST_PROTOCOL)
+
+    def _take(self, number: int, trial: Trial, sources: tuple[Any, Any], keep: KeepRule,
+              wait_epochs: frozenset[int]) -> Ended:
         with self._turn:
             while self._next != number:
                 self._turn.wait()
@@ -237,9 +244,32 @@ class TrainerActor:
         return self.name
 
 
+def hand_over(number: int, trial: Trial, keep: KeepRule, wait_epochs: frozenset[int]) -> bytes:
+    """What :meth:`TrainerActor.take` is handed: one argument of bytes, which Ray sends as they are, where five
+    arguments (a Trial, a KeepRule, a frozenset, ...) each cost Ray's serializer a pass of its own (msgpack, then a
+    cloudpickle Pickler: about 0.1 ms apiece in the driver). Pickle, as Ray's own transport uses, keeps the trial's
+    arch as the space gave it (tuples stay tuples); it travels only between the driver and its own actors.
+
+    >>> number, trial, keep, waits = pickle.loads(hand_over(3, Trial(7, {"x": (1, 2)}), KeepRule(), frozenset({2})))
+    >>> number, trial.trial_id, trial.arch, keep.save, waits
+    (3, 7, {'x': (1, 2)}, False, frozenset({2}))
+    """
+    return pickle.dumps((number, trial, keep, wait_epochs), pickle.HIGHEST_PROTOCOL)
+
+
+def ended_of(returned: bytes) -> Ended:
+    """The :class:`Ended` that :meth:`TrainerActor.take` returned (as bytes: Ray hands bytes over without a
+    serializer pass of its own, both ways)."""
+    ended = pickle.loads(returned)
+    if not isinstance(ended, Ended):
+        raise TypeError(f"a trainer actor returned {type(ended).__name__}, not Ended")
+    return ended
+
+
 def fetch_source(item: Any) -> bytes | None:
     """A trial's checkpoint as handed to the actor: bytes as they are, an ObjectRef fetched (a lost one raises)."""
     return ray.get(item) if isinstance(item, ray.ObjectRef) else item  # type: ignore[no-any-return]
 
 
-__all__ = ["LINGER", "fetch_checkpoint", "fetch_source", "CheckpointNext", "Ended", "StreamItem", "TrainerActor"]
+__all__ = ["LINGER", "CheckpointNext", "Ended", "StreamItem", "TrainerActor", "ended_of", "fetch_checkpoint",
+           "fetch_source", "hand_over"]
