@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import optuna
-import torch
 from optuna.distributions import BaseDistribution
 from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.storages.journal import JournalFileBackend
@@ -83,6 +82,7 @@ def load_sampler(sampler: optuna.samplers.BaseSampler, state: Mapping[str, Any])
         lazy.rng.set_state(("MT19937", np.asarray(s["keys"], dtype=np.uint32), int(s["pos"]),
                             int(s["has_gauss"]), float(s["gauss"])))
     if "gp_cache" in state and hasattr(sampler, "_gprs_cache_list"):
+        import torch  # (here: only a GP sampler's cache needs it)
         from optuna._gp.gp import GPRegressor
 
         def rebuild(c: Mapping[str, torch.Tensor]) -> GPRegressor:

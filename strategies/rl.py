@@ -38,51 +38,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-from torch import nn
-
 from nas.core.registry import register_strategy
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy, check_fraction, check_positive_int, one_torch_thread
 from nas.core.types import Result, Trial
 
-
-class Policy(nn.Module):
-    """LSTM controller: one embedding table and one softmax head per decision."""
-
-    def __init__(self, cardinalities: list[int], hidden: int) -> None:
-        super().__init__()
-        self.cardinalities = cardinalities
-        # skip_init: no draws from torch's global RNG; the caller initialises from its own generator
-        self.cell = nn.utils.skip_init(nn.LSTMCell, hidden, hidden)
-        self.start = nn.Parameter(torch.empty(1, hidden))
-        self.embed = nn.ModuleList(nn.utils.skip_init(nn.Embedding, n, hidden) for n in cardinalities)
-        self.heads = nn.ModuleList(nn.utils.skip_init(nn.Linear, hidden, n) for n in cardinalities)
-
-    def init_uniform(self, generator: torch.Generator, scale: float = 0.08) -> None:
-        with torch.no_grad():
-            for p in self.parameters():
-                p.uniform_(-scale, scale, generator=generator)
-
-    def logits(self, actions: torch.Tensor | None, batch: int = 1,
-               generator: torch.Generator | None = None, temperature: float = 1.0
-               ) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Logits of every step. With ``actions`` (batch, steps) given they are teacher-forced;
-        otherwise the actions are sampled (with ``generator``) and returned."""
-        x = self.start.expand(batch, -1)
-        state: tuple[torch.Tensor, torch.Tensor] | None = None
-        out, taken = [], []
-        for i in range(len(self.cardinalities)):
-            state = self.cell(x, state)
-            logits = self.heads[i](state[0]) / temperature
-            if actions is None:
-                a = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(1)
-            else:
-                a = actions[:, i]
-            out.append(logits)
-            taken.append(a)
-            x = self.embed[i](a)
-        return out, torch.stack(taken, 1)
+# torch is imported where the controller is made and used (its policy lives in rl_policy): listing the
+# strategies, or checking a name, imports no torch
 
 
 @register_strategy("rl")
@@ -113,6 +75,10 @@ class RLController(Strategy):
         self.entropy_weight = check_fraction("entropy_weight", entropy_weight, high=math.inf)
         self.batch = check_positive_int("batch", batch)
         self.hidden = check_positive_int("hidden", hidden)
+        import torch
+
+        from nas.strategies.rl_policy import Policy
+
         self.generator = torch.Generator().manual_seed(int(self.rng.integers(2**62)))
         self.policy = Policy(space.cardinalities, self.hidden)
         self.policy.init_uniform(self.generator)
@@ -125,6 +91,8 @@ class RLController(Strategy):
         self.updates = 0
 
     def ask(self) -> Trial:
+        import torch
+
         with torch.no_grad(), one_torch_thread():
             _, actions = self.policy.logits(None, generator=self.generator, temperature=self.temperature)
         acts = [int(a) for a in actions[0]]
@@ -161,6 +129,8 @@ class RLController(Strategy):
 
     def _reinforce(self) -> None:
         """One REINFORCE step on the buffered (actions, advantage) pairs."""
+        import torch
+
         actions = torch.tensor([a for a, _ in self.buffer], dtype=torch.long)
         adv = torch.tensor([v for _, v in self.buffer], dtype=torch.float32)
         logits, _ = self.policy.logits(actions, batch=len(self.buffer), temperature=self.temperature)
@@ -180,6 +150,8 @@ class RLController(Strategy):
     def probabilities(self, arch: Mapping[str, Any] | None = None) -> list[list[float]]:
         """Per decision, the policy's option probabilities along the path of ``arch`` (teacher-forced),
         or along the most likely option at each step when ``arch`` is None (for inspection and tests)."""
+        import torch
+
         given = None if arch is None else self.space.encode(arch)
         with torch.no_grad(), one_torch_thread():
             x, state, out = self.policy.start, None, []

@@ -96,3 +96,19 @@ def test_each_built_in_name_is_registered_by_the_module_its_registry_names():
         mine = {n for n, o in reg._entries.items() if getattr(o, "func", o).__module__ in builtins.values()}
         assert mine == set(builtins), kind  # and registered no name the map lacks
         assert reg.names() == sorted(set(builtins) | set(reg._entries))
+
+
+def test_listing_every_built_in_strategy_and_space_imports_neither_torch_nor_ray():
+    """``nas strategies`` and ``nas spaces`` load every built-in module (each entry's options and doc line): the RL
+    controller's policy and the networks live in modules imported only where one is made."""
+    out = fresh("""
+        import contextlib, io
+        from nas.cli import main
+        OUT = {}
+        for command in ("strategies", "spaces"):
+            with contextlib.redirect_stdout(io.StringIO()) as text:
+                OUT[command] = (main([command]), text.getvalue())
+    """)
+    assert out["heavy"] == [], out
+    assert out["strategies"][0] == 0 and "rl\n" in out["strategies"][1] and "optuna" in out["strategies"][1]
+    assert out["spaces"][0] == 0 and all(f"{name}  (" in out["spaces"][1] for name in ("macro", "nb201", "toy"))
