@@ -6,14 +6,14 @@ holding one trial queued behind the one it runs, so 2 x W trials are in flight. 
 
 - ours: :class:`nas.engine.ray_pool.RayExecutor` driven as the loop drives it (submit while a slot is free,
   then ``poll``). Each actor has one stream for its life; a trial is handed over by a plain actor call with one
-  argument of bytes; ``poll`` is a batched ``ray.wait`` over the trials' calls and the actors' streams' next items
-  (wait for one, then take every one ready), then one ``ray.get`` of what is ready.
+  argument of bytes; ``poll`` reads a queue that Ray's callbacks on the trials' calls and the actors' streams fill:
+  it touches only what has news.
 - baseline: the same light actors driven by the usual pattern, ``ray.wait`` over the references of
   every trial in flight (then a second ``ray.wait`` with ``num_returns=len(rest), timeout=0`` to batch
   what is also done): O(in flight) per call.
 
 It prints, per row, the driver process's CPU time (``time.process_time``: all its threads, Ray's
-own threads included; the waiting is not counted) per trial in poll (ours) or wait+get (baseline)
+callback threads included; the waiting is not counted) per trial in poll (ours) or wait+get (baseline)
 and in submit, their sum, ours over the baseline's at the same number in flight (``x baseline``), each side over
 its own first row (``x first row``: how the cost grows with the number in flight), the wall time per trial, and
 the resident memory the driver gained per finished trial after the first tenth (what it retains per trial), and

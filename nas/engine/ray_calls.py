@@ -5,10 +5,8 @@ comes on its worker's ONE stream, started once for the worker's life (:meth:`Tra
 both into the loop's events, in order: a trial ends only once the stream has brought every message its result counts,
 and the trial queued behind it then starts.
 
-Waiting is the batched ``ray.wait`` of Ray's own docs, on the driver's thread: :attr:`TrialCalls.waiting` holds the
-reference of each trial's call in flight and of the next item of each worker's stream; the executor's poll waits for
-one of them, takes every other one ready with it, fetches their values in one ``ray.get`` and hands them to
-:meth:`TrialCalls.take_news`. No callback runs on Ray's thread and no private API of Ray's is used for it."""
+The driver never scans what is in flight: a callback on each trial's call and on the next item of each worker's stream
+puts it into the inbox, and :meth:`TrialCalls.take_news` handles only what the inbox holds (O(events))."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import queue
 import time
 from collections import deque
 from typing import Any
@@ -43,7 +42,7 @@ class WorkerStream:
     gen: Any  # the actor's ObjectRefGenerator
     trials: deque[int] = dataclasses.field(default_factory=deque)
     sent: int = 0  # trials handed to the actor (the next one's number)
-    item: Any = None  # the reference of the stream's next item (in TrialCalls.waiting)
+    item: Any = None  # future of the stream's next item, filled on Ray's thread
     consume: int = 1  # stream items read once the watched one is in
 
 
@@ -63,35 +62,19 @@ class TrialCall:
     ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
 
 
-def fetch(refs: list[Any]) -> list[Any]:
-    """The values of ``refs``, fetched in one ``ray.get``; where one failed, each apart, a failed one's value being its
-    error (the caller tells them apart)."""
-    try:
-        return list(ray.get(refs))
-    except Exception:  # (one failed: ray.get raises the first error)
-        values: list[Any] = []
-        for ref in refs:
-            try:
-                values.append(ray.get(ref))
-            except Exception as e:
-                values.append(e)
-        return values
-
-
 class TrialCalls:
     """The trials out on ``pool``'s workers (see the module docstring). A finished trial's kept checkpoint goes to
     ``checkpoints``, its duration to ``prefetch``; a trial whose worker died goes to ``retries`` while it has
     attempts left (``max_retries``)."""
 
-    def __init__(self, pool: TrainerPool, checkpoints: BoundedCheckpoints, prefetch: PrefetchRule, retries: Retries,
-                 max_retries: int) -> None:
-        self.pool, self.checkpoints, self.prefetch = pool, checkpoints, prefetch
+    def __init__(self, pool: TrainerPool, inbox: queue.SimpleQueue[Any], checkpoints: BoundedCheckpoints,
+                 prefetch: PrefetchRule, retries: Retries, max_retries: int) -> None:
+        self.pool, self.inbox, self.checkpoints, self.prefetch = pool, inbox, checkpoints, prefetch
         self.retries, self.max_retries = retries, max_retries
         self.streams: list[WorkerStream | None] = [None] * len(pool.actors)  # each worker's stream, once it is up
         self.running: dict[int, TrialCall] = {}  # trial id -> its call
         self.cancelled: set[int] = set()
         self.awaiting: dict[int, Any] = {}  # trial id -> actor: a report at such an epoch, not answered yet
-        self.waiting: dict[Any, Any] = {}  # poll waits for: a call's ref -> (trial id, serial); an item's -> stream
         self.stream_items = 0  # items read from the actors' streams (a trivial trial makes none)
         self._serials = itertools.count()
 
@@ -116,46 +99,46 @@ class TrialCalls:
         # (the checkpoints travel inside a tuple: the actor fetches them, so a lost one fails this trial alone)
         run.ref = stream.actor.take.remote(handed) if sources == NO_SOURCES else stream.actor.take.remote(handed,
                                                                                                           sources)
-        self.waiting[run.ref] = (trial.trial_id, run.serial)  # (not the call itself: nothing of it outlives it)
+        # Its return (or error) comes to a callback on Ray's thread: no Future object per call, and the callback
+        # holds no reference to the call (a cycle would keep each finished call's objects until a GC pass).
+        trial_id, serial, inbox = trial.trial_id, run.serial, self.inbox
+        run.ref._on_completed(lambda value: inbox.put((trial_id, serial, value)))
         stream.trials.append(trial.trial_id)
         return idle
 
     def _watch(self, stream: WorkerStream, ckpt_of: TrialCall | None = None) -> None:
-        """Wait for the next item of the worker's stream (after the checkpoint of ``ckpt_of``, not fetched: its
-        reference goes to that trial) along with the trials' calls."""
+        """A callback (on Ray's thread, which also fetches the small value) when the next item of the
+        worker's stream is in (after the checkpoint of ``ckpt_of``, not fetched: its reference goes to that trial):
+        poll reads only what these callbacks (and those on the trials' calls) queue."""
         skip = int(ckpt_of is not None)
         refs = stream.gen._get_next_ref_n(skip + 1)
         if ckpt_of is not None:
             ckpt_of.ckpt_ref = refs[0]
         stream.consume = skip + 1  # the stream is read up to the watched item once it is in
-        stream.item = refs[-1]
-        self.waiting[stream.item] = stream
+        stream.item = refs[-1].future()
+        inbox = self.inbox
+        stream.item.add_done_callback(lambda _: inbox.put(stream))
 
-    def take_news(self, ready: list[Any], values: list[Any]) -> list[Event]:
-        """The events of the ``ready`` references of :attr:`waiting` and their ``values`` (a failed one's: its
-        error): the calls' returns first, then the streams' items (a trial's end waits for its streamed messages
-        anyway, and a stream's item may already hold what the trial queued behind it says)."""
+    def take_news(self, news: list[Any]) -> list[Event]:
+        """The events of what the inbox held (calls' returns, streams with news; None: a wake-up)."""
         out: list[Event] = []
-        items = []
-        for ref, value in zip(ready, values, strict=True):
-            what = self.waiting.pop(ref)
+        for what in news:
             if isinstance(what, tuple):
                 run = self.running.get(what[0])
                 if run is not None and run.serial == what[1]:  # (else news of an attempt already handled)
-                    out += self._take_end(run, value)
-            else:
-                items.append((what, value))
-        for stream, value in items:
-            if stream is self.streams[stream.slot]:  # (else a lost worker's)
-                out += self._take_item(stream, value)
+                    out += self._take_end(run, what[2])
+            elif what is not None and what is self.streams[what.slot]:  # (else a wake-up, or a lost worker's)
+                out += self._take_item(what)
         return out
 
-    def _take_item(self, stream: WorkerStream, item: Any) -> list[Event]:
+    def _take_item(self, stream: WorkerStream) -> list[Event]:
         """The events the stream's next item makes (reports), then the trials that it lets end (their result was
         in, waiting for their messages on the stream); where it ends announcing a checkpoint, the watch moves past
         the checkpoint. A stream that fails ends nothing: its worker's trials learn it from their calls."""
-        if isinstance(item, BaseException):
-            if not isinstance(item, ray.exceptions.RayActorError):  # (a broken stream: the worker is replaced)
+        try:
+            item = stream.item.result()
+        except (ray.exceptions.RayError, RuntimeError) as e:
+            if not isinstance(e, ray.exceptions.RayActorError):  # (a broken stream: the worker is replaced)
                 with contextlib.suppress(Exception):
                     ray.kill(stream.actor, no_restart=True)
             return []
@@ -247,7 +230,6 @@ class TrialCalls:
     def clear(self) -> None:
         self.streams = [None] * len(self.streams)
         self.running.clear()
-        self.waiting.clear()
 
 
-__all__ = ["TrialCall", "TrialCalls", "WorkerStream", "fetch"]
+__all__ = ["TrialCall", "TrialCalls", "WorkerStream"]

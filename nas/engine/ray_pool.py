@@ -23,11 +23,10 @@ stream, so a trial ends only once they are in. The ``started`` event (QUEUED to 
 sent to an idle worker starts at once, and one queued behind another (prefetch) starts when that one ends. The
 driver's STOP or PAUSE goes back by an actor method in a concurrency group of its own (``decide``; ``cancel`` for a
 trial queued behind another), which the training thread hears at its next report; at a scheduler's rungs the worker
-waits for the answer. ``poll`` is the batched ``ray.wait`` over the references in flight (each trial's call and each
-actor's stream's next item: wait for one, then take every one ready) and fetches what is ready in one ``ray.get``,
-on the driver's thread: no callback, no generator and no thread is made per trial. Each poll costs O(in flight) in
-Ray's ``ray.wait``, as the usual pattern does; ``nas bench ray-poll`` measures the cost per trial against that
-pattern, side by side (docs/ray-path.md).
+waits for the answer. The driver never scans what is in flight: a callback on each trial's call and on the next item
+of each actor's stream puts it into a queue, and ``poll`` takes only what that queue holds (O(events)). No generator
+or thread is made per trial; ``nas bench ray-poll`` measures the cost per trial against a batched ``ray.wait``, side
+by side (docs/ray-path.md).
 
 The parts: :mod:`nas.engine.ray_workers` (the actors and their slots: starting, replacing, retiring),
 :mod:`nas.engine.ray_calls` (the trials' calls and the actors' streams turned into events, in order),
@@ -37,8 +36,10 @@ Executor Protocol.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import queue
 import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,7 @@ from nas.core.registry import register_executor
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import BoundedCheckpoints, Event, ExecutorConfig, KeepRule, PrefetchRule, TrainFn
-from nas.engine.ray_calls import TrialCalls, fetch
+from nas.engine.ray_calls import TrialCalls
 from nas.engine.ray_workers import TrainerPool
 from nas.engine.retries import Retries, Retry
 from nas.engine.trainer_actor import fetch_checkpoint
@@ -136,11 +137,13 @@ class RayExecutor:
         self._retry = Retries()
         self._done: list[Event] = []  # stopped while waiting: returned by the next poll
         self._handed_out: float | None = None  # when poll last returned a finished trial (round-trip probe)
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()  # news of calls and streams (None: a wake-up)
+        self._inbox = inbox
         self.pool = TrainerPool(  # the data and the space go into the object store once: every actor reads that copy
             workers, space_ref=ray.put(space), data_ref=ray.put(data), settings=self.settings, train=train,
             cpus=cpus_per_trial, gpus=gpus_per_trial, name_prefix=name_prefix, namespace=namespace,
-            start_timeout=start_timeout)
-        self.calls = TrialCalls(self.pool, self.checkpoints, self.prefetch, self._retry, max_retries)
+            start_timeout=start_timeout, wake=lambda: inbox.put(None))
+        self.calls = TrialCalls(self.pool, inbox, self.checkpoints, self.prefetch, self._retry, max_retries)
         for i in range(workers)[::-1]:
             self.calls.open(i)
         t0 = time.perf_counter()
@@ -235,9 +238,9 @@ class RayExecutor:
             self._done += self._retry.cancel(trial_id)
 
     def poll(self, timeout: float | None = None) -> list[Event]:
-        """The events that arrived, in order, waiting at most ``timeout`` seconds for the first (one batched
-        ``ray.wait`` over the references in flight, one ``ray.get`` of what is ready). A worker waiting at a rung for
-        the answer to its report, which the loop did not stop or pause, goes on now."""
+        """The events that arrived, in order, waiting at most ``timeout`` seconds for the first. Costs
+        O(events), whatever the number of trials in flight. A worker waiting at a rung for the answer to
+        its report, which the loop did not stop or pause, goes on now."""
         for trial_id, actor in self.calls.awaiting.items():
             actor.decide.remote(trial_id, Decision.CONTINUE)
         self.calls.awaiting.clear()
@@ -252,29 +255,17 @@ class RayExecutor:
         if deadline is not None:  # wake up in time to retire a worker that does not start
             until = deadline - time.monotonic()
             timeout = max(0.0, until if timeout is None else min(timeout, until))
-        ready = self._wait(0.0 if out else timeout)
-        if ready:
-            out += self.calls.take_news(ready, fetch(ready))
+        news = []
+        with contextlib.suppress(queue.Empty):
+            news.append(self._inbox.get(block=not out, timeout=timeout))
+            while True:
+                news.append(self._inbox.get_nowait())
+        out += self.calls.take_news(news)
         if any(e.result is not None for e in out):
             self._handed_out = time.perf_counter()
         self._check_starting()
         self._dispatch_retries()
         return out
-
-    def _wait(self, timeout: float | None) -> list[Any]:
-        """The references of ``calls.waiting`` that are ready, waiting at most ``timeout`` seconds for the first: the
-        batched ``ray.wait`` (one with the timeout, then one with none over them all); a replacement worker's start
-        also ends the wait (its ref is not returned: ``_check_starting`` takes it)."""
-        waiting = self.calls.waiting
-        refs = [*waiting, *(ref for ref, _ in self.pool.starting.values())]
-        if not refs:
-            return []
-        if timeout != 0.0:
-            first, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-            if not first:
-                return []
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        return [ref for ref in ready if ref in waiting]
 
     def _check_starting(self) -> None:
         for slot in self.pool.check_starting():

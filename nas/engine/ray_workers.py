@@ -13,6 +13,7 @@ import contextlib
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -29,14 +30,14 @@ log = logging.getLogger(__name__)
 
 class TrainerPool:
     """``workers`` trainer actors of ``cpus``/``gpus`` each, started at once (each reads the space and the data from
-    the object store: ``space_ref``, ``data_ref``). A replacement's start is decided in :meth:`check_starting`; its
-``info`` reference is in :attr:`starting`, so a waiting poll wakes when it is in."""
+    the object store: ``space_ref``, ``data_ref``); ``wake()`` is called when a replacement's start is decided."""
 
     def __init__(self, workers: int, *, space_ref: Any, data_ref: Any, settings: TrainSettings | None,
                  train: TrainFn | None, cpus: float, gpus: float, name_prefix: str, namespace: str | None,
-                 start_timeout: float) -> None:
+                 start_timeout: float, wake: Callable[[], None]) -> None:
         self.cpus, self.gpus, self.namespace, self.start_timeout = cpus, gpus, namespace, start_timeout
         self._args = (space_ref, data_ref, settings, train)
+        self._wake = wake
         self.names = [f"{name_prefix}-{i}" for i in range(workers)]
         self.actors: list[Any] = [None] * workers
         self.load = [2] * workers  # listed nowhere until the worker is up (list_free)
@@ -126,6 +127,8 @@ class TrainerPool:
         self._start(slot)
         ref = self.actors[slot].info.remote()
         self.starting[slot] = (ref, time.monotonic() + self.start_timeout)
+        wake = self._wake
+        ref.future().add_done_callback(lambda _: wake())  # wakes a waiting poll
         self.restarts += 1
 
     def next_deadline(self) -> float | None:
