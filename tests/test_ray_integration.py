@@ -21,6 +21,7 @@ from nas.strategies.random import RandomSearch
 from nas.train.data import Dataset
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -179,7 +180,9 @@ def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ra
             events = ex.poll(timeout=30)
         assert [(e.kind.value, e.trial.trial_id) for e in events] == [("started", 0)]
         assert events[0].worker == "nas-trainer-0" and events[0].time is not None
-        current = ray.get(ex.actor(0).info.remote())["current"]  # answered while trial 0 runs
+        # "started" is the driver's (the worker was idle); the actor names its trial once its training thread took
+        # it, which the answer to info can precede: asked until then
+        current = wait_until(lambda: ray.get(ex.actor(0).info.remote())["current"], "the actor to name trial 0")
         assert current["trial_id"] == 0 and current["arch"] == ToySpace().format(first.arch)
         assert ex.poll(timeout=0.5) == []  # trial 1 is queued behind trial 0: it has not started
         go.touch()
