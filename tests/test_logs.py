@@ -46,7 +46,7 @@ def test_tensorboard_curves_and_hparams_read_back(logged):
             assert hparams == {f"arch/{k}": float(v) for k, v in dict(arch).items()}
     search = EventAccumulator(str(root / "tb" / "search"))
     search.Reload()
-    best = search.Tensors("search/best_score")
+    best = search.Tensors("search/best_val_acc")
     assert best[-1].step == len(df) and best[-1].tensor_proto.float_val[0] == pytest.approx(df.score.max())
 
 
@@ -60,7 +60,7 @@ def test_mlflow_parent_and_a_run_per_trial_read_back(logged):
     parent = next(r for r in runs if r.info.run_name == "search")
     trials = {int(r.data.tags["nas.trial"]): r for r in runs if "nas.trial" in r.data.tags}
     assert set(trials) == set(df.trial_id) and parent.info.status == "FINISHED"
-    assert parent.data.metrics["best_score"] == pytest.approx(df.score.max())
+    assert parent.data.metrics["best_val_acc"] == pytest.approx(df.score.max())  # (val_acc:max: the score)
     assert (df.outcome == "STOPPED").any()  # ASHA stopped some: KILLED in MLflow
     for row in df.itertuples():
         run = trials[row.trial_id]
@@ -69,3 +69,24 @@ def test_mlflow_parent_and_a_run_per_trial_read_back(logged):
         history = client.get_metric_history(run.info.run_id, "val_acc")
         assert [m.step for m in history] == list(range(1, row.epochs + 1))
         assert set(run.data.params) == {f"arch/{k}" for k in ToySpace().dims()}
+
+
+def test_a_minimised_objective_is_logged_by_its_name_in_its_own_units(tmp_path):
+    from mlflow import MlflowClient
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+    def error(ctx):
+        ctx.report(epoch=1, err=1.0 - toy_score(ctx.trial.arch))
+
+    df = nas.search(ToySpace(), "random", budget=5, executor="inprocess", seed=0, data=None, train=error,
+                    run_dir=tmp_path / "run", objectives=["err:min"],
+                    log=[f"tensorboard:{tmp_path / 'tb'}", f"mlflow:{tmp_path / 'ml'}"])
+    lowest = min(m["err"] for m in df.metrics)
+    assert lowest > 0  # (a sign-flipped score would be below 0)
+    search = EventAccumulator(str(tmp_path / "tb" / "search"))
+    search.Reload()
+    assert search.Tensors("search/best_err")[-1].tensor_proto.float_val[0] == pytest.approx(lowest)
+    client = MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'ml' / 'mlflow.db').resolve()}")
+    parent = next(r for r in client.search_runs([client.get_experiment_by_name("run").experiment_id])
+                  if r.info.run_name == "search")
+    assert parent.data.metrics["best_err"] == pytest.approx(lowest)

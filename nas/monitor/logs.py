@@ -3,13 +3,15 @@
 - TensorBoard (torch's :class:`torch.utils.tensorboard.SummaryWriter`): a run per trial, ``DIR/trial-<id>``, with
   every numeric metric per epoch as it is reported (so curves grow while the trial trains), and on its end the
   hparams plugin's record (its decisions and hyperparameters against its objectives, so TensorBoard's HPARAMS
-  tab compares trials); ``DIR/search`` holds the search's best score and utilization per finished trial.
+  tab compares trials); ``DIR/search`` holds the search's best value of its first objective, in that metric's own
+  units (``search/best_val_acc``; a minimised latency stays a latency), and utilization per finished trial.
 - MLflow (a local store in ``DIR``: the SQLite database ``DIR/mlflow.db``, artifacts under ``DIR/artifacts``;
   MLflow's plain-file store is in maintenance mode and refused by default; through :class:`mlflow.MlflowClient`:
   no server, no global state): an
   experiment named after the run directory, a parent run for the search, a nested run per trial with its
   decisions and hyperparameters as params, its metrics per epoch (``step`` = epoch) and its end as the run's
-  status (FINISHED, KILLED when a scheduler stopped it, FAILED).
+  status (FINISHED, KILLED when a scheduler stopped it, FAILED); the parent run logs the best value of the first
+  objective per finished trial (``best_val_acc``, in the metric's own units).
 
 >>> parse_log("tensorboard:/tmp/tb")
 ('tensorboard', '/tmp/tb')
@@ -26,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nas.core.objectives import Objective
 from nas.core.types import Outcome, Result, Trial
 from nas.engine.interfaces import Callback, LoopStatus
 from nas.engine.protocol import Event, EventKind
@@ -67,6 +70,7 @@ class TensorBoardLog(Callback):
         self.dir = Path(log_dir)
         self._writer_cls = SummaryWriter
         self.metrics = [o.split(":")[0] for o in objectives]
+        self.first = Objective.parse(objectives[0])
         self._writers: dict[int, Any] = {}
         self._epoch: dict[int, int] = {}
         self._search: Any = None
@@ -102,7 +106,8 @@ class TensorBoardLog(Callback):
         w.close()
         del self._writers[tid]
         if self._search is not None and status.best_score is not None:
-            self._search.add_scalar("search/best_score", status.best_score, status.finished)
+            best = self.first.score(status.best_score)  # (score() turns a minimised metric back)
+            self._search.add_scalar(f"search/best_{self.first.metric}", best, status.finished)
             if status.utilization is not None:
                 self._search.add_scalar("search/utilization", status.utilization, status.finished)
 
@@ -133,6 +138,7 @@ class MLflowLog(Callback):
         self.client = MlflowClient(tracking_uri=self.uri)
         self.run_name = run_name
         self.objectives = list(objectives)
+        self.first = Objective.parse(self.objectives[0])
         self.parent: str | None = None
         self.experiment: str | None = None
         self._runs: dict[int, str] = {}
@@ -176,7 +182,8 @@ class MLflowLog(Callback):
         self.client.set_terminated(rid, self.STATUS.get(result.outcome, "KILLED"))
         del self._runs[trial.trial_id]
         if status.best_score is not None:
-            self.client.log_metric(self.parent, "best_score", status.best_score, step=status.finished)
+            best = self.first.score(status.best_score)  # (in the first objective's own units)
+            self.client.log_metric(self.parent, f"best_{self.first.metric}", best, step=status.finished)
 
     def on_end(self, status: LoopStatus) -> None:
         if self.parent is None:
