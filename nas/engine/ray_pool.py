@@ -199,7 +199,7 @@ class RayExecutor:
 
     def free_slots(self) -> int:
         self.pool.check()
-        return max(0, self.pool.free_count(self.prefetch.on) - len(self._retry))
+        return max(0, self.pool.count(self.prefetch.on) - len(self._retry))
 
     def in_flight(self) -> int:
         return len(self.calls.running) + len(self._retry)
@@ -208,7 +208,7 @@ class RayExecutor:
         return None
 
     def submit(self, trial: Trial, *, keep: KeepRule, wait_epochs: Collection[int] = (), attempt: int = 0) -> None:
-        slot = self.pool.take_slot(self.prefetch.on)
+        slot = self.pool.take(self.prefetch.on)
         if self._handed_out is not None:  # the driver's share of the round trip: journal, tell, ask
             self.prefetch.observe_round_trip(self._ping + time.perf_counter() - self._handed_out)
             self._handed_out = None

@@ -1,8 +1,8 @@
 """The Ray executor's workers (:class:`nas.engine.ray_pool.RayExecutor`): a fixed pool of named trainer actors
 (``nas-trainer-<i>``), one per slot, and how many trials each holds.
 
-A slot's load is the trials its worker holds (the running one and one queued behind it where prefetch is on); the
-free lists ``free[0]`` and ``free[1]`` hold the slots with none and with one, so taking a slot is O(1). A worker
+A slot's load is the trials its worker holds (the running one and one queued behind it where prefetch is on), kept
+by :class:`nas.engine.slots.SlotLoads` as the simulated executor keeps its workers', so taking a slot is O(1). A worker
 that died is replaced in its slot (Ray places the new one on a live node); a replacement that cannot be placed (the
 cluster no longer has the resources for the whole pool), that is not up within ``start_timeout`` seconds, or that
 dies while starting retires its slot, and the pool shrinks."""
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 import ray.exceptions
 
+from nas.engine.slots import SlotLoads
 from nas.engine.trainer_actor import TrainerActor
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class TrainerPool:
+class TrainerPool(SlotLoads):
     """``workers`` trainer actors of ``cpus``/``gpus`` each, started at once (each reads the space and the data from
     the object store: ``space_ref``, ``data_ref``); ``wake()`` is called when a replacement's start is decided."""
 
@@ -40,8 +41,7 @@ class TrainerPool:
         self._wake = wake
         self.names = [f"{name_prefix}-{i}" for i in range(workers)]
         self.actors: list[Any] = [None] * workers
-        self.load = [2] * workers  # listed nowhere until the worker is up (list_free)
-        self.free: list[dict[int, None]] = [{}, {}]  # the slots whose worker holds 0 / 1 trials
+        super().__init__(workers, up=False)  # each slot listed free once its worker is up
         self.starting: dict[int, tuple[ray.ObjectRef, float]] = {}  # slot -> (its replacement's ready ref, deadline)
         self.retired: list[int] = []  # slots whose worker was lost and could not be replaced
         self.restarts = 0
@@ -79,45 +79,13 @@ class TrainerPool:
                                f"({len(self.retired)} slots retired): the Ray cluster has no room left for "
                                f"a worker of {self.cpus:g} CPUs / {self.gpus:g} GPUs")
 
-    # -- load ------------------------------------------------------------------------------------------------
-    def free_count(self, prefetch: bool) -> int:
-        """Trials the pool takes now: a slot per idle worker, and per worker with one trial where ``prefetch``."""
-        return len(self.free[0]) + (len(self.free[1]) if prefetch else 0)
-
-    def has_room(self, prefetch: bool) -> bool:
-        return bool(self.free[0] or (prefetch and self.free[1]))
-
-    def set_load(self, slot: int, load: int) -> None:
-        old, self.load[slot] = self.load[slot], load
-        if old < 2:
-            self.free[old].pop(slot, None)
-        if load < 2:
-            self.free[load][slot] = None
-
-    def take_slot(self, prefetch: bool) -> int:
-        if self.free[0]:
-            return self.free[0].popitem()[0]
-        if prefetch and self.free[1]:
-            return self.free[1].popitem()[0]
-        raise RuntimeError("no free slot: submit only when free_slots() > 0")
-
-    def list_free(self, slot: int) -> None:
-        """The slot's worker is up and holds nothing."""
-        self.load[slot] = 0
-        self.set_load(slot, 0)
-
-    def _unlist(self, slot: int) -> None:
-        self.free[0].pop(slot, None)
-        self.free[1].pop(slot, None)
-        self.load[slot] = 2  # listed nowhere until list_free
-
     # -- lost workers ----------------------------------------------------------------------------------------
     def replace(self, slot: int) -> None:
         """Start a new worker in ``slot`` (Ray places it on a live node), or retire the slot at once
         when the cluster's resources can no longer hold the whole pool."""
         with contextlib.suppress(Exception):  # already dead is what we expect (a broken stream: not yet)
             ray.kill(self.actors[slot], no_restart=True)
-        self._unlist(slot)  # the replacement is listed when it is up
+        self.unlist(slot)  # the replacement is listed when it is up
         cluster = ray.cluster_resources()
         need_cpu, need_gpu = self.slots * self.cpus, self.slots * self.gpus
         if need_cpu > cluster.get("CPU", 0) + 1e-9 or need_gpu > cluster.get("GPU", 0) + 1e-9:
@@ -158,7 +126,7 @@ class TrainerPool:
         with contextlib.suppress(Exception):
             ray.kill(self.actors[slot], no_restart=True)
         self.actors[slot] = None
-        self._unlist(slot)
+        self.unlist(slot)
         self.retired.append(slot)
         log.warning("worker %s could not be replaced (%s): the pool shrinks to %d workers",
                     self.names[slot], why, self.slots)
@@ -170,7 +138,7 @@ class TrainerPool:
                     ray.kill(actor)
         self.actors = [None] * len(self.actors)
         self.starting.clear()
-        self.free = [{}, {}]
+        self.unlist_all()
 
 
 __all__ = ["TrainerPool"]

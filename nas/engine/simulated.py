@@ -52,6 +52,7 @@ from nas.core.registry import register_executor, tables
 from nas.core.space import SearchSpace
 from nas.core.types import Arch, FailureKind, Outcome, Report, Result, Trial
 from nas.engine.protocol import BoundedCheckpoints, Event, EventKind, ExecutorConfig, KeepRule, PrefetchRule
+from nas.engine.slots import SlotLoads
 
 
 class TabularBenchmark(Protocol):
@@ -116,8 +117,7 @@ class SimulatedExecutor:
         self._seq = 0
         self._runs: dict[int, _Run] = {}  # trial id -> its run, sent to or running on a worker
         self._queued: list[collections.deque[_Run]] = [collections.deque() for _ in range(workers)]
-        self._load = [0] * workers  # trials each worker holds: the one sent or running, and those queued
-        self._free: list[dict[int, None]] = [dict.fromkeys(range(workers)[::-1]), {}]  # by load 0 / 1
+        self._slots = SlotLoads(workers, up=True)  # trials each worker holds: the one sent or running, one queued
         self._ended: list[Event] = []  # trials stopped, for the next poll
         self._decided: list[tuple[_Run, Outcome]] = []  # trials stopped or paused at a report, for the next poll
         self._resumable: dict[int, int] = {}  # trial id -> epochs reached, for a promotion to continue
@@ -149,7 +149,7 @@ class SimulatedExecutor:
         return self.workers
 
     def free_slots(self) -> int:
-        return len(self._free[0]) + (len(self._free[1]) if self.prefetch.on else 0)
+        return self._slots.count(self.prefetch.on)
 
     def in_flight(self) -> int:
         return self._held
@@ -208,28 +208,16 @@ class SimulatedExecutor:
         """``wait_epochs``: the fidelities below its own at which the trial reports and waits for the loop's
         answer (a scheduler's rungs; the simulated worker always waits). ``keep``: no weights exist here."""
         done, target = self._plan(trial)
-        if self._free[0]:
-            worker = self._free[0].popitem()[0]
-        elif self.prefetch.on and self._free[1]:
-            worker = self._free[1].popitem()[0]
-        else:
-            raise RuntimeError("no free slot: submit only when free_slots() > 0")
+        worker = self._slots.take(self.prefetch.on)
         run = self._answer(trial, done, target, frozenset(int(e) for e in wait_epochs))
-        self._set_load(worker, self._load[worker] + 1)
+        self._slots.set_load(worker, self._slots.load[worker] + 1)
         self._held += 1
-        if self._load[worker] == 1:
+        if self._slots.load[worker] == 1:
             self._send(worker, run, self._now + self.round_trip)
         else:  # prefetched: it starts the moment the running trial ends
             self._queued[worker].append(run)
             self._n_queued += 1
             self.max_queued = max(self.max_queued, self._n_queued)
-
-    def _set_load(self, worker: int, load: int) -> None:
-        old, self._load[worker] = self._load[worker], load
-        if old < 2:
-            self._free[old].pop(worker, None)
-        if load < 2:
-            self._free[load][worker] = None
 
     def _send(self, worker: int, run: _Run, start: float) -> None:
         run.worker, run.start = worker, start
@@ -259,7 +247,7 @@ class SimulatedExecutor:
             self.work += sum(s[1] for s in run.stages[:run.reported])
             self.prefetch.observe_duration(end - run.start)
         worker = run.worker
-        self._set_load(worker, self._load[worker] - 1)
+        self._slots.set_load(worker, self._slots.load[worker] - 1)
         self._held -= 1
         if self._queued[worker]:
             self._n_queued -= 1
@@ -334,7 +322,7 @@ class SimulatedExecutor:
                     queue.remove(run)
                     self._n_queued -= 1
                     self._held -= 1
-                    self._set_load(worker, self._load[worker] - 1)
+                    self._slots.set_load(worker, self._slots.load[worker] - 1)
                     self._ended.append(Event.finished(run.trial, Result.cancelled(trial_id)))
                     return
         running = self._runs.get(trial_id)
