@@ -26,21 +26,12 @@ import pytest
 import nas
 from nas.monitor.gauge_hold import export_interval_s
 from nas.monitor.metrics import scrape
+from tests.helpers import kill_session, wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # (about 25 s: a Ray cluster with its dashboard starts)
 
 KEEPING = "keeping the Ray cluster up for inspection"
 INTERVAL_MS = 1000  # Ray's metrics_report_interval_ms for the subprocess's cluster (RAY_<name>, as Ray reads it)
-
-
-def until(condition, seconds: float, what: str):
-    """Poll ``condition`` (every 0.25 s) until it returns something true, at most ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {seconds} s")
-        time.sleep(0.25)  # polling interval, bounded by the deadline
-    return value
 
 
 @pytest.fixture
@@ -68,8 +59,7 @@ def kept(tmp_path):
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the search lets its cluster go
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=60)
-        with contextlib.suppress(ProcessLookupError):  # whatever is left in its process group (Ray's processes
-            os.killpg(proc.pid, signal.SIGKILL)  # also die with it: Ray starts them with a parent-death signal)
+        kill_session(proc.pid)  # whatever is left of it (Ray's processes also die with it: a parent-death signal)
         shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -95,8 +85,9 @@ def test_final_gauges_stay_exported_while_keep_dashboard_holds_the_cluster(kept)
                     and ("ray_nas_worker_utilization", None) in samples)
         return False
 
-    urls = until(endpoints, 30, f"Ray's service-discovery file {discovery}")
-    url = until(lambda: next((u for u in urls if final(u)), None), 30, f"the run's final values on {urls}")
+    urls = wait_until(endpoints, f"Ray's service-discovery file {discovery}", timeout=30, every=0.25)
+    url = wait_until(lambda: next((u for u in urls if final(u)), None), f"the run's final values on {urls}",
+                     timeout=30, every=0.25)
     interval = export_interval_s(INTERVAL_MS)  # Ray's emitter floors the interval at 1 s; the agent drops a
     hold_until = time.monotonic() + 3 * interval  # gauge two intervals after its last export: wait past that
     scrapes = 0
