@@ -11,6 +11,12 @@ holding one trial queued behind the one it runs, so 2 x W trials are in flight. 
 - baseline: the same light actors driven by the usual pattern, ``ray.wait`` over the references of
   every trial in flight (then a second ``ray.wait`` with ``num_returns=len(rest), timeout=0`` to batch
   what is also done): O(in flight) per call.
+- Ray's floor for our way (``--floor``): light actors with what ours needs of Ray and nothing of ours: the
+  trainer actor's concurrency groups (a trial's call blocks a thread while ``decide`` and ``info`` stay
+  answerable), one idle streaming generator per actor, a call with one bytes argument per trial whose return
+  comes to an ``ObjectRef._on_completed`` callback that puts it in a queue, which the poll drains. Ours over the
+  floor (``x floor``) is what our own code adds; the floor over the baseline is what Ray charges for the
+  mechanism.
 
 It prints, per row, the driver process's CPU time (``time.process_time``: all its threads, Ray's
 callback threads included; the waiting is not counted) per trial in poll (ours) or wait+get (baseline)
@@ -36,6 +42,8 @@ from nas.core.types import Trial
 
 from . import add_experiment
 from .harness import int_list, text_table
+
+BASELINE, FLOOR = "ray.wait over all", "Ray's floor"
 
 
 def rss() -> int:
@@ -157,38 +165,107 @@ def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str
     finally:
         for a in actors:
             ray.kill(a)
-    return {"side": "ray.wait over all", "workers": workers, "start_up": start_up, **memory, **figures}
+    return {"side": BASELINE, "workers": workers, "start_up": start_up, **memory, **figures}
+
+
+def floor(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
+    """N trials on W light actors built as ours are (concurrency groups, one idle stream each, a bytes argument,
+    a completion callback into a queue), with none of our code: what Ray charges for our way of calling."""
+    import queue
+
+    import ray
+
+    @ray.remote(concurrency_groups={"monitor": 1, "trials": 4})  # type: ignore[call-overload]  # (as TrainerActor)
+    class Grouped:
+        def __init__(self) -> None:
+            import threading
+
+            self.closed = threading.Event()
+
+        @ray.method(concurrency_group="trials")
+        def take(self, handed: bytes) -> bytes:
+            return handed
+
+        def stream(self) -> Any:  # (idle, as a trainer actor's stream is for trivial trials)
+            self.closed.wait()
+            yield b""
+
+        @ray.method(concurrency_group="monitor")
+        def pid(self) -> int:
+            return os.getpid()
+
+    t0 = time.perf_counter()
+    actors = [Grouped.options(num_cpus=cpus, max_concurrency=1).remote() for _ in range(workers)]  # type: ignore[attr-defined]
+    streams = [a.stream.options(num_returns="streaming").remote() for a in actors]
+    pids = ray.get([a.pid.remote() for a in actors])
+    start_up = time.perf_counter() - t0
+    memory = actor_memory(pids)
+    depth = 2 if prefetch else 1
+    free = [i for _ in range(depth) for i in range(workers)][::-1]
+    running: dict[int, Any] = {}
+    inbox: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+    handed = bytes(64)  # (about what hand_over makes of a small trial)
+
+    def submit(trial_id: int) -> bool:
+        if not free:
+            return False
+        slot = free.pop()
+        ref = actors[slot].take.remote(handed)
+        running[trial_id] = slot
+        ref._on_completed(lambda value: inbox.put((trial_id, value)))
+        return True
+
+    def poll() -> int:
+        news = [inbox.get(timeout=30.0)]
+        with contextlib.suppress(queue.Empty):
+            while True:
+                news.append(inbox.get_nowait())
+        for trial_id, _ in news:
+            free.append(running.pop(trial_id))
+        return len(news)
+
+    try:
+        figures = drive(trials, submit, lambda: len(running), poll)
+    finally:
+        for a in actors:
+            ray.kill(a)
+        del streams
+    return {"side": FLOOR, "workers": workers, "start_up": start_up, **memory, **figures}
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     head = ["side", "actors", "in flight", "trials", "poll CPU us/trial", "submit CPU us/trial", "CPU us/trial",
-            "x baseline", "x first row", "wall ms/trial", "RSS B/trial", "stream items/trial", "start-up (s)",
-            "actor RSS/USS MB", "available GB"]
+            "x baseline", "x floor", "x first row", "wall ms/trial", "RSS B/trial", "stream items/trial",
+            "start-up (s)", "actor RSS/USS MB", "available GB"]
     out = [head]
     first = {side: next(r for r in rows if r["side"] == side) for side in {r["side"] for r in rows}}
 
     def cpu(r: dict[str, Any]) -> float:
         return (r["poll_cpu"] + r["submit_cpu"]) / r["trials"]
 
+    def over(r: dict[str, Any], side: str) -> str:
+        """``r``'s CPU per trial over ``side``'s at the same number in flight."""
+        base = next((b for b in rows if b["side"] == side and b["in_flight"] == r["in_flight"]), None)
+        return "" if base is None or r is base else f"{cpu(r) / max(cpu(base), 1e-12):.2f}x"
+
     for r in rows:
-        ratio = ""
-        if r["side"] == "ours":
-            base = next((b for b in rows if b["side"] != "ours" and b["in_flight"] == r["in_flight"]), None)
-            if base is not None:
-                ratio = f"{cpu(r) / max(cpu(base), 1e-12):.2f}x"
         out.append([r["side"], str(r["workers"]), str(r["in_flight"]), str(r["trials"]),
                     f"{1e6 * r['poll_cpu'] / r['trials']:.0f}", f"{1e6 * r['submit_cpu'] / r['trials']:.0f}",
-                    f"{1e6 * cpu(r):.0f}", ratio, f"{cpu(r) / max(cpu(first[r['side']]), 1e-12):.2f}x",
+                    f"{1e6 * cpu(r):.0f}", over(r, BASELINE), over(r, FLOOR) if r["side"] == "ours" else "",
+                    f"{cpu(r) / max(cpu(first[r['side']]), 1e-12):.2f}x",
                     f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['rss_per_trial']:.0f}",
                     f"{r['items']:.2f}" if "items" in r else "", f"{r['start_up']:.1f}",
                     f"{r['actor_rss'] / 2**20:.0f}/{r['actor_uss'] / 2**20:.0f}", f"{r['available'] / 2**30:.1f}"])
     return text_table(out, rule=True)
 
 
-def run(trials: int, workers: list[int], cpus: float, *, baseline_too: bool = True) -> list[dict[str, Any]]:
+def run(trials: int, workers: list[int], cpus: float, *, baseline_too: bool = True,
+        floor_too: bool = False) -> list[dict[str, Any]]:
     rows = []
     for w in workers:  # each worker holds a running trial and a queued one: 2 x W in flight
         rows.append(ours(trials, w, cpus, True))
+        if floor_too:
+            rows.append(floor(trials, w, cpus, True))
         if baseline_too:
             rows.append(baseline(trials, w, cpus, True))
     return rows
@@ -200,6 +277,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", default="16,64", help="light actors, comma-separated (default 16,64)")
     p.add_argument("--cpus-per-actor", type=float, default=0.03, help="CPUs per light actor (default 0.03)")
     p.add_argument("--no-baseline", action="store_true", help="skip the ray.wait-over-all baseline")
+    p.add_argument("--floor", action="store_true",
+                   help="also run Ray's floor for our way of calling (actors as ours, none of our code)")
     p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
 
 
@@ -215,6 +294,7 @@ def cmd_ray_poll(args: argparse.Namespace) -> int:
           f"driver process CPU time per trial (all threads; waiting excluded)", flush=True)
     rows: list[dict[str, Any]] = []
     for w in workers:  # the table so far after each pool size: a slow start of the next one loses nothing
-        rows += run(args.trials, [w], args.cpus_per_actor, baseline_too=not args.no_baseline)
+        rows += run(args.trials, [w], args.cpus_per_actor, baseline_too=not args.no_baseline,
+                    floor_too=args.floor)
         print(format_rows(rows), flush=True)
     return 0

@@ -134,3 +134,16 @@ def test_cli_driver_runs_tiny_and_resumes_after_a_sigkill(tmp_path, capsys):
     assert "W=10: 30 trials, resume loaded 30" in out and "W=20: 60 trials, resume loaded 60" in out
     assert "fsync ms" in out and "x W=10" in out and "snapshot KB" in out and "heap B/trial" in out
     assert main(["bench", "driver", "--workers", "ten"]) == 2
+
+
+@pytest.mark.ray
+def test_ray_poll_runs_ours_the_floor_and_the_baseline_side_by_side(ray_local):
+    from nas_benchmarks.ray_poll import format_rows, run
+
+    rows = run(40, [2], 0.05, floor_too=True)
+    assert [r["side"] for r in rows] == ["ours", "Ray's floor", "ray.wait over all"]
+    assert all(r["trials"] == 40 and r["in_flight"] == 4 and r["poll_cpu"] > 0 for r in rows)  # 2 workers x 2
+    lines = {line.split("  ")[0]: line.split() for line in format_rows(rows).splitlines()[2:]}
+    ratios = [cell for cell in lines["ours"] if cell.endswith("x")]
+    assert len(ratios) == 3  # over the baseline, over the floor, over its own first row
+    assert len([cell for cell in lines["Ray's floor"] if cell.endswith("x")]) == 2  # (no floor over itself)
