@@ -20,7 +20,8 @@ holding one trial queued behind the one it runs, so 2 x W trials are in flight. 
 
 It prints, per row, the driver process's CPU time (``time.process_time``: all its threads, Ray's
 callback threads included; the waiting is not counted) per trial in poll (ours) or wait+get (baseline)
-and in submit, their sum, ours over the baseline's at the same number in flight (``x baseline``), each side over
+and in submit, their sum (with ``--repeats N``: of the side's median run, and each run's sum beside it), ours (and the
+floor) over the baseline's at the same number in flight (``x baseline``), ours over the floor's, each side over
 its own first row (``x first row``: how the cost grows with the number in flight), the wall time per trial, and
 the resident memory the driver gained per finished trial after the first tenth (what it retains per trial), and
 for ours the items its actors' streams sent per trial (a trivial trial's end comes back with its call: none). The
@@ -235,13 +236,18 @@ def floor(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, A
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     head = ["side", "actors", "in flight", "trials", "poll CPU us/trial", "submit CPU us/trial", "CPU us/trial",
-            "x baseline", "x floor", "x first row", "wall ms/trial", "RSS B/trial", "stream items/trial",
-            "start-up (s)", "actor RSS/USS MB", "available GB"]
+            "runs (CPU us/trial)", "x baseline", "x floor", "x first row", "wall ms/trial", "RSS B/trial",
+            "stream items/trial", "start-up (s)", "actor RSS/USS MB", "available GB"]
     out = [head]
     first = {side: next(r for r in rows if r["side"] == side) for side in {r["side"] for r in rows}}
 
     def cpu(r: dict[str, Any]) -> float:
         return (r["poll_cpu"] + r["submit_cpu"]) / r["trials"]
+
+    def spread(r: dict[str, Any]) -> str:
+        """The CPU per trial of each run of the row's side, where it ran more than once."""
+        runs = r.get("cpu_runs", [])
+        return ",".join(f"{1e6 * c:.0f}" for c in runs) if len(runs) > 1 else ""
 
     def over(r: dict[str, Any], side: str) -> str:
         """``r``'s CPU per trial over ``side``'s at the same number in flight."""
@@ -251,7 +257,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         out.append([r["side"], str(r["workers"]), str(r["in_flight"]), str(r["trials"]),
                     f"{1e6 * r['poll_cpu'] / r['trials']:.0f}", f"{1e6 * r['submit_cpu'] / r['trials']:.0f}",
-                    f"{1e6 * cpu(r):.0f}", over(r, BASELINE), over(r, FLOOR) if r["side"] == "ours" else "",
+                    f"{1e6 * cpu(r):.0f}", spread(r), over(r, BASELINE), over(r, FLOOR) if r["side"] == "ours" else "",
                     f"{cpu(r) / max(cpu(first[r['side']]), 1e-12):.2f}x",
                     f"{1e3 * r['wall'] / r['trials']:.3f}", f"{r['rss_per_trial']:.0f}",
                     f"{r['items']:.2f}" if "items" in r else "", f"{r['start_up']:.1f}",
@@ -259,15 +265,23 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     return text_table(out, rule=True)
 
 
-def run(trials: int, workers: list[int], cpus: float, *, baseline_too: bool = True,
-        floor_too: bool = False) -> list[dict[str, Any]]:
+def run(trials: int, workers: list[int], cpus: float, *, baseline_too: bool = True, floor_too: bool = False,
+        repeats: int = 1) -> list[dict[str, Any]]:
+    """A row per side and pool size; with ``repeats`` > 1 the sides run that many times, interleaved (each round
+    starts with the next side, so a machine getting busier weighs on each alike), and each row is the side's median
+    run by CPU per trial, with the range of all its runs."""
+    sides = [ours] + [floor] * floor_too + [baseline] * baseline_too
     rows = []
     for w in workers:  # each worker holds a running trial and a queued one: 2 x W in flight
-        rows.append(ours(trials, w, cpus, True))
-        if floor_too:
-            rows.append(floor(trials, w, cpus, True))
-        if baseline_too:
-            rows.append(baseline(trials, w, cpus, True))
+        runs: dict[Callable[..., dict[str, Any]], list[dict[str, Any]]] = {side: [] for side in sides}
+        for k in range(repeats):
+            for side in sides[k % len(sides):] + sides[:k % len(sides)]:
+                runs[side].append(side(trials, w, cpus, True))
+        for side in sides:
+            done = sorted(runs[side], key=lambda r: r["poll_cpu"] + r["submit_cpu"])
+            row = done[(len(done) - 1) // 2]
+            row["cpu_runs"] = [(r["poll_cpu"] + r["submit_cpu"]) / trials for r in done]
+            rows.append(row)
     return rows
 
 
@@ -279,14 +293,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-baseline", action="store_true", help="skip the ray.wait-over-all baseline")
     p.add_argument("--floor", action="store_true",
                    help="also run Ray's floor for our way of calling (actors as ours, none of our code)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs of each side per pool size, interleaved; a row is the median run (default 1)")
     p.add_argument("--address", help="Ray cluster to join (default: start a local one)")
 
 
 def cmd_ray_poll(args: argparse.Namespace) -> int:
     workers = int_list(args.workers, "--workers")
-    if args.trials < 1 or any(w < 1 for w in workers) or not 0 < args.cpus_per_actor <= 1:
-        raise ValueError(f"--trials and --workers must be >= 1 and --cpus-per-actor in (0, 1], got {args.trials}, "
-                         f"{args.workers}, {args.cpus_per_actor}")
+    if args.trials < 1 or args.repeats < 1 or any(w < 1 for w in workers) or not 0 < args.cpus_per_actor <= 1:
+        raise ValueError(f"--trials, --repeats and --workers must be >= 1 and --cpus-per-actor in (0, 1], got "
+                         f"{args.trials}, {args.repeats}, {args.workers}, {args.cpus_per_actor}")
     from nas.api import connect
 
     connect(args.address, num_cpus=os.cpu_count() or 1)
@@ -295,6 +311,6 @@ def cmd_ray_poll(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for w in workers:  # the table so far after each pool size: a slow start of the next one loses nothing
         rows += run(args.trials, [w], args.cpus_per_actor, baseline_too=not args.no_baseline,
-                    floor_too=args.floor)
+                    floor_too=args.floor, repeats=args.repeats)
         print(format_rows(rows), flush=True)
     return 0

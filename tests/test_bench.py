@@ -140,9 +140,11 @@ def test_cli_driver_runs_tiny_and_resumes_after_a_sigkill(tmp_path, capsys):
 def test_ray_poll_runs_ours_the_floor_and_the_baseline_side_by_side(ray_local):
     from nas_benchmarks.ray_poll import format_rows, run
 
-    rows = run(40, [2], 0.05, floor_too=True)
+    rows = run(40, [2], 0.05, floor_too=True, repeats=3)
     assert [r["side"] for r in rows] == ["ours", "Ray's floor", "ray.wait over all"]
     assert all(r["trials"] == 40 and r["in_flight"] == 4 and r["poll_cpu"] > 0 for r in rows)  # 2 workers x 2
+    for r in rows:  # each row is its side's median run of the three
+        assert len(r["cpu_runs"]) == 3 and (r["poll_cpu"] + r["submit_cpu"]) / 40 == r["cpu_runs"][1]
     lines = {line.split("  ")[0]: line.split() for line in format_rows(rows).splitlines()[2:]}
     ratios = [cell for cell in lines["ours"] if cell.endswith("x")]
     assert len(ratios) == 3  # over the baseline, over the floor, over its own first row
