@@ -165,19 +165,31 @@ def test_first_sigint_requests_a_stop_and_the_second_aborts(capsys):
 
 
 # -- a real `nas search` killed, then resumed ---------------------------------------------------------
-SLOW_SPACE = """
+GATED_SPACE = """
+    import os
     import time
     import torch
     import nas
 
+    GATE = "GATE_DIR"  # the test's folder: a ticket per build, and the file "open" once the test lets all go
+
     class Slow(nas.SearchSpace):
-        '''Each build takes a while, so a search can be killed mid-way.'''
+        '''The first FREE builds go at once; each later one waits until the test opens the gate, so the search
+        is certain to be mid-way (trials running, more to come) when the test kills or stops it.'''
 
         def dims(self):
             return {"hidden": [8, 16, 32], "act": ["relu", "tanh"], "depth": [1, 2]}
 
         def build(self, arch, task):
-            time.sleep(SECONDS)
+            ticket = 0
+            while True:  # the next ticket, taken atomically across the workers' processes
+                try:
+                    os.close(os.open(os.path.join(GATE, f"ticket-{ticket}"), os.O_CREAT | os.O_EXCL))
+                    break
+                except FileExistsError:
+                    ticket += 1
+            while ticket >= FREE and not os.path.exists(os.path.join(GATE, "open")):
+                time.sleep(0.02)  # (the test's file decides the order, not a duration)
             layers, width = [torch.nn.Flatten()], 64
             for _ in range(arch["depth"]):
                 layers += [torch.nn.Linear(width, arch["hidden"]), torch.nn.ReLU()]
@@ -186,15 +198,22 @@ SLOW_SPACE = """
 """
 
 
-def cli(tmp_path, *argv, seconds):
+def cli(tmp_path, *argv, free=0):
     """``nas search ARGV`` in a new process, in ``tmp_path`` (Ray ships the driver's directory, and so
-    the space module there, to its workers)."""
-    (tmp_path / "slowspace.py").write_text(textwrap.dedent(SLOW_SPACE).replace("SECONDS", str(seconds)))
+    the space module there, to its workers); the space's first ``free`` builds go at once, the rest wait for
+    :func:`open_gate`."""
+    gate = tmp_path / "gate"
+    gate.mkdir(exist_ok=True)
+    source = textwrap.dedent(GATED_SPACE).replace("GATE_DIR", str(gate)).replace("FREE", str(free))
+    (tmp_path / "slowspace.py").write_text(source)
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.Popen([sys.executable, "-m", "nas.cli", "search", *argv], env=env, text=True, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
+def open_gate(tmp_path):
+    """Let every build of the gated space go on, those waiting and those to come."""
+    (tmp_path / "gate" / "open").touch()
 
 
 def wait_for_journal(proc, run_dir, lines, timeout=240.0):
@@ -230,13 +249,14 @@ def test_sigkill_mid_search_then_resume_with_the_python_api(tmp_path, ray_local,
     """`nas search` without --address starts its own Ray, which dies with it when it is SIGKILLed; the
     Python API resumes the run on another cluster (the session's)."""
     run_dir, budget = tmp_path / "run", 14
-    proc = cli(tmp_path, *SEARCH, "--budget", str(budget), "--run-dir", str(run_dir), seconds=0.4)
+    proc = cli(tmp_path, *SEARCH, "--budget", str(budget), "--run-dir", str(run_dir), free=3)
     wait_for_journal(proc, run_dir, 3)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     kill_session(proc.pid)
     before = [t.trial_id for t, _ in read_journal(run_dir)]
-    assert 3 <= len(before) < budget
+    assert len(before) == 3  # the rest waited at the gate
+    open_gate(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     import slowspace  # the module of the space, shipped to this session's workers by value
 
@@ -254,20 +274,21 @@ def test_sigint_stops_gracefully_and_prints_how_to_resume(tmp_path, ray_local):
     """On a running cluster (the session's), as with `ray start` and `--address`."""
     run_dir, budget = tmp_path / "run", 10
     address = ["--address", ray_local.get_runtime_context().gcs_address]
-    proc = cli(tmp_path, *SEARCH, *address, "--budget", str(budget), "--run-dir", str(run_dir), seconds=1.0)
+    proc = cli(tmp_path, *SEARCH, *address, "--budget", str(budget), "--run-dir", str(run_dir), free=1)
     wait_for_journal(proc, run_dir, 1)
     proc.send_signal(signal.SIGINT)
     code, _, err = finish(proc)
     done = [t.trial_id for t, _ in read_journal(run_dir)]
     assert code == 130, err
     assert f"interrupted: {len(done)} trials finished; resume with: nas search --resume {run_dir}" in err
-    assert 1 <= len(done) < budget
+    assert len(done) == 1  # the rest waited at the gate
     records = list(read_records(run_dir / "trials.jsonl"))
     unfinished = {r.trial.trial_id for r in records if r.kind == "submit"} - set(done)
     # cancelled, kept for the resume: 2 workers, each running one trial and holding one queued (prefetch)
     assert 1 <= len(unfinished) <= 4
     assert read_snapshot(run_dir / "snapshot.json")["told"] == len(done)
+    open_gate(tmp_path)
     code, out, err = finish(cli(tmp_path, "--resume", str(run_dir), "--budget", str(budget + 2), "--quiet",
-                                *address, seconds=0.1))
+                                *address))
     assert code == 0, err
     assert sorted(t.trial_id for t, _ in read_journal(run_dir)) == list(range(budget + 2))
