@@ -209,6 +209,8 @@ def test_a_cancelled_queued_trial_ends_cancelled_without_training_and_the_worker
         ex.submit(first, keep=KeepRule())
         ex.submit(second, keep=KeepRule())
         ex.stop(second.trial_id, Outcome.CANCELLED)
+        # the cancel is in before the first trial may end: the monitor group runs one call at a time, in order
+        ray.get(ex.actor(0).info.remote())
         go.touch()
         events = []
         while sum(e.kind.value == "finished" for e in events) < 2:
