@@ -90,7 +90,7 @@ class TrialCalls:
              attempt: int) -> bool:
         """Hand ``trial`` to the worker in ``slot``; True where it was idle (the trial starts at once)."""
         idle = self.pool.load[slot] == 0
-        self.pool.set_load(slot, self.pool.load[slot] + 1)
+        self.pool.add(slot, 1)
         stream = self.streams[slot]
         assert stream is not None
         run = self.running[trial.trial_id] = TrialCall(trial, stream, attempt, keep, wait_epochs, idle)
@@ -201,7 +201,7 @@ class TrialCalls:
         if result.start_time is not None and result.end_time is not None:
             self.prefetch.observe_duration(result.end_time - result.start_time)
         if run.stream is self.streams[run.stream.slot]:  # (a replaced worker's load went with it)
-            self.pool.set_load(run.stream.slot, self.pool.load[run.stream.slot] - 1)
+            self.pool.add(run.stream.slot, -1)
         return [*events, Event.finished(trial, result)]
 
     def _take_failure(self, run: TrialCall, e: BaseException) -> list[Event]:

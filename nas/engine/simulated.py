@@ -210,7 +210,7 @@ class SimulatedExecutor:
         done, target = self._plan(trial)
         worker = self._slots.take(self.prefetch.on)
         run = self._answer(trial, done, target, frozenset(int(e) for e in wait_epochs))
-        self._slots.set_load(worker, self._slots.load[worker] + 1)
+        self._slots.add(worker, 1)
         self._held += 1
         if self._slots.load[worker] == 1:
             self._send(worker, run, self._now + self.round_trip)
@@ -247,7 +247,7 @@ class SimulatedExecutor:
             self.work += sum(s[1] for s in run.stages[:run.reported])
             self.prefetch.observe_duration(end - run.start)
         worker = run.worker
-        self._slots.set_load(worker, self._slots.load[worker] - 1)
+        self._slots.add(worker, -1)
         self._held -= 1
         if self._queued[worker]:
             self._n_queued -= 1
@@ -322,7 +322,7 @@ class SimulatedExecutor:
                     queue.remove(run)
                     self._n_queued -= 1
                     self._held -= 1
-                    self._slots.set_load(worker, self._slots.load[worker] - 1)
+                    self._slots.add(worker, -1)
                     self._ended.append(Event.finished(run.trial, Result.cancelled(trial_id)))
                     return
         running = self._runs.get(trial_id)

@@ -16,7 +16,7 @@ class SlotLoads:
     >>> s = SlotLoads(2, up=True)
     >>> s.take(prefetch=True), s.take(prefetch=True), s.count(prefetch=True)  # the idle first, from worker 0
     (0, 1, 0)
-    >>> s.set_load(0, 1); s.set_load(1, 1); s.count(prefetch=False), s.count(prefetch=True)
+    >>> s.add(0, 1); s.add(1, 1); s.count(prefetch=False), s.count(prefetch=True)
     (0, 2)
     >>> s.take(prefetch=True)  # with prefetch a busy worker takes a second trial, to queue
     1
@@ -47,6 +47,10 @@ class SlotLoads:
             self.free[old].pop(worker, None)
         if load < 2:
             self.free[load][worker] = None
+
+    def add(self, worker: int, delta: int) -> None:
+        """The worker holds ``delta`` more trials (-1: one of them ended)."""
+        self.set_load(worker, self.load[worker] + delta)
 
     def list_free(self, worker: int) -> None:
         """The worker is up and holds nothing."""
