@@ -215,7 +215,7 @@ class RayExecutor:
         try:
             sources = (self.checkpoints.handle(trial.checkpoint_from), self.checkpoints.handle(trial.inherit_from))
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
-            self.pool.add(slot, 0)  # (listed again as it was: take unlisted it)
+            self.pool.put_back(slot)
             failed = Result.failed(trial.trial_id, str(e.args[0]), FailureKind.CHECKPOINT_MISSING)
             self._done.append(Event.finished(trial, failed))
             return

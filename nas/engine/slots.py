@@ -34,7 +34,8 @@ class SlotLoads:
         return bool(self.free[0] or (prefetch and self.free[1]))
 
     def take(self, prefetch: bool) -> int:
-        """A worker to send a trial to (an idle one first), unlisted until :meth:`set_load` lists it again."""
+        """A worker to send a trial to (an idle one first), unlisted until :meth:`add` (the trial went to it) or
+        :meth:`put_back` (none did) lists it again."""
         if self.free[0]:
             return self.free[0].popitem()[0]
         if prefetch and self.free[1]:
@@ -51,6 +52,16 @@ class SlotLoads:
     def add(self, worker: int, delta: int) -> None:
         """The worker holds ``delta`` more trials (-1: one of them ended)."""
         self.set_load(worker, self.load[worker] + delta)
+
+    def put_back(self, worker: int) -> None:
+        """The worker :meth:`take` gave got no trial after all: listed again, with the load it had.
+
+        >>> s = SlotLoads(1, up=True); w = s.take(prefetch=False); s.count(prefetch=False)
+        0
+        >>> s.put_back(w); s.count(prefetch=False)
+        1
+        """
+        self.set_load(worker, self.load[worker])
 
     def list_free(self, worker: int) -> None:
         """The worker is up and holds nothing."""
