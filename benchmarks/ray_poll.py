@@ -123,6 +123,42 @@ def ours(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, An
             **figures}
 
 
+def light_side(side: str, trials: int, workers: int, prefetch: bool, start: Callable[[], tuple[list[Any], list[int]]],
+               send: Callable[[Any, int], Any], ended: Callable[[dict[Any, int]], list[Any]]) -> dict[str, Any]:
+    """N trials on W light actors with none of our code: ``start()`` makes the actors (and gives their pids; timed
+    apart), ``send(actor, trial_id)`` makes a trial's call and gives the key it is known by until it ends,
+    ``ended(running)`` waits for some of the keys in flight to end and gives them. Each actor holds one trial, or one
+    queued behind it where ``prefetch``; they are killed at the end."""
+    import ray
+
+    t0 = time.perf_counter()
+    actors, pids = start()
+    start_up = time.perf_counter() - t0
+    memory = actor_memory(pids)
+    free = [i for _ in range(2 if prefetch else 1) for i in range(workers)][::-1]
+    running: dict[Any, int] = {}  # a trial's key -> its actor's slot
+
+    def submit(trial_id: int) -> bool:
+        if not free:
+            return False
+        slot = free.pop()
+        running[send(actors[slot], trial_id)] = slot
+        return True
+
+    def poll() -> int:
+        keys = ended(running)
+        for key in keys:
+            free.append(running.pop(key))
+        return len(keys)
+
+    try:
+        figures = drive(trials, submit, lambda: len(running), poll)
+    finally:
+        for a in actors:
+            ray.kill(a)
+    return {"side": side, "workers": workers, "start_up": start_up, **memory, **figures}
+
+
 def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
     """N trials on W light actors, polled with ``ray.wait`` over every reference in flight."""
     import ray
@@ -135,38 +171,21 @@ def baseline(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str
         def pid(self) -> int:
             return os.getpid()
 
-    t0 = time.perf_counter()
-    actors = [Light.options(num_cpus=cpus).remote() for _ in range(workers)]  # type: ignore[attr-defined]
-    pids = ray.get([a.pid.remote() for a in actors])
-    start_up = time.perf_counter() - t0
-    memory = actor_memory(pids)
-    depth = 2 if prefetch else 1
-    free = [i for _ in range(depth) for i in range(workers)][::-1]
-    running: dict[Any, int] = {}
+    def start() -> tuple[list[Any], list[int]]:
+        actors = [Light.options(num_cpus=cpus).remote() for _ in range(workers)]  # type: ignore[attr-defined]
+        return actors, ray.get([a.pid.remote() for a in actors])
 
-    def submit(trial_id: int) -> bool:
-        if not free:
-            return False
-        slot = free.pop()
-        running[actors[slot].run.remote(trial_id)] = slot
-        return True
-
-    def poll() -> int:
+    def ended(running: dict[Any, int]) -> list[Any]:
         ready, rest = ray.wait(list(running), num_returns=1, timeout=30.0)
         if ready and rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
         for ref in ready:
             ray.get(ref)
-            free.append(running.pop(ref))
-        return len(ready)
+        return ready
 
-    try:
-        figures = drive(trials, submit, lambda: len(running), poll)
-    finally:
-        for a in actors:
-            ray.kill(a)
-    return {"side": BASELINE, "workers": workers, "start_up": start_up, **memory, **figures}
+    return light_side(BASELINE, trials, workers, prefetch, start, lambda actor, trial_id: actor.run.remote(trial_id),
+                      ended)
 
 
 def floor(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, Any]:
@@ -195,43 +214,27 @@ def floor(trials: int, workers: int, cpus: float, prefetch: bool) -> dict[str, A
         def pid(self) -> int:
             return os.getpid()
 
-    t0 = time.perf_counter()
-    actors = [Grouped.options(num_cpus=cpus, max_concurrency=1).remote() for _ in range(workers)]  # type: ignore[attr-defined]
-    streams = [a.stream.options(num_returns="streaming").remote() for a in actors]
-    pids = ray.get([a.pid.remote() for a in actors])
-    start_up = time.perf_counter() - t0
-    memory = actor_memory(pids)
-    depth = 2 if prefetch else 1
-    free = [i for _ in range(depth) for i in range(workers)][::-1]
-    running: dict[int, Any] = {}
-    inbox: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+    streams: list[Any] = []  # (each actor's stream, kept open until its actor is killed)
+    inbox: queue.SimpleQueue[int] = queue.SimpleQueue()
     handed = bytes(64)  # (about what hand_over makes of a small trial)
 
-    def submit(trial_id: int) -> bool:
-        if not free:
-            return False
-        slot = free.pop()
-        ref = actors[slot].take.remote(handed)
-        running[trial_id] = slot
-        ref._on_completed(lambda value: inbox.put((trial_id, value)))
-        return True
+    def start() -> tuple[list[Any], list[int]]:
+        actors = [Grouped.options(num_cpus=cpus, max_concurrency=1).remote() for _ in range(workers)]  # type: ignore[attr-defined]
+        streams.extend(a.stream.options(num_returns="streaming").remote() for a in actors)
+        return actors, ray.get([a.pid.remote() for a in actors])
 
-    def poll() -> int:
+    def send(actor: Any, trial_id: int) -> int:
+        actor.take.remote(handed)._on_completed(lambda _: inbox.put(trial_id))
+        return trial_id
+
+    def ended(running: dict[Any, int]) -> list[Any]:
         news = [inbox.get(timeout=30.0)]
         with contextlib.suppress(queue.Empty):
             while True:
                 news.append(inbox.get_nowait())
-        for trial_id, _ in news:
-            free.append(running.pop(trial_id))
-        return len(news)
+        return news
 
-    try:
-        figures = drive(trials, submit, lambda: len(running), poll)
-    finally:
-        for a in actors:
-            ray.kill(a)
-        del streams
-    return {"side": FLOOR, "workers": workers, "start_up": start_up, **memory, **figures}
+    return light_side(FLOOR, trials, workers, prefetch, start, send, ended)
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
