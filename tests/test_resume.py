@@ -167,11 +167,10 @@ def test_first_sigint_requests_a_stop_and_the_second_aborts(capsys):
 # -- a real `nas search` killed, then resumed ---------------------------------------------------------
 GATED_SPACE = """
     import os
-    import time
     import torch
     import nas
 
-    GATE = "GATE_DIR"  # the test's folder: a ticket per build, and the file "open" once the test lets all go
+    GATE = "GATE_DIR"  # the test's folder: a ticket per build, and the FIFO "open" that the test opens to let all go
 
     class Slow(nas.SearchSpace):
         '''The first FREE builds go at once; each later one waits until the test opens the gate, so the search
@@ -188,8 +187,8 @@ GATED_SPACE = """
                     break
                 except FileExistsError:
                     ticket += 1
-            while ticket >= FREE and not os.path.exists(os.path.join(GATE, "open")):
-                time.sleep(0.02)  # (the test's file decides the order, not a duration)
+            if ticket >= FREE:  # opening a FIFO to read waits until it is open to write: until the test opens the gate
+                os.close(os.open(os.path.join(GATE, "open"), os.O_RDONLY))
             layers, width = [torch.nn.Flatten()], 64
             for _ in range(arch["depth"]):
                 layers += [torch.nn.Linear(width, arch["hidden"]), torch.nn.ReLU()]
@@ -201,9 +200,11 @@ GATED_SPACE = """
 def cli(tmp_path, *argv, free=0):
     """``nas search ARGV`` in a new process, in ``tmp_path`` (Ray ships the driver's directory, and so
     the space module there, to its workers); the space's first ``free`` builds go at once, the rest wait for
-    :func:`open_gate`."""
+    ``gate``."""
     gate = tmp_path / "gate"
     gate.mkdir(exist_ok=True)
+    if not (gate / "open").exists():
+        os.mkfifo(gate / "open")
     source = textwrap.dedent(GATED_SPACE).replace("GATE_DIR", str(gate)).replace("FREE", str(free))
     (tmp_path / "slowspace.py").write_text(source)
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -211,9 +212,14 @@ def cli(tmp_path, *argv, free=0):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def open_gate(tmp_path):
-    """Let every build of the gated space go on, those waiting and those to come."""
-    (tmp_path / "gate" / "open").touch()
+@pytest.fixture
+def gate(tmp_path):
+    """Called, it lets every build of the gated space go on, those waiting and those to come: it holds the gate's
+    FIFO open to write (read-write, which Linux opens at once) to the end of the test."""
+    held = []
+    yield lambda: held.append(os.open(tmp_path / "gate" / "open", os.O_RDWR))
+    for fd in held:
+        os.close(fd)
 
 
 def wait_for_journal(proc, run_dir, lines, timeout=240.0):
@@ -245,7 +251,7 @@ SEARCH = ["--space", "slowspace:Slow", "--strategy", "evolution", "--workers", "
 
 
 @pytest.mark.ray
-def test_sigkill_mid_search_then_resume_with_the_python_api(tmp_path, ray_local, monkeypatch):
+def test_sigkill_mid_search_then_resume_with_the_python_api(tmp_path, ray_local, monkeypatch, gate):
     """`nas search` without --address starts its own Ray, which dies with it when it is SIGKILLed; the
     Python API resumes the run on another cluster (the session's)."""
     run_dir, budget = tmp_path / "run", 14
@@ -256,7 +262,7 @@ def test_sigkill_mid_search_then_resume_with_the_python_api(tmp_path, ray_local,
     kill_session(proc.pid)
     before = [t.trial_id for t, _ in read_journal(run_dir)]
     assert len(before) == 3  # the rest waited at the gate
-    open_gate(tmp_path)
+    gate()
     monkeypatch.syspath_prepend(str(tmp_path))
     import slowspace  # the module of the space, shipped to this session's workers by value
 
@@ -270,7 +276,7 @@ def test_sigkill_mid_search_then_resume_with_the_python_api(tmp_path, ray_local,
 
 
 @pytest.mark.ray
-def test_sigint_stops_gracefully_and_prints_how_to_resume(tmp_path, ray_local):
+def test_sigint_stops_gracefully_and_prints_how_to_resume(tmp_path, ray_local, gate):
     """On a running cluster (the session's), as with `ray start` and `--address`."""
     run_dir, budget = tmp_path / "run", 10
     address = ["--address", ray_local.get_runtime_context().gcs_address]
@@ -287,7 +293,7 @@ def test_sigint_stops_gracefully_and_prints_how_to_resume(tmp_path, ray_local):
     # cancelled, kept for the resume: 2 workers, each running one trial and holding one queued (prefetch)
     assert 1 <= len(unfinished) <= 4
     assert read_snapshot(run_dir / "snapshot.json")["told"] == len(done)
-    open_gate(tmp_path)
+    gate()
     code, out, err = finish(cli(tmp_path, "--resume", str(run_dir), "--budget", str(budget + 2), "--quiet",
                                 *address))
     assert code == 0, err
