@@ -61,6 +61,8 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     :mod:`nas.engine.supernet_actor`; the cluster at ``address``, else a private local one) or ``inprocess`` (in
     this process). Either way this process's store writes every epoch the workers send."""
     space_obj = nas.api.space_from_spec(space)
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:  # (before anything is written)
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
     if sampling not in SAMPLINGS:
         raise ValueError(f"unknown sampling {sampling!r}; known: {', '.join(SAMPLINGS)}")
     if executor not in ("ray", "inprocess"):

@@ -21,7 +21,7 @@ import contextlib
 import errno
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,12 @@ from nas.run.weights import BEST_JSON, BEST_PT, CHECKPOINTS
 
 RUN_JSON, JOURNAL, SNAPSHOT, STATUS = "run.json", "trials.jsonl", "snapshot.json", "status.json"
 SNAPSHOT_FORMAT = 1
+#: a supernet run's own files (:mod:`nas.run.supernet_store`; the weights are nas.train.supernet_io.WEIGHTS)
+EPOCHS, CHECKPOINT, SUPERNET_WEIGHTS = "epochs.jsonl", "checkpoint.json", "supernet.safetensors"
 #: the files a run directory's owner writes (with CHECKPOINTS/, the snapshot's tensor files and a strategy's own
 #: state file): nothing else may write over them (:mod:`nas.run.export`)
-MANAGED = (RUN_JSON, JOURNAL, SNAPSHOT, STATUS, BEST_JSON, BEST_PT, LOCK_FILE, HOLDER_FILE, "optuna.journal")
+MANAGED = (RUN_JSON, JOURNAL, SNAPSHOT, STATUS, BEST_JSON, BEST_PT, LOCK_FILE, HOLDER_FILE, "optuna.journal",
+           EPOCHS, CHECKPOINT, SUPERNET_WEIGHTS)
 
 
 def read_run_json(path: Path) -> dict[str, Any]:
@@ -118,6 +121,47 @@ def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path 
                 break
 
 
+@contextlib.contextmanager
+def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path]]]:
+    """Make ``path`` a new run's directory, locked, and give the lock and the list of what the caller writes there
+    next (the lock's holder file is on it): it must be new or empty (:func:`check_new`, :func:`check_empty` again
+    under the lock), inside no run directory's ``checkpoints/``, and writable. When the block raises, what it wrote (the
+    list), the lock and the directories this made are taken back, and an OSError becomes one line
+    (:func:`start_error`). On a normal exit the caller keeps the lock, held."""
+    _check_not_in_checkpoints(path)
+    made = first_missing(path)
+    check_new(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create run directory {str(path)!r}: {os_error_text(e)}") from None
+    made_lock = not (path / LOCK_FILE).exists()
+    lock: RunLock | None = None
+    wrote: list[Path] = []
+    try:
+        probe = write_probe(path)
+        if probe is not None:
+            raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
+        lock = RunLock(path).acquire()
+        check_empty(path)  # (again, under the lock: another run may have started meanwhile)
+        lock.write_holder()
+        wrote.append(path / HOLDER_FILE)
+        yield lock, wrote
+    except BaseException as e:
+        undo_create(path, lock, wrote, made, made_lock)
+        if isinstance(e, OSError):
+            raise start_error(path, e) from None
+        raise
+
+
+def _check_not_in_checkpoints(path: Path) -> None:
+    real = Path(os.path.realpath(path.expanduser()))
+    for parent in (real, *real.parents):
+        if parent.name == CHECKPOINTS and (parent.parent / RUN_JSON).exists():
+            raise ValueError(f"run directory {str(path)!r} is in {str(parent)!r}, the kept checkpoints of the "
+                             "run directory there, which that run owns; choose another --run-dir")
+
+
 def start_error(path: Path, e: OSError) -> ValueError:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return DiskFull(f"no space left on the device of {path}: the run was not started and nothing was written; "
@@ -182,6 +226,5 @@ def _check_snapshot(path: Path, snapshot: dict[str, Any], config: RunConfig, n_r
 
 
 __all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "check_empty",
-           "check_new",
-           "first_missing", "read_config", "read_run_json", "resume_checks", "start_error", "undo_create",
-           "write_probe"]
+           "check_new", "first_missing", "new_run", "read_config", "read_run_json", "resume_checks", "start_error",
+           "undo_create", "write_probe"]

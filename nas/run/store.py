@@ -41,16 +41,11 @@ from nas.run.layout import (
     SNAPSHOT,
     SNAPSHOT_FORMAT,
     STATUS,
-    check_empty,
-    check_new,
-    first_missing,
+    new_run,
     read_config,
     resume_checks,
-    start_error,
-    undo_create,
-    write_probe,
 )
-from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
+from nas.run.lock import RunLock
 from nas.run.snapshot import write_snapshot
 from nas.run.weights import (
     BEST_JSON,
@@ -125,23 +120,7 @@ class RunStore:
         must be a new or empty directory (refused, naming what it holds, otherwise). Nothing is left behind when it
         fails (a full disk included): one line says why."""
         path, config = Path(path), RunConfig.coerce(config)
-        made = first_missing(path)
-        check_new(path)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ValueError(f"cannot create run directory {str(path)!r}: {os_error_text(e)}") from None
-        made_lock = not (path / LOCK_FILE).exists()
-        lock: RunLock | None = None
-        wrote: list[Path] = []  # what this call wrote, removed again if it fails
-        try:
-            probe = write_probe(path)
-            if probe is not None:
-                raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
-            lock = RunLock(path).acquire()
-            check_empty(path)  # (again, under the lock: another search may have started meanwhile)
-            lock.write_holder()
-            wrote.append(path / HOLDER_FILE)
+        with new_run(path) as (lock, wrote):
             atomic_write(path / RUN_JSON, _json(config.to_json()))
             wrote.append(path / RUN_JSON)
             store = cls(path, lock, strategy=config.search.strategy, **kw)
@@ -149,12 +128,7 @@ class RunStore:
             store._open_journal()
             if not existed:
                 wrote.append(path / JOURNAL)
-            return store
-        except BaseException as e:
-            undo_create(path, lock, wrote, made, made_lock)
-            if isinstance(e, OSError):
-                raise start_error(path, e) from None
-            raise
+        return store
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], config: RunConfig | dict[str, Any],

@@ -43,11 +43,10 @@ from typing import Any
 
 from nas.run.files import atomic_write
 from nas.run.journal import JournalWriter, cut_torn_tail
-from nas.run.layout import read_run_json
+from nas.run.layout import CHECKPOINT, EPOCHS, RUN_JSON, STATUS, new_run, read_run_json
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 
-RUN_JSON, EPOCHS, CHECKPOINT, STATUS = "run.json", "epochs.jsonl", "checkpoint.json", "status.json"
 KIND, FORMAT = "supernet", 1  # (run.json also carries the run format of nas.run.config)
 MAY_CHANGE = ("epochs", "resumed", "created", "run_dir")  # what a resume may differ in
 
@@ -90,23 +89,13 @@ class SupernetStore:
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> SupernetStore:
-        """A new run in ``path`` (made if missing); refused when it already holds a run of any kind."""
+        """A new run in ``path``, which must be a new or empty directory (:func:`nas.run.layout.new_run`: refused,
+        naming what it holds, otherwise; nothing is left behind when it fails, a full disk included)."""
         path = Path(path)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ValueError(f"cannot create run directory {str(path)!r}: {e.strerror}") from None
-        lock = RunLock(path).acquire()
-        try:
-            if (path / RUN_JSON).exists() or (path / EPOCHS).exists():
-                raise ValueError(f"run directory {str(path)!r} already holds a run; pass resume=True (--resume) "
-                                 "to continue it or choose another run directory")
-            lock.write_holder()
+        with new_run(path) as (lock, wrote):
             atomic_write(path / RUN_JSON, _json({**config, "kind": KIND, "supernet_format": FORMAT}))
-            return cls(path, lock, [])
-        except BaseException:
-            lock.release()
-            raise
+            wrote.append(path / RUN_JSON)
+        return cls(path, lock, [])
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> SupernetStore:
