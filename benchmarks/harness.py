@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import io
 import json
 import multiprocessing
 import os
@@ -174,7 +175,9 @@ def figure(path: Path | str, *, xlabel: str, ylabel: str, title: str, log_x: boo
         ax.grid(alpha=0.3, which="both")
         ax.legend(loc="lower right", fontsize=8 if small else None)
         fig.tight_layout()
-        fig.savefig(path)
+        image = io.BytesIO()
+        fig.savefig(image, format=Path(path).suffix.lstrip(".") or "png")
+        write_out(path, image.getvalue())
     finally:
         plt.close(fig)
 
@@ -259,8 +262,16 @@ def at_least(low: float, **flags: float) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
 
 
+def write_out(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """A benchmark's output file, as every user-named file is written (:func:`nas.run.export.write_export`: never a
+    run directory's own file, atomically, one line when it fails)."""
+    from nas.run.export import write_export
+
+    write_export(path, data.encode() if isinstance(data, str) else data)
+
+
 def write_json(path: str | None, data: Any) -> None:
     """With a ``--json`` path, the figures there (and a line saying so)."""
     if path:
-        Path(path).write_text(json.dumps(data, indent=2))
+        write_out(path, json.dumps(data, indent=2))
         print(f"wrote {path}")

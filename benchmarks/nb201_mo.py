@@ -57,6 +57,7 @@ from .harness import (
     simulated_search,
     text_table,
     values_at,
+    write_out,
 )
 
 #: method label -> (registered strategy, its options)
@@ -170,10 +171,10 @@ def summary_rows(outcomes: Sequence[MOOutcome], time_budget: float, opt: Mapping
 def write_csv(outcomes: Sequence[MOOutcome], path: Any, **meta: Any) -> None:
     import pandas as pd
 
-    pd.DataFrame([{**meta, "method": o.method, "seed": o.seed, "trials": o.trials, "front_size": len(o.front),
-                   "hv_pct": o.hv_pct, "strategy_seconds": o.strategy_seconds,
-                   "front": ";".join(map(str, o.front))} for o in outcomes]).to_csv(path, index=False,
-                                                                                    float_format="%.4f")
+    frame = pd.DataFrame([{**meta, "method": o.method, "seed": o.seed, "trials": o.trials,
+                           "front_size": len(o.front), "hv_pct": o.hv_pct, "strategy_seconds": o.strategy_seconds,
+                           "front": ";".join(map(str, o.front))} for o in outcomes])
+    write_out(path, frame.to_csv(index=False, float_format="%.4f"))
 
 
 def cmd_mo(args: Any) -> int:

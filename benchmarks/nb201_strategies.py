@@ -51,6 +51,7 @@ from .harness import (
     simulated_search,
     strategy_names,
     values_at,
+    write_out,
 )
 from .nb201_proxies import cache_path, proxy_column
 from .nb201_table5 import PAPER_NAME, PUBLISHED, format_table5, table5_rows
@@ -189,7 +190,7 @@ def write_csv(outcomes: Sequence[SearchOutcome], path: Path, **meta: Any) -> Non
     cols = ["seed", "trials", "best_index", "best_arch", "reward", "valid200", "evals_to_pick", "warmup_seconds",
             "strategy_seconds", "fit_seconds", "real_seconds", "not_applicable"]
     rows = [{**meta, "strategy": o.method, **{c: getattr(o, c) for c in cols}} for o in outcomes]
-    pd.DataFrame(rows).to_csv(path, index=False, float_format="%.4f")
+    write_out(path, pd.DataFrame(rows).to_csv(index=False, float_format="%.4f"))
 
 
 def plot(outcomes: Sequence[SearchOutcome], path: Path, *, time_budget: float, title: str, optimum: float) -> None:

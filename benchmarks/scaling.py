@@ -34,6 +34,7 @@ from .harness import (
     run_seeds,
     simulated_search,
     text_table,
+    write_out,
 )
 
 
@@ -144,6 +145,6 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(out / f"scaling-{args.strategy}.csv", index=False, float_format="%.4f")
+    write_out(out / f"scaling-{args.strategy}.csv", pd.DataFrame(rows).to_csv(index=False, float_format="%.4f"))
     print(f"wrote {out / f'scaling-{args.strategy}.csv'}")
     return 0

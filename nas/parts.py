@@ -127,6 +127,21 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         registry.executors.check(e.executor)
     if data and t.dataset is not None:
         check_dataset(t.dataset)
+    for spec in e.log:
+        check_log_dir(spec)
+
+
+def check_log_dir(spec: str) -> None:
+    """Refuse at once a ``--log KIND:DIR`` whose DIR is a file, or a run directory or inside one (whose files that
+    run owns): found only once the search has started, it would leave a half-made run."""
+    from pathlib import Path
+
+    from nas.run.export import check_export_dir
+
+    where = Path(str(spec).partition(":")[2])
+    if where.exists() and not where.is_dir():
+        raise ValueError(f"--log {spec}: {str(where)!r} is a file; name a directory")
+    check_export_dir(where, f"log (--log {spec}) into")
 
 
 def check_run_dir(run_dir: str | os.PathLike[str], *, resume: bool) -> None:
@@ -201,5 +216,5 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
     return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name, notify=notify)
 
 
-__all__ = ["build_scheduler", "build_strategy", "check_dataset", "check_inputs", "check_run_dir", "composes",
-           "connect", "executor_name", "keep_warm_weights", "make_strategy", "strategy_class"]
+__all__ = ["build_scheduler", "build_strategy", "check_dataset", "check_inputs", "check_log_dir", "check_run_dir",
+           "composes", "connect", "executor_name", "keep_warm_weights", "make_strategy", "strategy_class"]

@@ -170,3 +170,115 @@ def test_write_export_is_atomic_over_an_existing_file(tmp_path):
     target.write_bytes(b"old")
     assert write_export(target, b"new") == 3 and target.read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
+
+
+# -- a supernet run's files, directory exports, benchmark and log outputs, runs inside checkpoints/ ------------------
+SUPERNET_FILES = ["epochs.jsonl", "checkpoint.json", "checkpoint.json.0123456789abcdef.safetensors",
+                  "supernet.safetensors", "status.json", "run.json"]
+
+
+@pytest.fixture
+def supernet_dir(tmp_path):
+    """A supernet run's directory as `nas supernet train` leaves it (its files' names are what the guard reads)."""
+    sn = tmp_path / "sn"
+    sn.mkdir()
+    for name in SUPERNET_FILES:
+        (sn / name).write_text(json.dumps({"kind": "supernet"}) if name == "run.json" else f"{name} of the run")
+    return sn
+
+
+@pytest.mark.parametrize("name", SUPERNET_FILES)
+def test_no_export_writes_over_a_supernet_runs_file(run_copy, supernet_dir, capsys, name):
+    state = tree(supernet_dir)
+    for before in (["results", str(run_copy), "--csv"], ["best", str(run_copy), "--export-json"],
+                   ["report", str(run_copy), "--out"]):
+        refused(capsys, [*before, str(supernet_dir / name)], "refusing to write", f"it is {name} of the run")
+    assert tree(supernet_dir) == state
+
+
+def test_a_front_is_never_exported_into_a_run(run_copy, supernet_dir, tmp_path, capsys):
+    """Into the run itself, its checkpoints/, or a folder whose front.json or weights/ is a symlink into a run."""
+    state, sn_state = tree(run_copy), tree(supernet_dir)
+    linked_file, linked_dir = tmp_path / "u1", tmp_path / "u2"
+    linked_file.mkdir()
+    (linked_file / "front.json").symlink_to(run_copy / "trials.jsonl")
+    linked_dir.mkdir()
+    (linked_dir / "weights").symlink_to(supernet_dir)
+    for out in (run_copy, run_copy / "checkpoints", run_copy / "sub", supernet_dir):
+        refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(out)], "refusing to export into",
+                "which the run owns")
+    refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(linked_file)], "refusing to write",
+            "it is trials.jsonl of the run")
+    refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(linked_dir)], "refusing to export into",
+            "weights")
+    assert tree(run_copy) == state and tree(supernet_dir) == sn_state
+
+
+def test_a_front_export_on_a_full_disk_leaves_no_part_of_a_file(full_disk, run_copy, capsys):
+    (full_disk / "front" / "weights").mkdir(parents=True)
+    (full_disk / "front" / "weights" / "1.pt").write_bytes(b"")  # (a user's file: kept as it was)
+    refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(full_disk / "front")],
+            "No space left on device")
+    assert [p.name for p in (full_disk / "front" / "weights").iterdir()] == ["1.pt"]
+    assert (full_disk / "front" / "weights" / "1.pt").read_bytes() == b""
+
+
+def test_a_benchmarks_output_is_written_as_every_export(run_copy, tmp_path):
+    from benchmarks.harness import write_json
+
+    state = tree(run_copy)
+    with pytest.raises(ValueError, match="refusing to write .*it is trials.jsonl of the run"):
+        write_json(str(run_copy / "trials.jsonl"), {"x": 1})
+    with pytest.raises(ValueError, match="No such file or directory"):
+        write_json(str(tmp_path / "missing" / "b.json"), {"x": 1})
+    write_json(str(tmp_path / "b.json"), {"x": 1})
+    assert json.loads((tmp_path / "b.json").read_text()) == {"x": 1} and tree(run_copy) == state
+
+
+@pytest.mark.parametrize("where", ["file", "run", "in-run", "checkpoints"])
+def test_a_log_directory_is_checked_before_the_run_is_made(run_copy, tmp_path, capsys, where):
+    (tmp_path / "file").write_text("mine")
+    target = {"file": tmp_path / "file", "run": run_copy, "in-run": run_copy / "tb",
+              "checkpoints": run_copy / "checkpoints"}[where]
+    state = tree(run_copy)
+    refused(capsys, ["search", "--space", "toy", "--strategy", "random", "--executor", "inprocess", "--dataset",
+                     "none", "--train-function", "nas.train.simple:noop", "--budget", "1", "--quiet", "--run-dir",
+                     str(tmp_path / "new"), "--log", f"tensorboard:{target}"], "--log tensorboard:")
+    assert not (tmp_path / "new").exists() and tree(run_copy) == state and (tmp_path / "file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("inside", ["checkpoints", "checkpoints/x"])
+def test_no_new_run_is_made_in_a_runs_checkpoints(run_copy, inside):
+    from nas.run.supernet_store import SupernetStore
+
+    state = tree(run_copy)
+    with pytest.raises(ValueError, match="the kept checkpoints of the run directory"):
+        RunStore.create(run_copy / inside, {"space": "toy", "strategy": "random", "budget": 1})
+    with pytest.raises(ValueError, match="the kept checkpoints of the run directory"):
+        SupernetStore.create(run_copy / inside, {"space": "macro", "epochs": 1})
+    assert tree(run_copy) == state and sorted(p.name for p in (run_copy / "checkpoints").iterdir()) == ["1.pt"]
+
+
+@pytest.mark.parametrize("files", [["status.json", "supernet.safetensors"], ["best.pt"], ["notes.txt"]])
+def test_a_new_supernet_run_refuses_a_folder_with_a_users_files(tmp_path, files):
+    from nas.run.supernet_store import SupernetStore
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in files:
+        (folder / name).write_bytes(b"the user's own")
+    before = tree(folder)
+    with pytest.raises(ValueError, match=rf"is not empty \(it holds {files[0]}"):
+        SupernetStore.create(folder, {"space": "macro", "epochs": 1})
+    assert tree(folder) == before and sorted(p.name for p in folder.iterdir()) == sorted(files)  # not even a lock
+
+
+def test_a_supernet_run_on_a_full_disk_or_with_bad_epochs_leaves_nothing(full_disk, tmp_path, capsys):
+    from nas.run.supernet_store import SupernetStore
+
+    with pytest.raises(ValueError, match="no space left on the device") as info:
+        SupernetStore.create(full_disk / "runs" / "sn", {"space": "macro", "epochs": 1})
+    assert "\n" not in str(info.value) and sorted(p.name for p in full_disk.iterdir()) == ["filler"]
+    refused(capsys, ["supernet", "train", "--executor", "inprocess", "--dataset", "synthetic", "--epochs", "0",
+                     "--quiet", "--run-dir", str(tmp_path / "snx")], "epochs must be an integer >= 1, got 0")
+    assert not (tmp_path / "snx").exists()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ import pandas as pd
 from nas.core.front import DEFAULT_OBJECTIVES, objective_frame, pareto_front, reference_point, scores_of
 from nas.core.objectives import Objectives, hypervolume
 from nas.run.config import RunConfig
+from nas.run.export import check_export_dir, write_export
+from nas.run.files import os_error_text
 
 
 def run_objectives(cfg: RunConfig) -> Objectives:
@@ -120,10 +121,11 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
     obj, front, ref, hv = run_front(run)
     trials = {t.trial_id: t for t, _ in read_journal(run)}
     out_dir = Path(out)
+    check_export_dir(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ValueError(f"cannot create export directory {str(out_dir)!r}: {e.strerror}") from None
+        raise ValueError(f"cannot create export directory {str(out_dir)!r}: {os_error_text(e)}") from None
     members, copied = [], 0
     for row in front.to_dict("records"):
         tid = int(row["trial_id"])
@@ -131,9 +133,15 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
         weights = kept_weights(run, tid)
         rel = None
         if weights is not None:
-            (out_dir / "weights").mkdir(exist_ok=True)
-            check_checkpoint(weights.read_bytes(), weights)
-            shutil.copyfile(weights, out_dir / "weights" / f"{tid}.pt")
+            into = out_dir / "weights"
+            check_export_dir(into)  # (it may be a symlink into a run directory)
+            try:
+                into.mkdir(exist_ok=True)
+            except OSError as e:
+                raise ValueError(f"cannot create export directory {str(into)!r}: {os_error_text(e)}") from None
+            data = weights.read_bytes()
+            check_checkpoint(data, weights)
+            write_export(into / f"{tid}.pt", data)
             rel, copied = f"weights/{tid}.pt", copied + 1
         members.append({"trial_id": tid, "arch": dict(trial.arch), "arch_str": str(row["arch"]),
                         **{o.metric: float(row[o.metric]) for o in obj}, "metrics": row.get("metrics"),
@@ -141,7 +149,7 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
     doc = {"run": str(run), "objectives": obj.to_list(), "hypervolume": hv,
            "reference": obj.values(ref) if ref is not None else None, "members": members}
     path = out_dir / "front.json"
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    write_export(path, (json.dumps(doc, indent=2, default=str) + "\n").encode())
     return path, copied
 
 

@@ -27,13 +27,15 @@ import tempfile
 from pathlib import Path
 
 from nas.run.files import os_error_text
-from nas.run.layout import CHECKPOINTS, JOURNAL, MANAGED, RUN_JSON, SNAPSHOT
-from nas.run.lock import LOCK_FILE
+from nas.run.layout import CHECKPOINTS, EPOCHS, JOURNAL, MANAGED, RUN_JSON, SNAPSHOT
+from nas.run.lock import HOLDER_FILE, LOCK_FILE
 
 
 def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` is (or was made to be) a run directory: it holds run.json, a journal or a run's lock."""
-    return any((path / name).exists() for name in (RUN_JSON, JOURNAL, LOCK_FILE))
+    """Whether ``path`` is (or is being made) a run directory: it holds run.json, a journal (a search's or a
+    supernet's), or a run's lock with its holder (a ``.lock`` alone is no sign: pytest's folders hold one)."""
+    return (any((path / name).exists() for name in (RUN_JSON, JOURNAL, EPOCHS))
+            or ((path / LOCK_FILE).exists() and (path / HOLDER_FILE).exists()))
 
 
 def owned_by_run(path: str | os.PathLike[str]) -> str | None:
@@ -50,6 +52,26 @@ def owned_by_run(path: str | os.PathLike[str]) -> str | None:
     if name in MANAGED or base.startswith(SNAPSHOT) or any(base.startswith(m.lstrip(".") + ".") for m in MANAGED):
         return name  # (a snapshot's tensor files, and the owner's temporary files ".<name>.XXXX")
     return None
+
+
+def check_export_dir(path: str | os.PathLike[str], what: str = "export into") -> Path:
+    """``path`` resolved (symlinks followed), for a user's export directory: a one-line ValueError when it is a run
+    directory or lies inside one, whose files the run owns.
+
+    >>> import tempfile
+    >>> run = Path(tempfile.mkdtemp()); _ = (run / "run.json").write_text("{}")
+    >>> check_export_dir(run / "front")
+    Traceback (most recent call last):
+    ...
+    ValueError: refusing to export into '.../front': it is inside the run directory '...', which the run owns; ...
+    """
+    target = Path(os.path.realpath(Path(path).expanduser()))
+    for d in (target, *target.parents):
+        if is_run_dir(d):
+            where = "the run directory" if d == target else "inside the run directory"
+            raise ValueError(f"refusing to {what} {str(path)!r}: it is {where} {str(d)!r}, which the run owns; "
+                             "choose another directory")
+    return target
 
 
 def write_export(path: str | os.PathLike[str], data: bytes) -> int:
@@ -87,4 +109,4 @@ def _umask() -> int:
     return _UMASK
 
 
-__all__ = ["is_run_dir", "owned_by_run", "write_export"]
+__all__ = ["check_export_dir", "is_run_dir", "owned_by_run", "write_export"]
