@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.cli.common import path_arg
+
 from . import add_experiment
 from .harness import pool_map, text_table, write_json
 
@@ -170,7 +172,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample of cells (default 0)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     p.add_argument("--out", default="bench-results", help="directory of the cache (default bench-results)")
-    p.add_argument("--json", help="also write the figures to this JSON file")
+    p.add_argument("--json", type=path_arg, help="also write the figures to this JSON file")
 
 
 def cmd_proxies(args: argparse.Namespace) -> int:

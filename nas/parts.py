@@ -152,6 +152,8 @@ def check_run_dir(run_dir: str | os.PathLike[str], *, resume: bool) -> None:
     from nas.run.layout import check_empty, check_new
     from nas.run.lock import RunLock, held
 
+    if not str(run_dir).strip():
+        raise ValueError(f"--run-dir {str(run_dir)!r} is an empty path; name a folder")
     path = Path(run_dir)
     if not resume:
         check_new(path)

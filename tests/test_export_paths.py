@@ -6,6 +6,7 @@ leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -282,3 +283,25 @@ def test_a_supernet_run_on_a_full_disk_or_with_bad_epochs_leaves_nothing(full_di
     refused(capsys, ["supernet", "train", "--executor", "inprocess", "--dataset", "synthetic", "--epochs", "0",
                      "--quiet", "--run-dir", str(tmp_path / "snx")], "epochs must be an integer >= 1, got 0")
     assert not (tmp_path / "snx").exists()
+
+
+@pytest.mark.parametrize("argv", [["results", "{run}", "--csv"], ["best", "{run}", "--export-json"],
+                                  ["best", "{run}", "--pareto", "--export"], ["report", "{run}", "--out"],
+                                  ["search", "--run-dir"], ["supernet", "train", "--run-dir"]])
+def test_an_empty_path_is_refused_not_read_as_skip_or_here(run_copy, tmp_path, capsys, monkeypatch, argv):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    with pytest.raises(SystemExit) if argv[0] != "search" else contextlib.nullcontext():
+        code = main([a.format(run=run_copy) for a in argv] + [""])
+        assert code == 2
+    err = capsys.readouterr().err
+    assert "is an empty path" in err and "Traceback" not in err
+    assert list(here.iterdir()) == []
+
+
+def test_a_path_ending_in_a_slash_names_a_folder_and_a_look_alike_name_is_the_users(run_copy, tmp_path, capsys):
+    refused(capsys, ["results", str(run_copy), "--csv", str(tmp_path / "new") + "/"], "ends in a slash")
+    assert not (tmp_path / "new").exists()
+    assert main(["results", str(run_copy), "--csv", str(run_copy / "trials.jsonl.csv")]) == 0  # (not the journal)
+    assert owned_by_run(run_copy / "trials.jsonl.csv") is None and owned_by_run(run_copy / ".trials.jsonl.x")

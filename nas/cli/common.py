@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -33,4 +34,12 @@ def parse_options(pairs: Sequence[str], flag: str = "-o") -> dict[str, Any]:
     return out
 
 
-__all__ = ["UsageError", "parse_options", "parse_value"]
+def path_arg(value: str) -> str:
+    """An argparse ``type`` for a path the user names (a file or folder to write): an empty one is refused, where
+    it would mean "skip" to one command and "here" to another."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is an empty path; name a file or folder")
+    return value
+
+
+__all__ = ["UsageError", "parse_options", "parse_value", "path_arg"]

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import TextIO
 
+from nas.cli.common import path_arg
+
 CLEAR_BELOW = "\x1b[J"
 
 
@@ -99,7 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Write one self-contained HTML page (works offline) with interactive plots "
                        "of a run, or of several runs side by side.")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    p.add_argument("--out", metavar="FILE", help="where to write it (default: RUN_DIR/report.html of the first run)")
+    p.add_argument("--out", metavar="FILE", type=path_arg,
+                   help="where to write it (default: RUN_DIR/report.html of the first run)")
     p.add_argument("--top", type=int, default=10, help="best architectures drawn and listed first (default: 10)")
     p.set_defaults(handler=cmd_report)
     p = sub.add_parser("serve", help="a run's live page in the browser, on 127.0.0.1 (a printed one-time URL)",

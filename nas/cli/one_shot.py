@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nas.cli.common import path_arg
 from nas.oneshot import SupernetFailed, retrain, train_supernet
 from nas.train.settings import TrainSettings
 
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--sampling", choices=["uniform", "fair", "sandwich"], default="uniform",
                    help="paths per step: one uniform (SPOS), fair (FairNAS) or sandwich (default: uniform)")
-    p.add_argument("--run-dir", help="the run directory (default: runs/<time>-supernet-<space>)")
+    p.add_argument("--run-dir", type=path_arg, help="the run directory (default: runs/<time>-supernet-<space>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--batch-size", type=int, default=64)
@@ -68,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--top", type=int, default=1, help="how many (several objectives: the Pareto front first)")
     p.add_argument("--epochs", type=int, default=None, help="epochs each (default: the search's)")
-    p.add_argument("--out", help="the retraining's run directory (default: RUN_DIR/retrain)")
+    p.add_argument("--out", type=path_arg, help="the retraining's run directory (default: RUN_DIR/retrain)")
     p.add_argument("--executor", default="ray", help="ray (default) or inprocess")
     p.add_argument("--workers", type=int, default=2)
     p.set_defaults(handler=cmd_retrain)

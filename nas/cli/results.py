@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nas.cli.common import UsageError
+from nas.cli.common import UsageError, path_arg
 
 
 def quiet_pipe(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -173,17 +173,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--sort", choices=["score", "finish"], default="score",
                       help="best first, or in finishing order (default: score)")
     files = p.add_argument_group("files written")
-    files.add_argument("--csv", metavar="FILE", help="write every trial to this CSV file")
-    files.add_argument("--parquet", metavar="FILE", help="write every trial to this parquet file")
+    files.add_argument("--csv", metavar="FILE", type=path_arg, help="write every trial to this CSV file")
+    files.add_argument("--parquet", metavar="FILE", type=path_arg, help="write every trial to this parquet file")
     p.set_defaults(handler=cmd_results)
     p = sub.add_parser("best", help="a run's best architecture; export it and its weights",
                        description="The run's best trial as a block: its objectives, architecture, hparams, "
                        "costs and metrics; exported, drawn, tested, or the whole Pareto front.")
     p.add_argument("run_dir", metavar="RUN_DIR")
     out = p.add_argument_group("files written")
-    out.add_argument("--export-json", metavar="FILE", help="write the architecture and hparams as JSON")
-    out.add_argument("--export-weights", metavar="FILE", help="copy its trained weights (torch file)")
-    out.add_argument("--draw", metavar="FILE", help="a picture of its architecture: FILE.html (the built module's "
+    out.add_argument("--export-json", metavar="FILE", type=path_arg, help="write the architecture and hparams as JSON")
+    out.add_argument("--export-weights", metavar="FILE", type=path_arg, help="copy its trained weights (torch file)")
+    out.add_argument("--draw", metavar="FILE", type=path_arg,
+                     help="a picture of its architecture: FILE.html (the built module's "
                      "graph, or the NB201 cell; works offline) or FILE.dot (Graphviz); a module:Class space's "
                      "module is imported")
     more = p.add_argument_group("more")
@@ -191,6 +192,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "(rebuilds the run's space: a module:Class space's module is imported)")
     more.add_argument("--pareto", action="store_true",
                       help="list the Pareto front of the run's objectives (trial, each objective, architecture)")
-    more.add_argument("--export", metavar="DIR", help="with --pareto: write DIR/front.json and the members' kept "
+    more.add_argument("--export", metavar="DIR", type=path_arg,
+                      help="with --pareto: write DIR/front.json and the members' kept "
                       "weights (DIR/weights/<trial>.pt)")
     p.set_defaults(handler=cmd_best)

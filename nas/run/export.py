@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from nas.run.files import os_error_text
-from nas.run.layout import CHECKPOINTS, EPOCHS, JOURNAL, MANAGED, RUN_JSON, SNAPSHOT
+from nas.run.layout import CHECKPOINT, CHECKPOINTS, EPOCHS, JOURNAL, MANAGED, RUN_JSON, SNAPSHOT
 from nas.run.lock import HOLDER_FILE, LOCK_FILE
 
 
@@ -49,7 +49,9 @@ def owned_by_run(path: str | os.PathLike[str]) -> str | None:
     if not is_run_dir(parent):
         return None
     base = name.lstrip(".")
-    if name in MANAGED or base.startswith(SNAPSHOT) or any(base.startswith(m.lstrip(".") + ".") for m in MANAGED):
+    tensors = name.endswith(".safetensors") and name.startswith((SNAPSHOT + ".", CHECKPOINT + "."))
+    temporary = name.startswith(".") and any(base.startswith(m.lstrip(".") + ".") for m in MANAGED)
+    if name in MANAGED or tensors or temporary:
         return name  # (a snapshot's tensor files, and the owner's temporary files ".<name>.XXXX")
     return None
 
@@ -85,8 +87,10 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
         raise ValueError(f"refusing to write {shown!r}: it is {owned} of the run directory {str(run)!r}, which the "
                          "run owns; choose another path")
     target = Path(os.path.realpath(Path(path).expanduser()))
-    if target.is_dir():
-        raise ValueError(f"cannot write {shown!r}: it is a directory; name a file")
+    if target.is_dir() or shown.endswith(("/", os.sep)) or not shown.strip():
+        what = "is a directory" if target.is_dir() else "names a directory (it ends in a slash)" if shown.strip() \
+            else "is an empty path"
+        raise ValueError(f"cannot write {shown!r}: it {what}; name a file")
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
