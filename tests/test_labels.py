@@ -5,6 +5,7 @@ before any trial runs. Non-integer labels are refused (never truncated); a class
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -25,6 +26,10 @@ Y = np.arange(40) % 4
     ({"y": Y + 0.5}, "y holds the non-integer label 0.5 (index 0); labels are class indices"),
     ({"y_val": np.array([0.0, np.nan, 1.0, 2.0])}, "y_val holds the non-integer label nan (index 1)"),
     ({"y_val": np.array(["a", "b", "c", "d"])}, "y_val must hold integer class indices, got dtype <U1"),
+    ({"y": Y > 1}, "y holds booleans; labels are integer class indices"),
+    ({"y_test": np.array([True, False, True, True])}, "y_test holds booleans"),
+    ({"y": np.where(np.arange(40) == 3, 2**63 + 5, Y).astype(np.uint64)},
+     "y holds label 9223372036854775813 (index 3)"),
 ])
 def test_a_bad_label_is_one_line_naming_the_array_and_value(kw, message):
     arrays = {"x": X, "y": Y, "x_val": X[:4], "y_val": Y[:4], **kw}
@@ -65,3 +70,40 @@ def test_load_dataset_checks_labels_of_an_npz(tmp_path):
     np.savez(path, x=X, y=Y, x_test=X[:2], y_test=np.array([0, 12]))
     with pytest.raises(ValueError, match=r"y_test holds label 12 \(index 1\)"):
         nas.load_dataset(str(path))
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"x": np.where(np.arange(40)[:, None, None, None] == 5, np.nan, X)}, "x holds a value that is not a finite "
+                                                                        "float32 (at index (5, 0, 0, 0))"),
+    ({"x_val": np.full((4, 1, 4, 4), np.inf)}, "x_val holds a value that is not a finite float32 (at index (0,"),
+    ({"x": np.full((40, 1, 4, 4), 1e39)}, "past float32's range"),
+    ({"x": X.astype(str)}, "x must hold real numbers, got dtype <U"),
+    ({"x": X.astype(complex)}, "x must hold real numbers, got dtype complex128"),
+    ({"x": np.array(1.0)}, "x is a single value (0-d)"),
+    ({"x_val": None}, "y_val is given without x_val; give both or neither"),
+    ({"y_test": None, "x_test": X[:4]}, "x_test is given without y_test"),
+])
+def test_bad_inputs_are_one_line_naming_the_array(kw, message):
+    arrays = {"x": X, "y": Y, "x_val": X[:4], "y_val": Y[:4], **kw}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Dataset.from_arrays(arrays.pop("x"), arrays.pop("y"), name="d", **arrays)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"", "is not a .npz archive of arrays (EOFError)"),
+    (b"not a zip", "is not a .npz archive of arrays"),
+    ("npy", "holds one array (.npy), not a .npz archive"),
+    ("objects", "array 'y' cannot be read as numbers (Python objects, which are never unpickled)"),
+])
+def test_an_unreadable_npz_is_one_line_naming_the_file(tmp_path, content, message):
+    path = tmp_path / "d.npz"
+    if content == "npy":
+        with open(path, "wb") as f:
+            np.save(f, X)
+    elif content == "objects":
+        np.savez(path, x=X, y=np.array([{"label": 1}] * 40, dtype=object))
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        nas.load_dataset(str(path))
+    assert str(path) in str(info.value) and "\n" not in str(info.value)

@@ -88,9 +88,14 @@ class Dataset:
         """A dataset from arrays; without ``x_val``/``y_val`` a seeded ``val_fraction`` is held out.
         uint8 arrays stay uint8 (images; channels-last ``(n, H, W, 1|3)`` is turned into ``(n, C, H, W)``),
         anything else becomes float32."""
-        x = _inputs(x)
+        for a, b in (("x_val", "y_val"), ("x_test", "y_test")):
+            given = {a: x_val if a == "x_val" else x_test, b: y_val if b == "y_val" else y_test}
+            if (given[a] is None) != (given[b] is None):
+                have, lack = (a, b) if given[b] is None else (b, a)
+                raise ValueError(f"dataset {name!r}: {have} is given without {lack}; give both or neither")
+        x = _inputs(x, "x", name)
         test = {} if x_test is None or y_test is None else {
-            "x_test": _inputs(x_test), "y_test": as_labels(y_test, "y_test", name)}
+            "x_test": _inputs(x_test, "x_test", name), "y_test": as_labels(y_test, "y_test", name)}
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(x):
             raise ValueError(f"y must have shape ({len(x)},) to match x {x.shape}, got {y.shape}")
@@ -102,14 +107,27 @@ class Dataset:
             n_val = max(1, int(round(len(x) * val_fraction)))
             val, train = order[:n_val], order[n_val:]
             return cls(name, x[train], y[train], x[val], y[val], **test)
-        return cls(name, x, y, _inputs(x_val), as_labels(y_val, "y_val", name), **test)
+        return cls(name, x, y, _inputs(x_val, "x_val", name), as_labels(y_val, "y_val", name), **test)
 
 
-def _inputs(x: np.ndarray) -> np.ndarray:
-    """uint8 images as (n, C, H, W) uint8; everything else float32."""
+def _inputs(x: np.ndarray, name: str = "x", dataset: str = "arrays") -> np.ndarray:
+    """uint8 images as (n, C, H, W) uint8; other real numbers as float32, refused (naming the array and the first bad
+    value's index) where they are no numbers (strings, objects, complex), not finite, or past float32's range; an
+    array of examples has at least one dimension."""
     x = np.asarray(x)
+    if x.ndim == 0:
+        raise ValueError(f"dataset {dataset!r}: {name} is a single value (0-d); it must hold one row per example")
+    if x.dtype.kind not in "biuf":
+        raise ValueError(f"dataset {dataset!r}: {name} must hold real numbers, got dtype {x.dtype}")
     if x.dtype != np.uint8:
-        return np.ascontiguousarray(x, dtype=np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            x = np.ascontiguousarray(x, dtype=np.float32)
+        bad = ~np.isfinite(x)
+        if bad.any():
+            i = np.unravel_index(int(np.argmax(bad)), x.shape)
+            raise ValueError(f"dataset {dataset!r}: {name} holds a value that is not a finite float32 (at index "
+                             f"{tuple(int(j) for j in i)}): NaN, infinite, or past float32's range")
+        return x
     if x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
         x = x.transpose(0, 3, 1, 2)  # (n, H, W, C) as images are usually stored
     return np.ascontiguousarray(x)
@@ -140,13 +158,33 @@ def load_dataset(name: str, *, seed: int = 0) -> Dataset:
     if path.suffix == ".npz":
         if not path.is_file():
             raise ValueError(f"dataset file {name!r} does not exist")
-        with np.load(path) as f:
-            if "x" not in f or "y" not in f:
-                raise ValueError(f"dataset file {name!r} needs arrays 'x' and 'y', has {sorted(f.files)}")
-            extra = {k: f[k] for k in ("x_val", "y_val", "x_test", "y_test") if k in f}
-            return Dataset.from_arrays(f["x"], f["y"], seed=seed, name=path.stem, **extra)
+        arrays = _read_npz(path, name)
+        if "x" not in arrays or "y" not in arrays:
+            raise ValueError(f"dataset file {name!r} needs arrays 'x' and 'y', has {sorted(arrays)}")
+        return Dataset.from_arrays(arrays["x"], arrays["y"], x_val=arrays.get("x_val"), y_val=arrays.get("y_val"),
+                                   x_test=arrays.get("x_test"), y_test=arrays.get("y_test"), seed=seed, name=path.stem)
     near = did_you_mean(name, [b.partition(":")[0] for b in BUILTIN])
     raise ValueError(f"unknown dataset {name!r}{near}; known: {', '.join(BUILTIN)}, or a path to a .npz file")
+
+
+def _read_npz(path: Path, name: str) -> dict[str, np.ndarray]:
+    """The arrays of a .npz file, read as data (never pickle): a one-line ValueError naming the file (and the array)
+    when it is no .npz archive or an array holds Python objects."""
+    try:
+        f = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise ValueError(f"dataset file {name!r} is not a .npz archive of arrays ({type(e).__name__})") from None
+    if not isinstance(f, np.lib.npyio.NpzFile):
+        raise ValueError(f"dataset file {name!r} holds one array (.npy), not a .npz archive with arrays 'x' and 'y'")
+    with f:
+        out = {}
+        for key in f.files:
+            try:
+                out[key] = f[key]
+            except (OSError, ValueError, EOFError) as e:
+                why = "Python objects, which are never unpickled" if "allow_pickle" in str(e) else type(e).__name__
+                raise ValueError(f"dataset file {name!r}: array {key!r} cannot be read as numbers ({why})") from None
+        return out
 
 
 def dataset_fingerprint(ds: object) -> str:

@@ -47,7 +47,12 @@ def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | Non
 def as_labels(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
     """``y`` as int64 class indices; floats only when every value is a whole number (never truncated)."""
     y = np.asarray(y)
-    if y.dtype.kind == "b" or y.dtype.kind in "iu":
+    if y.dtype.kind == "b":  # (True/False are no class indices: a mask saved in place of the labels, most likely)
+        raise ValueError(f"dataset {dataset!r}: {name} holds booleans; labels are integer class indices")
+    if y.dtype.kind == "u" and len(y) and int(y.max()) > np.iinfo(np.int64).max:
+        i = int(np.argmax(y))
+        raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}), past any class count")
+    if y.dtype.kind in "iu":
         return y.astype(np.int64)
     if y.dtype.kind == "f":
         bad = ~np.isfinite(y) | (y != np.round(y)) | (np.abs(y) >= 2**53)
