@@ -58,6 +58,10 @@ R = '"result":{"trial_id":1,"outcome":"COMPLETE","score":0.5'
     ('{"kind":"result",' + T + ',' + R + ',"metrics":[]}}', "result.metrics: Expected `object`, got `array`"),
     ('{"kind":"result",' + T + ',' + R + ',"failure":"ERROR"}}', "a FAILED result needs a failure kind"),
     ('{"kind":"report",' + T + ',"report":{"trial_id":1,"epoch":"2"}}', "report.epoch: Expected `int`, got `str`"),
+    ('{"kind":"result",' + T + ',"result":{"trial_id":1,"outcome":"COMPLETE","score":null}}',
+     "result.score: a COMPLETE result carries a score, got null"),
+    ('{"kind":"result",' + T + ',"result":{"trial_id":1,"outcome":"STOPPED"}}',
+     "result.score: a STOPPED result carries a score, got null"),
     ('{"kind":"report",' + T + '}', "Object missing required field `report`"),
 ])
 def test_a_wrong_shaped_line_names_the_file_the_line_and_the_field(tmp_path, line, why):

@@ -325,3 +325,28 @@ def test_read_only_commands_never_import_the_runs_space(finished, tmp_path, caps
         assert main([command, str(finished)]) == 0
     assert '"d0": ' in capsys.readouterr().out  # architectures as canonical JSON
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda s: s["payload"]["state"].__setitem__("population", "x"),
+     "snapshot.json: the strategy's state does not fit RegularizedEvolution (TypeError"),
+    (lambda s: s["payload"]["state"].__setitem__("population", [{"arch": 1}]),
+     "snapshot.json: the strategy's state does not fit RegularizedEvolution"),
+    (lambda s: s["payload"]["state"].pop("population"), "snapshot.json: the strategy's state does not fit"),
+])
+def test_a_hand_edited_strategy_state_refuses_the_resume_in_one_line(finished, capsys, edit, message):
+    snap = json.loads((finished / "snapshot.json").read_text())
+    edit(snap)
+    (finished / "snapshot.json").write_text(json.dumps(snap))
+    before = tree(finished)
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        run(finished, budget=14, resume=True)
+    assert "\n" not in str(info.value) and tree(finished) == before
+
+
+def test_a_report_of_a_run_json_with_a_wrongly_typed_strategy_option_is_still_drawn(finished, tmp_path, capsys):
+    cfg = json.loads((finished / "run.json").read_text())
+    cfg["search"]["strategy_options"] = {"population": "x"}
+    (finished / "run.json").write_text(json.dumps(cfg))
+    assert main(["report", str(finished), "--out", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").stat().st_size > 0

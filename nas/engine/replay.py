@@ -57,9 +57,15 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
     snap = restored.snapshot
     start = 0
     if snap is not None:
-        loop.strategy.load_state_dict(snap["state"])
-        if loop.scheduler is not None and snap.get("scheduler") is not None:
-            loop.scheduler.load_state_dict(snap["scheduler"])
+        for part, owner, state in (("strategy", loop.strategy, snap["state"]),
+                                   ("scheduler", loop.scheduler, snap.get("scheduler"))):
+            if owner is None or state is None:
+                continue
+            try:
+                owner.load_state_dict(state)
+            except (TypeError, KeyError, ValueError, AttributeError, IndexError) as e:  # (data a hand has edited)
+                raise ValueError(f"snapshot.json: the {part}'s state does not fit {type(owner).__name__} "
+                                 f"({type(e).__name__}: {e}); the snapshot is corrupt") from None
         start = int(snap["records"])
     submitted: dict[int, Trial] = {}  # submitted (or continued), not finished since (in submission order)
     for i, rec in enumerate(restored.records):

@@ -125,6 +125,8 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     parse = _parser(cfg)
     decisions = figures.decisions_frame(df, parse)
     pop = cfg.search.strategy_options.get("population")
+    if isinstance(pop, bool) or not isinstance(pop, int) or pop < 1:  # (run.json's options are the strategy's to check)
+        pop = None
     counts = df.state.value_counts().to_dict()
     from nas.monitor import rungs
     done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)

@@ -223,6 +223,8 @@ def _parse(path: Path, number: int, line: bytes) -> Record:
             raise ValueError(f"result.trial_id: a result of trial {r.trial_id} filed under trial {t.trial_id}")
         result = Result(r.trial_id, r.outcome, r.score, r.metrics, r.history, r.epoch, r.error, r.start_time,  # type: ignore[arg-type]
                         r.end_time, r.worker, r.node, r.scores, r.failure)  # (a NaN score was journaled as null)
+        if result.ok and result.score is None:  # (a NaN or missing objective fails its trial: never journaled so)
+            raise ValueError(f"result.score: a {r.outcome.value} result carries a score, got null")
         return Record("result", trial, result, number)
     except ValueError as e:
         raise ValueError(f"{path} line {number} is a {_kind(rec)} record of the wrong shape ({e}); the journal is "
