@@ -204,3 +204,11 @@ def test_a_run_given_a_dataset_object_resumes_only_where_it_is_handed_in_again(t
     df = nas.search(ToySpace(), "random", budget=3, executor="inprocess", data=digits, train=noop,
                     run_dir=tmp_path / "r", resume=True)
     assert sorted(df.trial_id) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("space", ["macro", "toy"])
+def test_a_space_that_takes_no_arguments_refuses_any(space):
+    from nas.core.spec import space_from_spec
+
+    with pytest.raises(ValueError, match=r"Space\(\) takes no arguments, got nonsense=1"):
+        space_from_spec(space, {"nonsense": 1})

@@ -350,3 +350,16 @@ def test_a_report_of_a_run_json_with_a_wrongly_typed_strategy_option_is_still_dr
     (finished / "run.json").write_text(json.dumps(cfg))
     assert main(["report", str(finished), "--out", str(tmp_path / "r.html")]) == 0
     assert (tmp_path / "r.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("strategy", "nope", "run.json: unknown strategy 'nope'"),
+    ("space", "nope", "run.json: unknown search space 'nope'"),
+])
+def test_a_resume_names_run_json_when_its_options_are_bad(finished, capsys, key, value, message):
+    cfg = json.loads((finished / "run.json").read_text())
+    cfg["search"][key] = value
+    (finished / "run.json").write_text(json.dumps(cfg))
+    before = tree(finished)
+    one_line_error(capsys, ["search", "--resume", str(finished), "--quiet"], message)
+    assert tree(finished) == before

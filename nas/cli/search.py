@@ -55,9 +55,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())  # (Ray puts the driver's folder on its workers' path too)
     cfg = resume_config(args) if args.resume else config_from_args(args)
     print(start_line(cfg, resume=bool(args.resume)), flush=True)  # (before torch, pandas and Ray are imported)
-    from nas.parts import check_inputs
+    from nas.parts import check_inputs, check_run_dir
 
-    check_inputs(cfg, resume=bool(args.resume))  # every name, before torch, pandas and Ray are imported
+    if not args.resume:
+        check_inputs(cfg)  # every name, before torch, pandas and Ray are imported
+    else:
+        check_run_dir(args.resume, resume=True)  # (held by another search: said as it is)
+        try:
+            check_inputs(cfg, resume=True)
+        except ValueError as bad:  # (the run's own options are bad: say where they come from)
+            raise ValueError(f"{Path(args.resume) / 'run.json'}: {bad}") from None
     from nas.api import search
     from nas.engine.stop import StopSignal, stop_on_sigint
     from nas.monitor.progress import SearchProgress

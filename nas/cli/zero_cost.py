@@ -97,9 +97,9 @@ def cmd_proxies(args: argparse.Namespace) -> int:
 
     from nas.core.spec import space_from_spec
 
+    space = space_from_spec(args.space, parse_options(args.space_option, "--space-option"))  # (a bad name first)
     if args.sample is None or args.sample < 1:
         raise UsageError(f"--space needs --sample N with N >= 1, got {args.sample}")
-    space = space_from_spec(args.space, parse_options(args.space_option, "--space-option"))
     data = _data(args.dataset or "digits", args.seed)
     x, y = _minibatch(data, args.batch, args.seed)
     rng = np.random.default_rng(args.seed)

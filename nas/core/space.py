@@ -56,6 +56,9 @@ class SearchSpace:
     registered_name: str = ""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> SearchSpace:
+        if (args or kwargs) and cls.__init__ is object.__init__:  # (object's own __init__ ignores them here)
+            given = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+            raise TypeError(f"{cls.__name__}() takes no arguments, got {given}")
         obj = super().__new__(cls)
         obj._init_args = (args, kwargs)  # type: ignore[attr-defined]  # what :meth:`spec` records, so run.json can rebuild this space
         return obj

@@ -13,6 +13,7 @@ ValueError: unknown schedule 'linear'; known: constant, cosine, step
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ def _number(hp: Mapping[str, Any], name: str, low: float, high: float | None = N
         return
     v = hp[name]
     ok = not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
-    ok = ok and (v > low if low_open else v >= low) and (high is None or v <= high)
+    ok = ok and math.isfinite(v) and (v > low if low_open else v >= low) and (high is None or v <= high)
     if not ok:
         kind = "an integer" if integer else "a number"
         rng = f"{'>' if low_open else '>='} {low:g}" + ("" if high is None else f" and <= {high:g}")
