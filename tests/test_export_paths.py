@@ -57,7 +57,15 @@ def tree(path: Path) -> dict[str, str]:
 
 
 def refused(capsys, argv, *fragments):
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as e:  # (argparse's refusal of a flag's value: exit 2, one line after the usage)
+        code = e.code
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err and "error: argument" in err.strip().splitlines()[-1], err
+        for fragment in fragments:
+            assert fragment in err.strip().splitlines()[-1], err
+        return
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, (code, err)
     for fragment in fragments:

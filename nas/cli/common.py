@@ -36,9 +36,16 @@ def parse_options(pairs: Sequence[str], flag: str = "-o") -> dict[str, Any]:
 
 def path_arg(value: str) -> str:
     """An argparse ``type`` for a path the user names (a file or folder to write): an empty one is refused, where
-    it would mean "skip" to one command and "here" to another."""
+    it would mean "skip" to one command and "here" to another, and so is one of a run directory's own files
+    (:func:`nas.run.export.owned_by_run`; the write checks again)."""
     if not value.strip():
         raise argparse.ArgumentTypeError(f"{value!r} is an empty path; name a file or folder")
+    from nas.run.export import check_not_owned
+
+    try:  # (refused here, before a benchmark runs for minutes only to be refused its output)
+        check_not_owned(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return value
 
 

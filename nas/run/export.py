@@ -76,16 +76,22 @@ def check_export_dir(path: str | os.PathLike[str], what: str = "export into") ->
     return target
 
 
-def write_export(path: str | os.PathLike[str], data: bytes) -> int:
-    """Write ``data`` to ``path`` (atomically: a temporary file beside it, then a rename) unless it is a run
-    directory's own file; the bytes written. A ValueError of one line otherwise."""
-    shown = str(path)
+def check_not_owned(path: str | os.PathLike[str]) -> None:
+    """A one-line ValueError when a write to ``path`` would land on a run directory's own file (:func:`owned_by_run`),
+    naming the file and the run directory."""
     owned = owned_by_run(path)
     if owned is not None:
         run = Path(os.path.realpath(Path(path).expanduser())).parent
         run = run.parent if owned.startswith(CHECKPOINTS + os.sep) else run
-        raise ValueError(f"refusing to write {shown!r}: it is {owned} of the run directory {str(run)!r}, which the "
-                         "run owns; choose another path")
+        raise ValueError(f"refusing to write {str(path)!r}: it is {owned} of the run directory {str(run)!r}, which "
+                         "the run owns; choose another path")
+
+
+def write_export(path: str | os.PathLike[str], data: bytes) -> int:
+    """Write ``data`` to ``path`` (atomically: a temporary file beside it, then a rename) unless it is a run
+    directory's own file; the bytes written. A ValueError of one line otherwise."""
+    shown = str(path)
+    check_not_owned(path)
     target = Path(os.path.realpath(Path(path).expanduser()))
     if target.is_dir() or shown.endswith(("/", os.sep)) or not shown.strip():
         what = "is a directory" if target.is_dir() else "names a directory (it ends in a slash)" if shown.strip() \
@@ -113,4 +119,4 @@ def _umask() -> int:
     return _UMASK
 
 
-__all__ = ["check_export_dir", "is_run_dir", "owned_by_run", "write_export"]
+__all__ = ["check_export_dir", "check_not_owned", "is_run_dir", "owned_by_run", "write_export"]
