@@ -49,6 +49,7 @@ BAD = [
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),
     (["--dataset", "digitz"], "unknown dataset 'digitz' (did you mean 'digits'?)"),
     (["--objective", "val_acc:maxx"], "must be max or min, got 'maxx'"),
+    (["--seed", "1" + "0" * 40], "config key 'seed' must be below 2**63 in size"),
     (["--run-dir", "locked"], "is in use by another search"),
     (["--run-dir", "notes"], "is not empty"),
 ]

@@ -75,6 +75,9 @@ def leaves(cls: type) -> tuple[Leaf, ...]:
     return tuple(out)
 
 
+INT64 = 2**63
+
+
 def check_type(key: str, typ: str, value: Any) -> None:
     """A ValueError naming ``key`` and the type it needs when ``value`` is not of type ``typ`` (as annotated)."""
     optional = typ.endswith(" | None")
@@ -98,6 +101,8 @@ def check_type(key: str, typ: str, value: Any) -> None:
     if not ok:
         raise ValueError(f"config key {key!r} must be {_KIND[base]}{' or null' if optional else ''}, "
                          f"got {value!r} ({type(value).__name__})")
+    if base in ("int", "float") and isinstance(value, int) and not -INT64 <= value < INT64:  # (what the run's
+        raise ValueError(f"config key {key!r} must be below 2**63 in size, got {value!r}")  # readers can read)
 
 
 def plain(value: Any) -> Any:
