@@ -26,6 +26,7 @@ from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy
 from nas.engine.protocol import Executor
 from nas.run.config import RunConfig
+from nas.run.config_tree import BUILTIN
 
 if TYPE_CHECKING:
     from nas.run.warmstart import WarmTrial
@@ -89,12 +90,13 @@ def composes(scheduler: str, name: str, strategy: Strategy | type[Strategy]) -> 
 
 
 def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = True, space: bool = True,
-                 data: bool = True, executor: bool = True) -> None:
+                 data: bool = True, executor: bool = True, train: bool = True) -> None:
     """Every name ``config`` holds, checked before anything is built, so that a mistake is one line within a
     second: the space (a registered name, or ``module:Class``, imported: on a ``resume`` never from inside the run
     directory), the strategy and its options, the scheduler (built: it is pure and small) and whether it composes
     with the strategy, the executor, the dataset (an unknown name or a missing file; an existing one is loaded
-    later) and the run directory (held by another search; for a new run, not new or empty). A registered name is
+    later), the objectives (with the built-in trainer on a training executor, metrics it reports) and the run
+    directory (held by another search; for a new run, not new or empty). A registered name is
     found among the registry's names without importing the module of any other (nor torch or Ray for a misspelt
     one). Pass False for what a Python caller hands in as an object instead.
 
@@ -127,8 +129,22 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         registry.executors.check(e.executor)
     if data and t.dataset is not None:
         check_dataset(t.dataset)
+    if train and executor and t.function == BUILTIN and t.supernet is None and e.executor in ("ray", "inprocess"):
+        check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
     for spec in e.log:
         check_log_dir(spec)
+
+
+def check_reported(objectives: Sequence[str], reported: Sequence[str]) -> None:
+    """Refuse at once an objective the training function never reports: every trial would fail
+    OBJECTIVE_MISSING."""
+    from nas.core.objectives import Objectives
+
+    for o in Objectives(list(objectives)):
+        if o.metric not in reported:
+            raise ValueError(f"objective {o.metric!r}{did_you_mean(o.metric, reported)} is not a metric the built-in "
+                             f"trainer reports ({', '.join(reported)}); for another one give a training function "
+                             f"that reports it (--train-function MODULE:FUNCTION)")
 
 
 def check_log_dir(spec: str) -> None:

@@ -90,7 +90,8 @@ class Run:
         if resume:
             _resumable(config, given)
         check_inputs(config, resume=resume, strategy=given.strategy is None, space=given.space is None,
-                     data=given.data is None, executor=given.executor is None)  # (names first: nothing built yet)
+                     data=given.data is None, executor=given.executor is None,
+                     train=given.train is None)  # (names first: nothing built yet)
         config, space, data, train = _resolve(config, given, resume)
         strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
                                   config.search.strategy_options, config.search.objectives)

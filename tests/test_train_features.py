@@ -111,6 +111,17 @@ def test_uint8_images_train_with_every_option_and_the_checkpoint_loads_weights_o
     assert adam.ok and torch.load(io.BytesIO(ckpt2), weights_only=True)["optimizer_name"] == "adam"
 
 
+@pytest.mark.parametrize("extra", [{}, {"measure_costs": False}, {"proxy_screen": "params:1"}])
+def test_the_metrics_the_builtin_trainer_reports_are_the_names_an_objective_is_checked_against(images, extra):
+    """``TrainSettings.reported`` (what ``nas search`` checks an ``--objective`` against before anything starts, in
+    a module that does not import torch) lists exactly the numeric metrics a built-in trial's result holds."""
+    settings = TrainSettings(epochs=1, batch_size=16, device="cpu", threads=1, **extra)
+    result, _ = TrialRunner(images, settings).run(Trial(0, ARCH), MacroSpace(), None)
+    assert result.ok, result.error
+    numeric = {k for k, v in result.metrics.items() if v is None or isinstance(v, int | float)}
+    assert numeric == set(settings.reported())
+
+
 def test_same_seed_same_training(images):
     settings = TrainSettings(epochs=1, batch_size=16, device="cpu", threads=1, crop_padding=2, flip=True, cutout=4)
     a = TrialRunner(images, settings).run(Trial(3, ARCH), MacroSpace(), None)[0]

@@ -25,6 +25,11 @@ from nas.train.schedules import SCHEDULES
 if TYPE_CHECKING:
     from nas.train.data import Dataset
 
+#: what the built-in trainer reports (names only: this module does not import torch; a test runs a trial and compares)
+FIT_METRICS = ("epoch", "train_loss", "val_loss", "val_acc", "lr")  # nas.train.fit.fit, each epoch
+RUNNER_METRICS = ("train_seconds", "epochs_trained", "samples_per_second", "threads")  # nas.train.runner
+COST_METRICS = ("params", "flops", "latency_ms", "latency_batch_ms", "batch_size", "peak_memory_mb")  # costs.Costs
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainSettings:
@@ -108,6 +113,15 @@ class TrainSettings:
         hp = self.defaults() | dict(trial.hparams)
         hp["batch_size"] = max(1, int(hp["batch_size"]))
         return check_hparams(hp)
+
+    def reported(self) -> tuple[str, ...]:
+        """The numeric metrics a trial of the built-in trainer reports under these settings, the names an
+        ``--objective`` may take with it: :func:`nas.train.fit.fit`'s per-epoch ones, the trial runner's, the
+        measured costs (only ``params`` where ``measure_costs`` is off; ``peak_memory_mb`` is None on a CPU) and the
+        screening proxy's score; a data-parallel gang adds ``ranks``."""
+        costs = COST_METRICS if self.measure_costs else ("params",)
+        screen = (parse_screen(self.proxy_screen)[0],) if self.proxy_screen is not None else ()
+        return tuple(dict.fromkeys(FIT_METRICS + RUNNER_METRICS + costs + screen))
 
     def check_data(self, data: Dataset) -> None:
         """Settings that cannot apply to ``data`` (augmentation on non-image inputs): a ValueError."""
