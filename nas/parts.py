@@ -152,8 +152,10 @@ def check_log_dir(spec: str) -> None:
     run owns): found only once the search has started, it would leave a half-made run."""
     from pathlib import Path
 
+    from nas.monitor.logs import check_installed
     from nas.run.export import check_export_dir
 
+    check_installed(spec)
     where = Path(str(spec).partition(":")[2])
     if where.exists() and not where.is_dir():
         raise ValueError(f"--log {spec}: {str(where)!r} is a file; name a directory")

@@ -160,8 +160,9 @@ def full_disk(tmp_path):
             except OSError as e:
                 assert e.errno == errno.ENOSPC
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
+    finally:  # (lazily where a file is still open in it, so that no mount outlives the test)
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_disk_at_the_start_leaves_nothing_and_says_so_in_one_line(full_disk, run_copy, capsys):
@@ -230,6 +231,23 @@ def test_a_front_export_on_a_full_disk_leaves_no_part_of_a_file(full_disk, run_c
             "No space left on device")
     assert [p.name for p in (full_disk / "front" / "weights").iterdir()] == ["1.pt"]
     assert (full_disk / "front" / "weights" / "1.pt").read_bytes() == b""
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")  # (a thread's traceback)
+def test_logs_on_a_full_disk_stop_with_one_line_each_and_the_search_completes(full_disk, tmp_path, capsys, caplog):
+    """``--log`` onto a full disk: each log says in one warning that it stopped (TensorBoard's writer thread prints
+    no traceback), and the search, its run directory elsewhere, completes and exits 0."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("mlflow")
+    logs = [f"tensorboard:{full_disk / 'tb'}", f"mlflow:{full_disk / 'ml'}"]
+    with caplog.at_level("WARNING", logger="nas.monitor.logs"):
+        code = main(["search", "--space", "toy", "--strategy", "random", "--executor", "inprocess", "--budget", "3",
+                     "--run-dir", str(tmp_path / "run"), *[a for spec in logs for a in ("--log", spec)]])
+    assert code == 0 and "Traceback" not in capsys.readouterr().err
+    said = sorted(r.getMessage() for r in caplog.records if "stopped logging" in r.getMessage())
+    assert [m.split(" stopped logging: ")[0] for m in said] == [f"--log {s}" for s in sorted(logs)]
+    assert "database or disk is full" in said[0] and "No space left on device" in said[1]
+    assert (nas.load_results(tmp_path / "run")["state"] == "COMPLETE").sum() == 3
 
 
 def test_a_benchmarks_output_is_written_as_every_export(run_copy, tmp_path):

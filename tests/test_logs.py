@@ -90,3 +90,21 @@ def test_a_minimised_objective_is_logged_by_its_name_in_its_own_units(tmp_path):
     parent = next(r for r in client.search_runs([client.get_experiment_by_name("run").experiment_id])
                   if r.info.run_name == "search")
     assert parent.data.metrics["best_err"] == pytest.approx(lowest)
+
+
+def test_a_log_that_fails_says_so_once_and_the_search_goes_on(tmp_path, caplog):
+    """A log that cannot write (here: MLflow's database is a folder, TensorBoard's search log a file; a full disk in
+    tests/test_export_paths.py) ends with one warning line each; every trial still completes and is journaled."""
+    (tmp_path / "ml").mkdir()
+    (tmp_path / "ml" / "mlflow.db").write_text("not a database")
+    (tmp_path / "tb").mkdir()
+    (tmp_path / "tb" / "search").write_text("a file where the search's log folder goes")
+    specs = [f"tensorboard:{tmp_path / 'tb'}", f"mlflow:{tmp_path / 'ml'}"]
+    with caplog.at_level("WARNING", logger="nas.monitor.logs"):
+        df = nas.search(ToySpace(), "random", budget=4, executor="inprocess", seed=0, data=None, train=three_epochs,
+                        run_dir=tmp_path / "run", epochs=3, log=specs)
+    assert len(df) == 4 and (df["state"] == "COMPLETE").all()
+    said = [r.getMessage() for r in caplog.records if "stopped logging" in r.getMessage()]
+    assert sorted(m.split(" stopped logging: ")[0] for m in said) == sorted(f"--log {s}" for s in specs)
+    assert all("\n" not in m and m.endswith("the search goes on (its run directory holds every trial)") for m in said)
+    assert (nas.load_results(tmp_path / "run")["state"] == "COMPLETE").sum() == 4

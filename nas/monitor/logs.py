@@ -13,6 +13,9 @@
   status (FINISHED, KILLED when a scheduler stopped it, FAILED); the parent run logs the best value of the first
   objective per finished trial (``best_val_acc``, in the metric's own units).
 
+A log that fails (a full disk, a store it cannot write) says so in one warning and logs nothing more; the search goes
+on, its run directory holding every trial (:class:`Guarded`).
+
 >>> parse_log("tensorboard:/tmp/tb")
 ('tensorboard', '/tmp/tb')
 >>> parse_log("wandb:x")
@@ -23,8 +26,11 @@ ValueError: --log 'wandb:x' must be tensorboard:DIR or mlflow:DIR
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +38,10 @@ from nas.core.objectives import Objective
 from nas.core.types import Outcome, Result, Trial
 from nas.engine.interfaces import Callback, LoopStatus
 from nas.engine.protocol import Event, EventKind
+from nas.run.files import os_error_text
 
 KINDS = ("tensorboard", "mlflow")
+log = logging.getLogger(__name__)
 
 
 def parse_log(spec: str) -> tuple[str, str]:
@@ -58,6 +66,24 @@ def _params(trial: Trial) -> dict[str, Any]:
     return out
 
 
+def _quiet_writer_threads() -> None:
+    """Keep TensorBoard's writer thread from printing its failure as a traceback: the thread keeps the exception
+    and the writer raises it in the search's thread at the next write, where :class:`Guarded` says it in one line."""
+    import threading
+
+    previous = threading.excepthook
+    if getattr(previous, "nas_quiet", False):
+        return
+
+    def hook(args: Any) -> None:
+        if not (type(args.thread).__name__ == "_AsyncWriterThread" and getattr(args.thread, "exception", None)
+                is args.exc_value):
+            previous(args)
+
+    hook.nas_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
+
+
 class TensorBoardLog(Callback):
     """Writes the search for TensorBoard under ``log_dir`` (see the module's text)."""
 
@@ -69,6 +95,7 @@ class TensorBoardLog(Callback):
                 from None
         self.dir = Path(log_dir)
         self._writer_cls = SummaryWriter
+        _quiet_writer_threads()
         self.metrics = [o.split(":")[0] for o in objectives]
         self.first = Objective.parse(objectives[0])
         self._writers: dict[int, Any] = {}
@@ -117,6 +144,14 @@ class TensorBoardLog(Callback):
         self._writers.clear()
         if self._search is not None:
             self._search.close()
+
+    def close(self) -> None:
+        """Let go of every file (after a failure: each writer is closed, whatever it raises)."""
+        for w in [*self._writers.values(), *[self._search] * (self._search is not None)]:
+            with contextlib.suppress(Exception):
+                w.close()
+        self._writers.clear()
+        self._search = None
 
 
 class MLflowLog(Callback):
@@ -196,18 +231,78 @@ class MLflowLog(Callback):
             self.client.log_metric(self.parent, "utilization", status.utilization)
         self.client.set_terminated(self.parent, "FINISHED" if status.state in ("finished", "stopped") else "KILLED")
 
+    def close(self) -> None:
+        """Close the database's pooled connections (best effort: the client has no public handle on its engine,
+        reached by attribute where present; MLflow keeps the engine itself for the process's life)."""
+        store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
+        with contextlib.suppress(Exception):
+            store.engine.dispose()  # type: ignore[union-attr]
+
+
+class Guarded(Callback):
+    """``inner``, a log, whose first failure ends it: one warning naming ``spec`` and the reason, and no more calls.
+    A log is a copy of what the run directory holds, so it never stops the search."""
+
+    def __init__(self, spec: str, make: Callable[[], TensorBoardLog | MLflowLog]) -> None:
+        self.spec = spec
+        self.inner: TensorBoardLog | MLflowLog | None = None
+
+        def start() -> None:
+            self.inner = make()
+
+        self._guard(start)
+
+    def _guard(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except Exception as e:  # (OSError, sqlite's, SQLAlchemy's, TensorBoard's: a log's own failure)
+            inner, self.inner = self.inner, None
+            if inner is not None:
+                inner.close()
+            why = os_error_text(e) if isinstance(e, OSError) else (str(e).strip().splitlines() or [""])[0]
+            log.warning("--log %s stopped logging: %s; the search goes on (its run directory holds every trial)",
+                        self.spec, why or type(e).__name__)
+
+    def on_start(self, status: LoopStatus) -> None:
+        if self.inner is not None:
+            self._guard(lambda: self.inner.on_start(status))  # type: ignore[union-attr]
+
+    def on_event(self, status: LoopStatus, event: Event) -> None:
+        if self.inner is not None:
+            self._guard(lambda: self.inner.on_event(status, event))  # type: ignore[union-attr]
+
+    def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
+        if self.inner is not None:
+            self._guard(lambda: self.inner.on_result(status, trial, result))  # type: ignore[union-attr]
+
+    def on_end(self, status: LoopStatus) -> None:
+        if self.inner is not None:
+            self._guard(lambda: self.inner.on_end(status))  # type: ignore[union-attr]
+
 
 def log_callbacks(specs: Sequence[str], run_dir: str | os.PathLike[str],
                   objectives: Sequence[str] = ("val_acc:max",)) -> list[Callback]:
-    """The callbacks of the run's ``--log`` entries."""
+    """The callbacks of the run's ``--log`` entries, each :class:`Guarded`; a missing package is a ValueError."""
     out: list[Callback] = []
     for spec in specs:
         kind, where = parse_log(spec)
+        check_installed(spec)
         if kind == "tensorboard":
-            out.append(TensorBoardLog(where, objectives))
+            out.append(Guarded(spec, functools.partial(TensorBoardLog, where, objectives)))
         else:
-            out.append(MLflowLog(where, Path(run_dir).name, objectives))
+            out.append(Guarded(spec, functools.partial(MLflowLog, where, Path(run_dir).name, objectives)))
     return out
 
 
-__all__ = ["KINDS", "MLflowLog", "TensorBoardLog", "log_callbacks", "parse_log"]
+def check_installed(spec: str) -> None:
+    """A ValueError where the package ``--log KIND:DIR`` writes with is not installed (found without importing it:
+    said before the search starts, not as a stopped log)."""
+    import importlib.util
+
+    kind, _ = parse_log(spec)
+    module, package = {"tensorboard": ("tensorboard", "tensorboard"), "mlflow": ("mlflow", "mlflow-skinny")}[kind]
+    if importlib.util.find_spec(module) is None:
+        raise ValueError(f"--log {kind}:DIR needs the {package} package (pip install {package})")
+
+
+__all__ = ["KINDS", "Guarded", "MLflowLog", "TensorBoardLog", "check_installed", "log_callbacks", "parse_log"]
