@@ -75,9 +75,11 @@ def test_final_gauges_stay_exported_while_keep_dashboard_holds_the_cluster(kept)
             return [f"http://{t}/metrics" for entry in json.loads(discovery.read_text()) for t in entry["targets"]]
         return None
 
+    seen: dict[str, dict] = {}  # (each endpoint's last scrape of the run's series, for a failure's message)
+
     def final(url: str) -> bool:
         with contextlib.suppress(OSError):
-            samples = {(n, lab.get("objective")): v for n, lab, v in scrape(url) if lab.get("run") == run}
+            samples = seen[url] = {(n, lab.get("objective")): v for n, lab, v in scrape(url) if lab.get("run") == run}
             return (samples.get(("ray_nas_best_value", "val_acc:max")) == best
                     and samples.get(("ray_nas_busy_workers", None)) == 0.0
                     and samples.get(("ray_nas_workers", None)) == 1.0
@@ -85,9 +87,13 @@ def test_final_gauges_stay_exported_while_keep_dashboard_holds_the_cluster(kept)
                     and ("ray_nas_worker_utilization", None) in samples)
         return False
 
-    urls = wait_until(endpoints, f"Ray's service-discovery file {discovery}", timeout=30, every=0.25)
-    url = wait_until(lambda: next((u for u in urls if final(u)), None), f"the run's final values on {urls}",
-                     timeout=30, every=0.25)
+    # The file is read again at each try: it lists each process's export as it comes up, the dashboard's agent
+    # (the node's export, which carries the run's series) among the last on a loaded machine.
+    try:
+        url = wait_until(lambda: next((u for u in endpoints() or [] if final(u)), None),
+                         f"the run's final values on the endpoints of {discovery}", timeout=60, every=0.25)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; best {best}; last seen: {seen}") from None
     interval = export_interval_s(INTERVAL_MS)  # Ray's emitter floors the interval at 1 s; the agent drops a
     hold_until = time.monotonic() + 3 * interval  # gauge two intervals after its last export: wait past that
     scrapes = 0
