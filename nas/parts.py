@@ -162,23 +162,24 @@ def check_log_dir(spec: str) -> None:
     check_export_dir(where, f"log (--log {spec}) into")
 
 
-def check_run_dir(run_dir: str | os.PathLike[str], *, resume: bool) -> None:
+def check_run_dir(run_dir: str | os.PathLike[str], *, resume: bool, flag: str = "--run-dir") -> None:
     """Refuse at once a run directory another search holds (naming it), or for a new run one that is not writable,
-    new or empty, in the order the store checks them when it takes the lock; leaves nothing behind."""
+    new or empty, in the order the store checks them when it takes the lock; leaves nothing behind. ``flag``: the
+    option that named it, as the refusals say it."""
     from pathlib import Path
 
     from nas.run.layout import check_empty, check_new
     from nas.run.lock import RunLock, held
 
     if not str(run_dir).strip():
-        raise ValueError(f"--run-dir {str(run_dir)!r} is an empty path; name a folder")
+        raise ValueError(f"{flag} {str(run_dir)!r} is an empty path; name a folder")
     path = Path(run_dir)
     if not resume:
-        check_new(path)
+        check_new(path, flag=flag)
     if held(path):
         RunLock(path).acquire().release()  # (its one-line refusal names the holder)
     if not resume:
-        check_empty(path)
+        check_empty(path, flag=flag)
 
 
 def check_dataset(name: str) -> None:

@@ -143,6 +143,20 @@ def test_a_new_run_refuses_a_folder_with_a_users_files(tmp_path, files):
     assert tree(folder) == before and sorted(p.name for p in folder.iterdir()) == sorted(files)  # not even a lock
 
 
+def test_retrain_names_its_folder_by_its_own_flag(run_copy, tmp_path, capsys):
+    """`nas retrain RUN` trains the best trial again in RUN/retrain; a second time that folder holds a run, refused
+    naming --out (and no --resume: retrain has none); a folder of the user's is refused as every new run's is."""
+    assert main(["retrain", str(run_copy), "--executor", "inprocess", "--epochs", "1"]) == 0
+    assert f"retrained in {run_copy / 'retrain'}" in capsys.readouterr().out
+    state = tree(run_copy)
+    refused(capsys, ["retrain", str(run_copy), "--executor", "inprocess"], "already holds a run; choose another --out")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    refused(capsys, ["retrain", str(run_copy), "--out", str(tmp_path / "mine")], "is not empty (it holds notes.txt)",
+            "choose another --out")
+    assert tree(run_copy) == state and tree(tmp_path / "mine") == {"notes.txt": hashlib.sha256(b"mine").hexdigest()}
+
+
 @pytest.fixture
 def full_disk(tmp_path):
     """A 1 MiB tmpfs of this test's own, filled up (root only: skipped elsewhere)."""

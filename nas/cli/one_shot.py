@@ -29,7 +29,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
-    df = retrain(args.run_dir, top=args.top, epochs=args.epochs, out_dir=args.out, executor=args.executor,
+    from pathlib import Path
+
+    from nas.parts import check_run_dir
+
+    out = args.out or Path(args.run_dir) / "retrain"
+    check_run_dir(out, resume=False, flag="--out")  # (said as this command names it, before anything starts)
+    df = retrain(args.run_dir, top=args.top, epochs=args.epochs, out_dir=out, executor=args.executor,
                  workers=args.workers)
     cols = ["trial_id", "arch", "score"]
     print(df[cols].sort_values("score", ascending=False).to_string(index=False))

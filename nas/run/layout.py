@@ -82,11 +82,12 @@ def first_missing(path: Path) -> Path | None:
     return missing
 
 
-def check_empty(path: Path, *, run_ok: bool = False) -> None:
+def check_empty(path: Path, *, run_ok: bool = False, flag: str = "--run-dir") -> None:
     """A new run's directory must be new or empty (a lock left by a search that never started aside); one that
-    holds a run is refused too, unless ``run_ok`` (checked again under the lock, which names a live holder)."""
+    holds a run is refused too, unless ``run_ok`` (checked again under the lock, which names a live holder).
+    ``flag`` is the option that named it (``nas search``'s ``--run-dir`` can resume a run; others cannot)."""
     if path.exists() and not path.is_dir():
-        raise ValueError(f"run directory {str(path)!r} is a file, not a directory; choose another --run-dir")
+        raise ValueError(f"run directory {str(path)!r} is a file, not a directory; choose another {flag}")
     try:
         names = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
     except OSError as e:
@@ -95,12 +96,12 @@ def check_empty(path: Path, *, run_ok: bool = False) -> None:
     if JOURNAL in names or RUN_JSON in names:
         if run_ok:
             return
-        raise ValueError(f"run directory {str(path)!r} already holds a run; pass --resume to continue it "
-                         "or choose another --run-dir")
+        resume = "pass --resume to continue it or " if flag == "--run-dir" else ""
+        raise ValueError(f"run directory {str(path)!r} already holds a run; {resume}choose another {flag}")
     if names:
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise ValueError(f"run directory {str(path)!r} is not empty (it holds {shown}): a new run needs a new or "
-                         "empty directory, so that none of its files is overwritten; choose another --run-dir")
+                         f"empty directory, so that none of its files is overwritten; choose another {flag}")
 
 
 def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path | None, made_lock: bool) -> None:
@@ -169,12 +170,12 @@ def start_error(path: Path, e: OSError) -> ValueError:
     return ValueError(f"cannot start a run in {str(path)!r}: {os_error_text(e)}; nothing was written")
 
 
-def check_new(path: Path) -> None:
+def check_new(path: Path, *, flag: str = "--run-dir") -> None:
     """What a new run's directory must be before its lock is taken: writable where it exists, and new or empty (one
     that holds a run passes here: under the lock, :func:`check_empty` refuses it, or the lock names a live holder)."""
     if path.is_dir() and (probe := write_probe(path)) is not None:
         raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
-    check_empty(path, run_ok=True)
+    check_empty(path, run_ok=True, flag=flag)
 
 
 def write_probe(path: Path) -> str | None:
