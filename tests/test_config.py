@@ -88,7 +88,10 @@ def test_flags_over_a_config_file_with_flat_and_tabled_keys(tmp_path):
     ({"epochs": 2, "train": {"epochs": 3}}, "config key 'epochs' is given twice"),
     ({"dataset_fingerprint": "x"}, "unknown config keys ['dataset_fingerprint']"),
     ({"search": 3}, "config key 'search' must be a table (mapping), got 3 (int)"),
-    ({"time_budget": 0}, "config key 'time_budget' must be a number of seconds > 0, got 0"),
+    ({"time_budget": 0}, "config key 'time_budget' must be a finite number of seconds > 0 (or none), got 0"),
+    ({"time_budget": float("inf")}, "config key 'time_budget' must be a finite number of seconds > 0 (or none), "
+                                    "got inf"),  # (status.json would hold Infinity, which is not JSON)
+    ({"cpus_per_trial": float("inf")}, "cpus_per_trial must be a finite number > 0, got inf"),
     ({"train_function": 3}, "config key 'train_function' must be a string, got 3 (int)"),
     ({"budget": 10**40}, f"config key 'budget' must be below 2**63 in size, got {10**40}"),  # (status.json's readers
     ({"seed": 2**63}, f"config key 'seed' must be below 2**63 in size, got {2**63}"),  # read 64-bit integers)

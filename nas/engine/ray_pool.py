@@ -104,8 +104,8 @@ class RayExecutor:
                 raise ValueError(f"prefetch must be 'auto', True/1 or False/0, got {prefetch}")
             prefetch = bool(prefetch)
         self.prefetch = PrefetchRule(prefetch)
-        if cpus_per_trial <= 0:
-            raise ValueError(f"cpus_per_trial must be > 0, got {cpus_per_trial}")
+        if not 0 < cpus_per_trial < float("inf"):
+            raise ValueError(f"cpus_per_trial must be a finite number > 0, got {cpus_per_trial}")
         if gpus_per_trial < 0 or (gpus_per_trial > 1 and not float(gpus_per_trial).is_integer()):
             raise ValueError(f"gpus_per_trial must be a fraction in [0, 1] or a whole number, got {gpus_per_trial}")
         if not ray.is_initialized():
@@ -156,7 +156,7 @@ class RayExecutor:
             from nas.engine.gang_executor import GangExecutor
 
             return GangExecutor.from_config(cfg)
-        opts = cfg.checked_options("ray", "prefetch", "start_timeout", "name_prefix")
+        opts = cfg.checked_options("ray")
         return cls(cfg.space, cfg.data, cfg.settings, workers=cfg.workers, train=cfg.train,
                    cpus_per_trial=cfg.cpus_per_trial, gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries,
                    namespace=cfg.namespace, **opts)

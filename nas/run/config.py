@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,8 +70,9 @@ class SearchSection:
         check_fields(self)
         at_least(self.budget, 1, "budget")
         at_least(self.seed, 0, "seed")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise ValueError(f"config key 'time_budget' must be a number of seconds > 0, got {self.time_budget!r}")
+        if self.time_budget is not None and not 0 < self.time_budget < math.inf:  # (inf: say none; it is not JSON)
+            raise ValueError(f"config key 'time_budget' must be a finite number of seconds > 0 (or none), got "
+                             f"{self.time_budget!r}")
         self.objectives = Objectives(list(self.objectives)).to_list()  # a ValueError names a bad one
         self.warm_start = [str(p) for p in self.warm_start]
 
@@ -151,8 +153,8 @@ class ExecutionSection:
         if self.trial_workers > 1 and self.executor != "ray":
             raise ValueError(f"trial_workers={self.trial_workers} (data-parallel trials) needs executor 'ray', "
                              f"not {self.executor!r}")
-        if not self.cpus_per_trial > 0:
-            raise ValueError(f"cpus_per_trial must be > 0, got {self.cpus_per_trial!r}")
+        if not 0 < self.cpus_per_trial < math.inf:
+            raise ValueError(f"cpus_per_trial must be a finite number > 0, got {self.cpus_per_trial!r}")
         g = self.gpus_per_trial
         if not (0 <= g <= 1 or float(g).is_integer() and g > 1):
             raise ValueError(f"gpus_per_trial must be a fraction in [0, 1] (0.25 packs 4 trials on a GPU) or a "
