@@ -24,7 +24,7 @@ from nas.core.nearest import did_you_mean
 from nas.core.scheduler import Scheduler, make_scheduler
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy
-from nas.engine.protocol import Executor
+from nas.engine.protocol import Executor, check_executor_options
 from nas.run.config import RunConfig
 from nas.run.config_tree import BUILTIN
 
@@ -127,6 +127,7 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         make_scheduler(s.scheduler, max_epochs=t.settings.epochs, seed=s.seed, options=s.scheduler_options)
     if executor and e.executor_class is None:
         registry.executors.check(e.executor)
+        check_executor_options(e.executor, e.executor_options, gang=e.trial_workers > 1)
     if data and t.dataset is not None:
         check_dataset(t.dataset)
     if train and executor and t.function == BUILTIN and t.supernet is None and e.executor in ("ray", "inprocess"):

@@ -51,6 +51,7 @@ BAD = [
     (["--objective", "val_acc:maxx"], "must be max or min, got 'maxx'"),
     (["--seed", "1" + "0" * 40], "config key 'seed' must be below 2**63 in size"),
     (["--time-budget", "inf"], "config key 'time_budget' must be a finite number of seconds > 0 (or none)"),
+    (["--executor-option", "prefetc=1"], "unknown options ['prefetc'] for executor 'ray' (did you mean 'prefetch'?)"),
     (["--objective", "val_ac"], "objective 'val_ac' (did you mean 'val_acc'?) is not a metric the built-in trainer"),
     (["--objective", "val_acc", "--objective", "energy:min"], "objective 'energy' is not a metric the built-in"),
     (["--run-dir", "locked"], "is in use by another search"),

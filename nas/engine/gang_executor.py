@@ -130,7 +130,7 @@ class GangExecutor:
 
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> GangExecutor:
-        opts = cfg.checked_options("ray", "start_timeout", "name_prefix", "collective_timeout")
+        opts = cfg.checked_options("ray")
         return cls(cfg.space, cfg.data, cfg.settings, workers=cfg.workers, trial_workers=cfg.trial_workers,
                    gang_strategy=cfg.gang_strategy, train=cfg.train, cpus_per_trial=cfg.cpus_per_trial,
                    gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries, namespace=cfg.namespace, **opts)

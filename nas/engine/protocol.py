@@ -39,6 +39,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from nas.core import registry
+from nas.core.nearest import did_you_mean
 from nas.core.types import Outcome, Report, Result, Trial
 
 if TYPE_CHECKING:
@@ -230,12 +231,33 @@ class ExecutorConfig:
     trial_workers: int = 1
     gang_strategy: str = "PACK"
 
-    def checked_options(self, executor: str, *allowed: str) -> dict[str, Any]:
+    def checked_options(self, executor: str) -> dict[str, Any]:
         """``options``, after checking that each is one ``executor`` takes (a ValueError names the rest)."""
-        unknown = sorted(set(self.options) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown options {unknown} for executor {executor!r}; allowed: {list(allowed)}")
+        check_executor_options(executor, self.options, gang=self.trial_workers > 1)
         return dict(self.options)
+
+
+#: the options each built-in executor takes, by name (here, not on the classes, so that a search's inputs are
+#: checked before Ray is imported); a gang of Ray actors per trial (``trial_workers`` > 1) takes its own
+EXECUTOR_OPTIONS: dict[str, tuple[str, ...]] = {
+    "inprocess": (),
+    "ray": ("prefetch", "start_timeout", "name_prefix"),
+    "ray (gangs)": ("start_timeout", "name_prefix", "collective_timeout"),
+    "simulated": ("benchmark", "noise", "round_trip", "prefetch", "objectives", "epochs"),
+}
+
+
+def check_executor_options(executor: str, options: Mapping[str, Any], *, gang: bool = False) -> None:
+    """A ValueError naming each of ``options`` that built-in ``executor`` does not take, and those it does
+    (an executor registered elsewhere checks its own)."""
+    name = f"{executor} (gangs)" if gang and executor == "ray" else executor
+    if name not in EXECUTOR_OPTIONS:
+        return
+    allowed = EXECUTOR_OPTIONS[name]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown options {unknown} for executor {name!r}{did_you_mean(unknown, allowed)}; "
+                         f"allowed: {list(allowed)}")
 
 
 def build_executor(name: str, config: ExecutorConfig) -> Executor:

@@ -133,8 +133,7 @@ class SimulatedExecutor:
         (default ``nb201-cifar10``: NAS-Bench-201 on CIFAR-10, both fidelities; an unknown name is a ValueError
         naming the known ones). The run's objectives, and its epochs where the table has that schedule, are the
         defaults."""
-        opts = cfg.checked_options("simulated", "benchmark", "noise", "round_trip", "prefetch", "objectives",
-                                   "epochs")
+        opts = cfg.checked_options("simulated")
         bench = opts.pop("benchmark", "nb201-cifar10")
         if isinstance(bench, str):
             bench = tables.get(bench)()
