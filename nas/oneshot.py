@@ -72,6 +72,11 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     if trial_workers > 1 and executor != "ray":
         raise ValueError(f"trial_workers={trial_workers} (data-parallel training) needs executor 'ray', "
                          f"got {executor!r}")
+    address = address or (os.environ.get("RAY_ADDRESS") if executor == "ray" else None)
+    if address and executor == "ray":
+        from nas.engine.cluster import check_reachable
+
+        check_reachable(address)  # (Ray retries a dead address for minutes: said now, before anything is written)
     settings = settings or TrainSettings(seed=seed)
     dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
     settings.check_data(dataset)

@@ -128,6 +128,11 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if executor and e.executor_class is None:
         registry.executors.check(e.executor)
         check_executor_options(e.executor, e.executor_options, gang=e.trial_workers > 1)
+        address = e.address or os.environ.get("RAY_ADDRESS")
+        if address and e.executor == "ray":  # (Ray retries a dead address for minutes)
+            from nas.engine.cluster import check_reachable
+
+            check_reachable(address)
     if data and t.dataset is not None:
         check_dataset(t.dataset)
     if train and executor and t.function == BUILTIN and t.supernet is None and e.executor in ("ray", "inprocess"):

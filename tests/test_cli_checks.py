@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -79,6 +80,24 @@ def test_every_bad_input_is_refused_in_one_line_before_anything_is_made_or_ray_s
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "notes"]  # no run directory made
     assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["notes.txt"]
+
+
+def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, capsys):
+    """Ray's own ``ray.init`` retries such an address for minutes; `nas search` and `nas supernet train` say it in
+    one line before anything is made. The port is bound and not listening (so refused) for the test's length."""
+    from nas.cli import main
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{held.getsockname()[1]}"
+        for argv in (["search", "--space", "toy", "--budget", "2", "--run-dir", str(tmp_path / "run")],
+                     ["supernet", "train", "--epochs", "1", "--run-dir", str(tmp_path / "sn")]):
+            assert main([*argv, "--address", address]) == 2
+            err = capsys.readouterr().err.strip()
+            assert err.endswith(f"error: cannot reach the Ray cluster at {address!r}: Connection refused; start it "
+                                "(ray start --head) or give its head's address (host:port, port 6379 by default)")
+            assert len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_first_line_says_what_starts_before_the_checks(tmp_path):

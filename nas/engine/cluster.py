@@ -168,9 +168,29 @@ def restrict_token_file() -> None:
             path.chmod(0o600)
 
 
+def check_reachable(address: str, *, timeout: float = 10.0) -> None:
+    """A one-line ValueError where nothing answers at the cluster address ``host:port`` (or ``ray://host:port``):
+    ``ray.init`` would retry for minutes before it gave up. ``auto``, ``local`` and other forms are Ray's to read."""
+    import socket
+
+    from nas.run.files import os_error_text
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit() or "://" in host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        why = os_error_text(e) if not isinstance(e, TimeoutError) else f"no answer within {timeout:g} s"
+        raise ValueError(f"cannot reach the Ray cluster at {address!r}: {why}; start it (ray start --head) or give "
+                         f"its head's address (host:port, port 6379 by default)") from None
+
+
 def join(address: str, *, run_name: str | None = None) -> str | None:
     """Join the cluster at ``address`` (given explicitly, or ``RAY_ADDRESS``); returns its dashboard's URL if any."""
     import ray
+
+    check_reachable(address)
 
     loopback = "://" not in address and address.rsplit(":", 1)[0] in (LOOPBACK, "localhost")
     with _single_node() if loopback else contextlib.nullcontext():  # (else Ray swaps 127.0.0.1 for this host's IP)
