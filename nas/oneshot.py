@@ -69,6 +69,9 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
         raise ValueError(f"executor {executor!r} cannot train a supernet; allowed: ray, inprocess")
     if isinstance(trial_workers, bool) or not isinstance(trial_workers, int) or trial_workers < 1:
         raise ValueError(f"trial_workers must be an integer >= 1, got {trial_workers!r}")
+    if isinstance(cpus_per_worker, bool) or not isinstance(cpus_per_worker, int | float) \
+            or not 0 < cpus_per_worker < float("inf"):
+        raise ValueError(f"cpus_per_worker must be a finite number > 0, got {cpus_per_worker!r}")
     if trial_workers > 1 and executor != "ray":
         raise ValueError(f"trial_workers={trial_workers} (data-parallel training) needs executor 'ray', "
                          f"got {executor!r}")
@@ -183,17 +186,21 @@ def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[RunConfig, list[A
 
 def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None = None,
             data: str | Dataset | None = None, out_dir: str | os.PathLike[str] | None = None,
-            settings: TrainSettings | None = None, **search_options: Any) -> pd.DataFrame:
+            settings: TrainSettings | None = None, out_flag: str = "out_dir", **search_options: Any) -> pd.DataFrame:
     """Train the ``top`` architectures of the search in ``run_dir`` standalone, from scratch, with the built-in
-    training function (:func:`chosen` picks them): a search of its own (``out_dir``, default ``RUN/retrain``)
-    whose strategy asks exactly those, for ``epochs`` epochs each (default: the search's ``epochs`` setting)
-    on the search's data (or ``data``). ``search_options`` go to :func:`nas.api.search` (``executor``,
-    ``workers``, ...). Returns its results."""
+    training function (:func:`chosen` picks them): a search of its own (``out_dir``, default ``RUN/retrain``: a new
+    or empty folder, refused naming ``out_flag`` otherwise) whose strategy asks exactly those, for ``epochs`` epochs
+    each (default: the search's ``epochs`` setting) on the search's data (or ``data``). ``search_options`` go to
+    :func:`nas.api.search` (``executor``, ``workers``, ...). Returns its results."""
+    from nas.parts import check_run_dir
+
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be an integer >= 1, got {top!r}")
     cfg, archs = chosen(run_dir, top)
     if not archs:
         raise ValueError(f"run {str(run_dir)!r} has no COMPLETE trial to retrain")
+    out_dir = out_dir or Path(run_dir) / "retrain"
+    check_run_dir(out_dir, resume=False, flag=out_flag)  # (as the caller names it, before anything starts)
     space = nas.api.space_from_spec(cfg.search.space, cfg.search.space_args)
     if data is None:
         data = cfg.train.dataset
@@ -204,7 +211,7 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     if epochs is not None:
         settings = dataclasses.replace(settings, epochs=epochs)
     return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
-                          run_dir=out_dir or Path(run_dir) / "retrain", seed=cfg.search.seed, **search_options)
+                          run_dir=out_dir, seed=cfg.search.seed, **search_options)
 
 
 __all__ = ["SupernetFailed", "chosen", "retrain", "train_supernet"]

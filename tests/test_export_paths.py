@@ -150,6 +150,7 @@ def test_retrain_names_its_folder_by_its_own_flag(run_copy, tmp_path, capsys):
     assert f"retrained in {run_copy / 'retrain'}" in capsys.readouterr().out
     state = tree(run_copy)
     refused(capsys, ["retrain", str(run_copy), "--executor", "inprocess"], "already holds a run; choose another --out")
+    refused(capsys, ["retrain", str(run_copy), "--top", "0"], "top must be an integer >= 1, got 0")  # (first)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("mine")
     refused(capsys, ["retrain", str(run_copy), "--out", str(tmp_path / "mine")], "is not empty (it holds notes.txt)",

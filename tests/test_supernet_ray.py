@@ -118,3 +118,7 @@ def test_bad_worker_options_are_one_line(tmp_path):
         train_supernet("macro", "digits", tmp_path / "b", epochs=1, settings=SETTINGS, executor="simulated")
     with pytest.raises(ValueError, match="trial_workers must be an integer >= 1, got 0"):
         train_supernet("macro", "digits", tmp_path / "c", epochs=1, settings=SETTINGS, trial_workers=0)
+    for cpus in (0, -1.0, float("inf"), True):  # (0 reached Ray's placement group: its own message, a run made)
+        with pytest.raises(ValueError, match=f"cpus_per_worker must be a finite number > 0, got {cpus!r}"):
+            train_supernet("macro", "digits", tmp_path / "d", epochs=1, settings=SETTINGS, cpus_per_worker=cpus)
+    assert list(tmp_path.iterdir()) == []  # nothing made

@@ -29,16 +29,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from nas.parts import check_run_dir
-
-    out = args.out or Path(args.run_dir) / "retrain"
-    check_run_dir(out, resume=False, flag="--out")  # (said as this command names it, before anything starts)
-    df = retrain(args.run_dir, top=args.top, epochs=args.epochs, out_dir=out, executor=args.executor,
-                 workers=args.workers)
-    cols = ["trial_id", "arch", "score"]
+    df = retrain(args.run_dir, top=args.top, epochs=args.epochs, out_dir=args.out, out_flag="--out",
+                 executor=args.executor, workers=args.workers)
+    cols = ["trial_id", "arch", "state", "score"]
     print(df[cols].sort_values("score", ascending=False).to_string(index=False))
+    if not (df["state"] == "COMPLETE").any():
+        print(f"no trial completed; see the errors with: nas results {df.attrs['run_dir']}")
     print(f"retrained in {df.attrs['run_dir']}")
     return 0
 
@@ -76,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=1, help="how many (several objectives: the Pareto front first)")
     p.add_argument("--epochs", type=int, default=None, help="epochs each (default: the search's)")
     p.add_argument("--out", type=path_arg, help="the retraining's run directory (default: RUN_DIR/retrain)")
-    p.add_argument("--executor", default="ray", help="ray (default) or inprocess")
+    p.add_argument("--executor", choices=["ray", "inprocess"], default="ray", help="ray (default) or inprocess")
     p.add_argument("--workers", type=int, default=2)
     p.set_defaults(handler=cmd_retrain)
 
