@@ -96,9 +96,17 @@ def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
     ("list.toml", "", "must hold a table of options"),
     ("list.yaml", "- toy\n", "must hold a table of options, got list"),
     ("run.json", "{}", "must end in .toml, .yaml or .yml"),
+    ("latin1.toml", "", "config file '{d}/latin1.toml' is not UTF-8 text (byte 16)"),
+    ("folder.toml", "", "config file '{d}/folder.toml' is a directory; name a .toml, .yaml or .yml file"),
 ])
 def test_malformed_config_files(tmp_path, nas_cli, name, text, message):
     (tmp_path / name).write_text(text)
+    message = message.format(d=tmp_path)
+    if name == "latin1.toml":
+        (tmp_path / name).write_bytes("budget = 3 # café\n".encode("latin-1"))
+    if name == "folder.toml":
+        (tmp_path / name).unlink()
+        (tmp_path / name).mkdir()
     if name == "list.toml":
         (tmp_path / name).write_text("[[runs]]\nspace = 'toy'\n")
         message = "unknown config keys ['runs']"

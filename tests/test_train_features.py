@@ -69,11 +69,11 @@ def test_schedules():
 
 
 @pytest.mark.parametrize("hp, message", [
-    ({"label_smoothing": 1.5}, "label_smoothing must be a number >= 0 and <= 1, got 1.5"),
-    ({"grad_clip": 0}, "grad_clip must be a number > 0, got 0"),
-    ({"lr": float("inf")}, "lr must be a number > 0, got inf"),
-    ({"lr": float("nan")}, "lr must be a number > 0, got nan"),
-    ({"weight_decay": float("inf")}, "weight_decay must be a number >= 0, got inf"),
+    ({"label_smoothing": 1.5}, "label_smoothing must be a finite number >= 0 and <= 1, got 1.5"),
+    ({"grad_clip": 0}, "grad_clip must be a finite number > 0, got 0"),
+    ({"lr": float("inf")}, "lr must be a finite number > 0, got inf"),
+    ({"lr": float("nan")}, "lr must be a finite number > 0, got nan"),
+    ({"weight_decay": float("inf")}, "weight_decay must be a finite number >= 0, got inf"),
     ({"crop_padding": -1}, "crop_padding must be an integer >= 0, got -1"),
     ({"flip": "yes"}, "flip must be true or false, got 'yes'"),
     ({"nesterov": True, "momentum": 0, "optimizer": "sgd"}, "nesterov needs momentum > 0"),

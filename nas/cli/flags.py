@@ -21,6 +21,7 @@ from typing import Any
 from nas.cli.common import UsageError, parse_options
 from nas.run.config import RunConfig
 from nas.run.config_tree import Leaf, leaves
+from nas.run.files import os_error_text
 
 #: the argument groups of ``nas search --help``: a section of the tree (the run's own leaves: "run") and its title
 GROUPS = {"search": "search (what is searched and how)", "train": "training (how each candidate trains)",
@@ -81,9 +82,16 @@ def given_flags(args: argparse.Namespace, argv: Sequence[str] = ()) -> list[str]
 def read_config_file(path: str) -> dict[str, Any]:
     """A TOML or YAML config file's table (its keys checked when the config is made)."""
     p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"config file {path!r} is a directory; name a .toml, .yaml or .yml file")
     if not p.is_file():
         raise UsageError(f"config file {path!r} does not exist")
-    text = p.read_text()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"config file {path!r} is not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise UsageError(f"cannot read config file {path!r}: {os_error_text(e)}") from None
     try:
         if p.suffix == ".toml":
             data = tomllib.loads(text)

@@ -27,8 +27,8 @@ def redraw(stream: TextIO, block: str, drawn: int) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from nas.monitor.status import format_status, run_status
 
-    if args.watch is not None and not args.watch > 0:
-        raise ValueError(f"--watch must be a number of seconds > 0, got {args.watch!r}")
+    if args.watch is not None and not 0 < args.watch < float("inf"):
+        raise ValueError(f"--watch must be a finite number of seconds > 0, got {args.watch!r}")
     tty = args.watch is not None and sys.stdout.isatty()
     drawn = 0
     while True:

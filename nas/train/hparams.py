@@ -40,7 +40,7 @@ def _number(hp: Mapping[str, Any], name: str, low: float, high: float | None = N
     ok = not isinstance(v, bool) and isinstance(v, int if integer else (int, float))
     ok = ok and math.isfinite(v) and (v > low if low_open else v >= low) and (high is None or v <= high)
     if not ok:
-        kind = "an integer" if integer else "a number"
+        kind = "an integer" if integer else "a finite number"
         rng = f"{'>' if low_open else '>='} {low:g}" + ("" if high is None else f" and <= {high:g}")
         raise ValueError(f"{name} must be {kind} {rng}, got {v!r}")
 
