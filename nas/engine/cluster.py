@@ -173,15 +173,13 @@ def check_reachable(address: str, *, timeout: float = 10.0) -> None:
     ``ray.init`` would retry for minutes before it gave up. ``auto``, ``local`` and other forms are Ray's to read."""
     import socket
 
-    from nas.run.files import os_error_text
-
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not host or not port.isdigit() or "://" in host:
         return
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as e:
-        why = os_error_text(e) if not isinstance(e, TimeoutError) else f"no answer within {timeout:g} s"
+        why = f"no answer within {timeout:g} s" if isinstance(e, TimeoutError) else e.strerror or str(e)
         raise ValueError(f"cannot reach the Ray cluster at {address!r}: {why}; start it (ray start --head) or give "
                          f"its head's address (host:port, port 6379 by default)") from None
 
