@@ -42,6 +42,8 @@ from nas.train.data import Dataset
 from nas.train.settings import TrainSettings
 
 SearchConfig = RunConfig  # (the name this API had; one configuration object end to end)
+CALLBACK_HOOKS = ("on_start", "on_submit", "on_event", "on_result", "on_end")  # (what the loop calls)
+EXECUTOR_METHODS = ("submit", "poll", "stop", "now", "shutdown", "free_slots", "slots", "checkpoints")
 resolve_space = space_from_spec  # (the name this API had)
 _UNSET: Any = object()
 __all__ = ["Run", "RunConfig", "SearchConfig", "build_strategy", "connect", "executor_names", "load_results",
@@ -90,6 +92,10 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
     """
     from nas.monitor.progress import api_progress
 
+    for i, cb in enumerate(callbacks or ()):
+        if not all(callable(getattr(cb, hook, None)) for hook in CALLBACK_HOOKS):
+            raise TypeError(f"callbacks[{i}] must be a nas.Callback (with {', '.join(CALLBACK_HOOKS)}), got "
+                            f"{cb!r} ({type(cb).__name__})")
     cfg, given = configure(config, strategy, space=space, train=train, data=data, settings=settings,
                            executor=executor, **keywords)
     callbacks = [*(callbacks or ()), *api_progress(progress, callbacks or (), cfg.search.objectives)]
@@ -106,6 +112,17 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
     """:func:`search`'s arguments as a RunConfig (names and keywords, checked) and the objects that override it."""
     if not isinstance(config, RunConfig):
         config, space = None, config if space is None else space
+    for key, value, kind, allowed in (
+            ("space", space, SearchSpace, "a registered name, 'module:Class' or a nas.SearchSpace"),
+            ("strategy", strategy, Strategy, "a registered name or a nas.Strategy"),
+            ("executor", executor, None, f"a registered name ({', '.join(executor_names())}) or an Executor (with "
+                                         f"{', '.join(EXECUTOR_METHODS)})")):
+        ok = value is None or isinstance(value, str) or (
+            isinstance(value, kind) if kind is not None else all(hasattr(value, m) for m in EXECUTOR_METHODS))
+        if not ok:
+            raise TypeError(f"{key} must be {allowed}, got {value!r} ({type(value).__name__})")
+    if isinstance(keywords.get("objectives"), str):  # (one objective, as the command line's --objective)
+        keywords["objectives"] = [keywords["objectives"]]
     optional = {leaf.name for leaf in leaves(RunConfig) if leaf.type.endswith("| None")}
     values: dict[str, Any] = {k: v for k, v in keywords.items() if v is not None or k in optional}  # None: default
     for key, value in (("space", space), ("strategy", strategy), ("executor", executor)):

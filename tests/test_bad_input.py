@@ -91,6 +91,31 @@ def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
         nas.search("toy", "annealing", executor="inprocess", run_dir=tmp_path / "b")
 
 
+@pytest.mark.parametrize(("given", "message"), [
+    ({"space": 3}, "space must be a registered name, 'module:Class' or a nas.SearchSpace, got 3 (int)"),
+    ({"strategy": 3.5}, "strategy must be a registered name or a nas.Strategy, got 3.5 (float)"),
+    ({"executor": object()}, "executor must be a registered name (inprocess, ray, simulated) or an Executor (with "
+                             "submit, poll, stop, now, shutdown, free_slots, slots, checkpoints), got <object"),
+    ({"callbacks": [print]}, "callbacks[0] must be a nas.Callback (with on_start, on_submit, on_event, on_result, "
+                             "on_end), got <built-in function print>"),
+])
+def test_objects_of_the_wrong_kind_are_refused_before_anything_is_made(tmp_path, given, message):
+    """Handed to nas.search in place of a name or an object: a space of 3 used to be ignored (the default space
+    searched), an executor or callback without the methods ended in an AttributeError after the run was made."""
+    args = {"space": "toy", "strategy": "random", **given}
+    with pytest.raises(TypeError) as info:
+        nas.search(args.pop("space"), args.pop("strategy"), budget=2, executor=args.pop("executor", "inprocess"),
+                   data=None, train=nas.train.simple.noop, run_dir=tmp_path / "run", **args)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_one_objective_may_be_given_as_a_string(tmp_path):
+    df = nas.search("toy", "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop,
+                    run_dir=tmp_path / "run", objectives="val_acc:min")
+    assert len(df) == 2 and nas.load_run(tmp_path / "run")[0].search.objectives == ["val_acc:min"]
+
+
 @pytest.mark.parametrize(("name", "text", "message"), [
     ("bad.yaml", "space: [toy\n", "is malformed"),
     ("list.toml", "", "must hold a table of options"),
