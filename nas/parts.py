@@ -136,6 +136,9 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if data and t.dataset is not None:
         check_dataset(t.dataset)
     if train and executor and t.function == BUILTIN and t.supernet is None and e.executor in ("ray", "inprocess"):
+        if data and t.dataset is None:
+            raise ValueError("the built-in trainer needs data: --dataset none is for a training function of your own "
+                             "that needs none (--train-function MODULE:FUNCTION)")
         check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
     for spec in e.log:
         check_log_dir(spec)

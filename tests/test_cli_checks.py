@@ -53,6 +53,7 @@ BAD = [
     (["--seed", "1" + "0" * 40], "config key 'seed' must be below 2**63 in size"),
     (["--time-budget", "inf"], "config key 'time_budget' must be a finite number of seconds > 0 (or none)"),
     (["--executor-option", "prefetc=1"], "unknown options ['prefetc'] for executor 'ray' (did you mean 'prefetch'?)"),
+    (["--dataset", "none"], "the built-in trainer needs data: --dataset none is for a training function of your own"),
     (["--objective", "val_ac"], "objective 'val_ac' (did you mean 'val_acc'?) is not a metric the built-in trainer"),
     (["--objective", "val_acc", "--objective", "energy:min"], "objective 'energy' is not a metric the built-in"),
     (["--run-dir", "locked"], "is in use by another search"),

@@ -11,7 +11,7 @@ import torch
 
 from nas.api import SearchConfig
 from nas.cli import main
-from nas.core.types import Trial
+from nas.core.types import FailureKind, Trial
 from nas.search_spaces.macro import MacroSpace
 from nas.train.augment import Augment, channel_stats, cutout, hflip, random_crop
 from nas.train.data import Dataset, load_dataset
@@ -120,6 +120,14 @@ def test_the_metrics_the_builtin_trainer_reports_are_the_names_an_objective_is_c
     assert result.ok, result.error
     numeric = {k for k, v in result.metrics.items() if v is None or isinstance(v, int | float)}
     assert numeric == set(settings.reported())
+
+
+def test_the_builtin_trainer_without_data_is_a_failed_trial_that_says_so():
+    """(From Python with data=None and a custom space; `nas search` refuses --dataset none with it at once.)"""
+    result, _ = TrialRunner(None, TrainSettings(device="cpu")).run(Trial(0, ARCH), MacroSpace(), None)
+    assert result.failure is FailureKind.ERROR
+    assert result.error.endswith("the built-in trainer needs a model and data; this trial has no data (a space that "
+                                 "builds models, a dataset)")
 
 
 def test_same_seed_same_training(images):

@@ -19,13 +19,17 @@ from typing import Any
 
 import torch
 
-from nas.train.context import TrialContext
+from nas.core.types import FailureKind
+from nas.train.context import TrialContext, TrialFailure
 from nas.train.hparams import augmentation, make_optimizer, make_schedule
 from nas.train.inherit import inherit_optimizer_state, optimizer_param_names
 
 
 def fit(ctx: TrialContext) -> None:
     hp, model, feed = ctx.hparams, ctx.model, ctx.data
+    if model is None or feed is None:  # (a search with no data: nas search refuses it before it starts)
+        raise TrialFailure(FailureKind.ERROR, "the built-in trainer needs a model and data; this trial has "
+                           f"{'no data' if feed is None else 'no model'} (a space that builds models, a dataset)")
     opt = make_optimizer(model, hp)
     start_epoch = 0
     state = ctx.checkpoint.load()
