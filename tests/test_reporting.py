@@ -5,6 +5,7 @@ Ray path is in test_reporting_ray.py."""
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
@@ -158,8 +159,13 @@ def nan(ctx):
     ctx.report(epoch=1, val_acc=float("nan"))
 
 
+def exiting(ctx):
+    sys.exit(3)  # (in this process: it ended the whole search, exit code 3, no message)
+
+
 @pytest.mark.parametrize(("fn", "kind", "error"), [
     (silent, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...)"),
+    (exiting, "ERROR", "SystemExit: 3"),
     (raising, "ERROR", "RuntimeError: out of ideas"),
     (nan, "NAN", "NAN: metric val_acc became nan in epoch 1"),
 ])
@@ -169,6 +175,19 @@ def test_training_functions_that_fail_are_failed_trials_and_the_search_goes_on(d
     loop = SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=3, broken_space_trials=None)
     results = loop.run()
     assert len(results) == 3 and all(r.failure == kind and r.error.startswith(error) for _, r in results)
+
+
+def huge(ctx):
+    ctx.report(epoch=1, val_acc=10**40, steps=-(10**30))
+
+
+def test_an_integer_metric_beyond_64_bits_is_journaled_as_a_float(tmp_path):
+    """The journal's integers are 64-bit: such a metric ended the search in a TypeError from the journal's writer
+    (the run unreadable from that trial on). A JSON reader would make it a float; so does the trial."""
+    df = nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=None, train=huge,
+                    run_dir=tmp_path / "run")
+    assert (df["state"] == "COMPLETE").all() and (df["score"] == 1e40).all()
+    assert nas.load_results(tmp_path / "run")["metrics"].map(lambda m: m["steps"]).eq(-1e30).all()
 
 
 @pytest.mark.parametrize(("kw", "message"), [

@@ -145,6 +145,7 @@ class TrialContext:
         epoch = last + 1 if epoch is None else int(epoch)
         if epoch <= last:
             raise ValueError(f"report epochs must increase: got epoch {epoch} after {last}")
+        metrics = {k: _within_64_bits(v) for k, v in metrics.items()}
         bad = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
         if bad:
             raise TrialFailure(FailureKind.NAN, f"metric {bad[0]} became {metrics[bad[0]]} in epoch {epoch}",
@@ -190,7 +191,7 @@ class TrialContext:
         when ``keep_checkpoint`` (or a paused trial's, always)."""
         final: dict[str, Any] = dict(self.history[-1]) if self.history else {}
         if isinstance(returned, Mapping):
-            final.update(returned)
+            final.update({k: _within_64_bits(v) for k, v in returned.items()})
         if not final:
             raise TrialFailure(FailureKind.OBJECTIVE_MISSING,
                                f"the training function never called ctx.report(...) (objective "
@@ -216,6 +217,17 @@ class TrialContext:
                                                            model.state_dict().items()}, "epoch": epoch})
             return result, self.checkpoint.make()
         return result, None
+
+
+def _within_64_bits(value: Any) -> Any:
+    """An integer metric too large for the journal's 64-bit integers as a float (what a JSON reader would make of
+    it; beyond a float's range, infinite: a NAN failure); any other value as it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    return value
 
 
 __all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure"]

@@ -75,7 +75,7 @@ def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], wo
     start = time.time()
     try:
         result, ckpt = body()
-    except Exception as e:  # a candidate's failure is data, not a crash
+    except (Exception, SystemExit) as e:  # a candidate's failure is data, not a crash (its sys.exit() too)
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(e, torch.OutOfMemoryError) and torch.cuda.is_available():
             torch.cuda.empty_cache()
