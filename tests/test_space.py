@@ -32,11 +32,24 @@ class Declared(SearchSpace):
         ({"a": [1, 1, 2]}, "'a' repeats an option"),
         ({"a": "abc"}, "needs a list of options"),
         ({"": [1]}, "non-empty strings"),
+        # the journal records architectures as JSON: these ended a search in a TypeError from its writer (or, for
+        # nan and inf, were journaled as null and could not be resumed)
+        ({"a": [1, 10**40]}, "'a' has the option 10000000000000000000000000000000000000000, which is not JSON data"),
+        ({"a": [1.0, float("nan")]}, "'a' has the option nan, which is not JSON data"),
+        ({"a": [1.0, float("inf")]}, "'a' has the option inf, which is not JSON data"),
+        ({"a": [b"x", b"y"]}, r"'a' has the option b'x', which is not JSON data"),
+        ({"a": [1, print]}, "'a' has the option <built-in function print>, which is not JSON data"),
+        ({"a": [{"k": [1, {2}]}, 3]}, r"'a' has the option \{'k': \[1, \{2\}\]\}, which is not JSON data"),
     ],
 )
 def test_broken_declarations_fail_with_a_clear_error(dims, message):
     with pytest.raises(InvalidSpace, match=message):
         _ = Declared(dims).decisions
+
+
+def test_options_of_json_data_pass():
+    options = [None, True, "x", 2**63 - 1, 0.5, [1, "y"], (2, 3), {"k": [1.5]}]
+    assert Declared({"a": options}).decisions["a"] == tuple(options)
 
 
 def test_sample_is_valid_and_seeded(toy_space):

@@ -42,6 +42,24 @@ if TYPE_CHECKING:
     from nas.core.weight_sharing import Supernet
 
 
+_NONE = object()
+
+
+def _json_data(value: Any) -> bool:
+    """Whether ``value`` is what JSON holds as it is (the journal's numbers: 64-bit integers, finite floats)."""
+    if value is None or isinstance(value, bool | str):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_json_data(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _json_data(v) for k, v in value.items())
+    return False
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """What a model is built for: the shape of one input (without the batch) and the class count."""
@@ -165,6 +183,11 @@ class SearchSpace:
                 raise InvalidSpace(f"decision {name!r} has no options")
             if len(set(map(repr, opts))) != len(opts):
                 raise InvalidSpace(f"decision {name!r} repeats an option: {list(opts)}")
+            bad = next((o for o in opts if not _json_data(o)), _NONE)
+            if bad is not _NONE:
+                raise InvalidSpace(f"decision {name!r} has the option {bad!r}, which is not JSON data (a string, "
+                                   "finite number, 64-bit integer, boolean or null, or a list or table of them): the "
+                                   "run's journal records every architecture as JSON")
             out[name] = opts
         return out
 
