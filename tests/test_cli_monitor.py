@@ -117,3 +117,13 @@ def test_the_report_imports_no_user_code(tmp_path, monkeypatch):
 
     page = write_report(run).read_text()
     assert "d0" in page  # architectures shown as their JSON decisions
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_watch_and_refresh_intervals_are_finite_and_positive(run_dir, capsys, value):
+    """(--watch inf reached time.sleep's OverflowError; --refresh inf served a page told to reload every inf s.)"""
+    for argv, flag in ((["status", str(run_dir), "--watch", value], "--watch"),
+                       (["serve", str(run_dir), "--refresh", value], "--refresh")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(f"{flag} must be a finite number of seconds > 0, got {float(value)}"), err

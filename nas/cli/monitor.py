@@ -73,8 +73,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
-    if not args.refresh > 0:
-        raise ValueError(f"--refresh must be > 0 seconds, got {args.refresh}")
+    if not 0 < args.refresh < float("inf"):
+        raise ValueError(f"--refresh must be a finite number of seconds > 0, got {args.refresh}")
     server = LiveServer(args.run_dir, args.port, refresh=args.refresh)
     print(f"serving {args.run_dir} on 127.0.0.1 only; open (one-time URL, it sets a cookie):\n{server.url}",
           flush=True)
