@@ -118,7 +118,7 @@ def start_local(*, num_cpus: int | None = None, dashboard: bool = False, run_nam
     of Ray's own warning, which tells you how to turn auth off and nothing of what the cluster listens on."""
     import ray
 
-    with _single_node(), _without_ray_auth_warning():
+    with _single_node(), _without_ray_auth_warning(), _keeping_sigterm():
         ctx = ray.init(address="local", num_cpus=num_cpus, include_dashboard=dashboard, dashboard_host=LOOPBACK,
                        _node_ip_address=LOOPBACK, job_config=job_config(run_name), logging_level=logging.WARNING,
                        log_to_driver=False)
@@ -191,10 +191,27 @@ def join(address: str, *, run_name: str | None = None) -> str | None:
     check_reachable(address)
 
     loopback = "://" not in address and address.rsplit(":", 1)[0] in (LOOPBACK, "localhost")
-    with _single_node() if loopback else contextlib.nullcontext():  # (else Ray swaps 127.0.0.1 for this host's IP)
+    single = _single_node() if loopback else contextlib.nullcontext()  # (else Ray swaps 127.0.0.1 for this host's IP)
+    with single, _keeping_sigterm():
         ctx = ray.init(address=address, job_config=job_config(run_name), logging_level=logging.WARNING,
                        log_to_driver=False)
     return dashboard_url(ctx)
+
+
+@contextlib.contextmanager
+def _keeping_sigterm() -> Iterator[None]:
+    """Keep a Python SIGTERM handler set before ``ray.init`` (``nas search``'s graceful stop): Ray's driver puts its
+    own in place (a stack dump and exit 15, the run left 'failed'). Where none was set, Ray's stays."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if callable(before):
+            signal.signal(signal.SIGTERM, before)
 
 
 def dashboard_url(ctx: Any) -> str | None:

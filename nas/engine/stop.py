@@ -1,6 +1,6 @@
 """A graceful stop of a running search: :class:`StopSignal` asks the loop to submit nothing more, cancelling the
-trials in flight (a resume re-runs them) or waiting for them; :func:`stop_on_sigint` makes the first Ctrl-C
-request it and the second abort at once.
+trials in flight (a resume re-runs them) or waiting for them; :func:`stop_on_sigint` makes the first Ctrl-C (or
+SIGTERM) request it and the second abort at once.
 
 >>> stop = StopSignal("wait")
 >>> stop.requested, stop.mode
@@ -37,8 +37,9 @@ class StopSignal:
 
 @contextlib.contextmanager
 def stop_on_sigint(stop: StopSignal, stream: TextIO | None = None) -> Iterator[StopSignal]:
-    """While inside, the first SIGINT (Ctrl-C) requests ``stop``; a second raises KeyboardInterrupt
-    at once. The previous handler is restored on leaving. Main thread only (as Python's signals)."""
+    """While inside, the first SIGINT (Ctrl-C) or SIGTERM (a batch scheduler's or ``kill``'s stop) requests
+    ``stop``; a second raises KeyboardInterrupt at once. The previous handlers are restored on leaving. Main thread
+    only (as Python's signals)."""
     out = stream or sys.stderr
 
     def handler(signum: int, frame: object) -> None:
@@ -46,11 +47,13 @@ def stop_on_sigint(stop: StopSignal, stream: TextIO | None = None) -> Iterator[S
             raise KeyboardInterrupt
         stop.request()
         what = "cancelling" if stop.mode == "cancel" else "waiting for"
-        print(f"\nstopping: no new trials, {what} the running ones (Ctrl-C again aborts at once)",
-              file=out, flush=True)
+        again = "Ctrl-C" if signum == signal.SIGINT else "a second SIGTERM"
+        print(f"\nstopping{'' if signum == signal.SIGINT else ' (SIGTERM)'}: no new trials, {what} the running "
+              f"ones ({again} aborts at once)", file=out, flush=True)
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield stop
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler_before in previous.items():
+            signal.signal(sig, handler_before)
