@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,8 @@ import textwrap
 import pytest
 
 import nas
+from nas.run.supernet_store import supernet_status
+from tests.helpers import wait_until
 
 TRAIN = textwrap.dedent("""
     import os, signal
@@ -56,3 +59,21 @@ def test_sigterm_stops_gracefully_and_the_run_resumes(tmp_path, executor):
     assert done.returncode == 0, done.stderr[-3000:]
     df = nas.load_results(tmp_path / "run")
     assert sorted(df["trial_id"]) == list(range(12)) and (df["state"] == "COMPLETE").all()
+
+
+def test_sigterm_ends_other_commands_as_ctrl_c_does(tmp_path):
+    """`nas supernet train` (no graceful stop of its own): SIGTERM ends it as Ctrl-C, its epochs journaled, the run
+    stopped, exit 130 (it was killed by the signal)."""
+    proc = subprocess.Popen([sys.executable, "-m", "nas.cli", "supernet", "train", "--epochs", "10000", "--executor",
+                             "inprocess", "--run-dir", "sn", "--quiet", "--threads", "1"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: (tmp_path / "sn" / "epochs.jsonl").is_file()
+                   and (tmp_path / "sn" / "epochs.jsonl").read_text().count("\n") >= 1,
+                   "the supernet's first journaled epoch", timeout=120)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and out.strip().endswith("nas supernet: interrupted"), out[-2000:]
+    assert supernet_status(tmp_path / "sn")["state"] == "stopped"  # (as nas status says it: its lock let go)

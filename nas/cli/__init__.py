@@ -14,9 +14,12 @@ Errors in what you asked for print one line and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 
 from nas.cli.common import UsageError, parse_options, parse_value
 
@@ -75,13 +78,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser([command] if command in COMMANDS else []).parse_args(argv)
     args.argv = argv
     try:
-        return int(args.handler(args) or 0)
+        with _sigterm_as_ctrl_c():
+            return int(args.handler(args) or 0)
     except (ValueError, FileNotFoundError, PermissionError) as e:
         print(f"nas {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\nnas {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (``kill``, a batch scheduler's stop) ends a command as Ctrl-C does, with what it saves on the way
+    out (``nas search`` sets its own graceful stop over it); the handler before is put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 __all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse_options", "parse_value", "version"]
