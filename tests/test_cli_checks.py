@@ -101,6 +101,21 @@ def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, ca
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("flag", ["--config", "--resume", "--address", "--recipe", "--space"])
+def test_an_empty_value_is_refused_not_read_as_not_given(tmp_path, capsys, monkeypatch, flag):
+    """--resume '' started a new search of the defaults (a real one, on Ray); --config '' searched without the
+    file; --address '' and --recipe '' were ignored."""
+    from nas.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(["search", flag, ""])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code == 2 and err[-1].endswith(f"error: argument {flag}: '' is empty; give a value or leave "
+                                                      "the flag out")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_first_line_says_what_starts_before_the_checks(tmp_path):
     proc = nas_process(tmp_path, "search", "--strategy", "evoluton", "--workers", "3")
     assert proc.returncode == 2

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nas.cli.common import UsageError, parse_options
+from nas.cli.common import UsageError, nonempty, parse_options
 from nas.run.config import RunConfig
 from nas.run.config_tree import Leaf, leaves
 from nas.run.files import os_error_text
@@ -26,7 +26,7 @@ from nas.run.files import os_error_text
 #: the argument groups of ``nas search --help``: a section of the tree (the run's own leaves: "run") and its title
 GROUPS = {"search": "search (what is searched and how)", "train": "training (how each candidate trains)",
           "execution": "execution (where trials run; a resume may change it)", "run_dir": "run"}
-_SCALAR = {"int": int, "float": float, "str": str}
+_SCALAR = {"int": int, "float": float, "str": nonempty}
 
 
 def flag_names(leaf: Leaf) -> tuple[str, ...]:
@@ -50,7 +50,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> dict[str, argparse._Arg
         elif base.startswith(("dict", "list", "tuple")):
             kw["action"] = "append"
         else:
-            kw["type"] = _SCALAR.get(base, str)
+            kw["type"] = str if leaf.name == "run_dir" else _SCALAR.get(base, str)  # (run_dir: its own check)
         groups[leaf.path[0]].add_argument(*flag_names(leaf), **kw)
     return groups
 

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from nas.cli.common import UsageError
+from nas.cli.common import UsageError, nonempty
 from nas.cli.flags import add_config_flags, config_from_args, given_flags
 from nas.run.config import RunConfig
 
@@ -20,10 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "given on the command line win over the file.")
     groups = add_config_flags(p)
     run = groups["run_dir"]
-    run.add_argument("--config", help="TOML or YAML file with any of these options (flat keys such as epochs = 5, "
-                     "or [search], [train] and [execution] tables)")
-    run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (after a crash or Ctrl-C) "
-                     "with the options in its run.json; only --budget (raised) and --address may be given. "
+    run.add_argument("--config", type=nonempty, help="TOML or YAML file with any of these options (flat keys such as "
+                     "epochs = 5, or [search], [train] and [execution] tables)")
+    run.add_argument("--resume", metavar="RUN_DIR", type=nonempty, help="continue the run in RUN_DIR (after a crash or "
+                     "Ctrl-C) with the options in its run.json; only --budget (raised) and --address may be given. "
                      "IMPORTS CODE: like the search that made it, a resume imports the module that run.json names "
                      "for a module:Class space or a module:function training function (from the current folder "
                      "and PYTHONPATH), so resume only runs you trust; a module found inside RUN_DIR itself is "
