@@ -101,18 +101,20 @@ def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, ca
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("flag", ["--config", "--resume", "--address", "--recipe", "--space"])
-def test_an_empty_value_is_refused_not_read_as_not_given(tmp_path, capsys, monkeypatch, flag):
+@pytest.mark.parametrize("argv", [["search", "--config"], ["search", "--resume"], ["search", "--address"],
+                                  ["search", "--recipe"], ["search", "--space"], ["supernet", "train", "--address"],
+                                  ["results"], ["report"], ["retrain"], ["serve"]])
+def test_an_empty_value_is_refused_not_read_as_not_given(tmp_path, capsys, monkeypatch, argv):
     """--resume '' started a new search of the defaults (a real one, on Ray); --config '' searched without the
-    file; --address '' and --recipe '' were ignored."""
+    file; --address '' and --recipe '' were ignored; a RUN_DIR of '' read the current folder."""
     from nas.cli import main
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as info:
-        main(["search", flag, ""])
+        main([*argv, ""])
     err = capsys.readouterr().err.strip().splitlines()
-    assert info.value.code == 2 and err[-1].endswith(f"error: argument {flag}: '' is empty; give a value or leave "
-                                                      "the flag out")
+    named = argv[-1] if argv[-1].startswith("--") else "RUN_DIR"
+    assert info.value.code == 2 and err[-1].endswith(f"error: argument {named}: '' is empty; give a value")
     assert list(tmp_path.iterdir()) == []
 
 

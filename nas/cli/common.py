@@ -53,7 +53,7 @@ def nonempty(value: str) -> str:
     """An argparse ``type`` for a value a flag must give: an empty one is refused, where it was read as "not given"
     and ignored (``--config ''`` searched the defaults; ``--resume ''`` started a new search)."""
     if not value.strip():
-        raise argparse.ArgumentTypeError(f"{value!r} is empty; give a value or leave the flag out")
+        raise argparse.ArgumentTypeError(f"{value!r} is empty; give a value")
     return value
 
 

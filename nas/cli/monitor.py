@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-from nas.cli.common import path_arg
+from nas.cli.common import nonempty, path_arg
 
 CLEAR_BELOW = "\x1b[J"
 
@@ -93,14 +93,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_dashboard)
     p = sub.add_parser("status", help="a run's progress: trials by state, best so far, throughput, ETA",
                        description="A run's progress from its directory, while it runs or after.")
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", type=nonempty)
     p.add_argument("--watch", type=float, metavar="SECONDS",
                    help="redraw every SECONDS until the run is no longer running (in place on a terminal)")
     p.set_defaults(handler=cmd_status)
     p = sub.add_parser("report", help="an interactive HTML page about one run, or comparing several",
                        description="Write one self-contained HTML page (works offline) with interactive plots "
                        "of a run, or of several runs side by side.")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", type=nonempty)
     p.add_argument("--out", metavar="FILE", type=path_arg,
                    help="where to write it (default: RUN_DIR/report.html of the first run)")
     p.add_argument("--top", type=int, default=10, help="best architectures drawn and listed first (default: 10)")
@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Serve the run's report as a live page on 127.0.0.1 while it runs: what is "
                        "running now, the report's views (reloaded every --refresh seconds), a page per trial. "
                        "Only requests with the printed URL's token are answered. Ctrl-C stops it.")
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", type=nonempty)
     p.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     p.add_argument("--refresh", type=float, default=5.0, help="seconds between reloads of the page (default: 5)")
     p.set_defaults(handler=cmd_serve)

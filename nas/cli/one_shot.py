@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nas.cli.common import path_arg
+from nas.cli.common import nonempty, path_arg
 from nas.oneshot import SupernetFailed, retrain, train_supernet
 from nas.train.settings import TrainSettings
 
@@ -64,11 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Ray actors training the supernet data-parallel (torch DDP), --batch-size rows each per step")
     p.add_argument("--cpus-per-worker", type=float, default=1.0,
                    help="CPUs of each Ray actor (its torch threads, unless --threads; default 1)")
-    p.add_argument("--address", help="the Ray cluster to join (default: RAY_ADDRESS, else a private local one)")
+    p.add_argument("--address", type=nonempty,
+                   help="the Ray cluster to join (default: RAY_ADDRESS, else a private local one)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_train)
     p = sub.add_parser("retrain", help="train a search's best architectures standalone, from scratch")
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", type=nonempty)
     p.add_argument("--top", type=int, default=1, help="how many (several objectives: the Pareto front first)")
     p.add_argument("--epochs", type=int, default=None, help="epochs each (default: the search's)")
     p.add_argument("--out", type=path_arg, help="the retraining's run directory (default: RUN_DIR/retrain)")

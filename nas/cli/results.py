@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nas.cli.common import UsageError, path_arg
+from nas.cli.common import UsageError, nonempty, path_arg
 
 
 def quiet_pipe(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -162,7 +162,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="a run's trials as a table, CSV or JSON; export CSV/parquet",
                        description="A run's trials: an aligned table with units, or CSV/JSON/parquet with one "
                        "column per decision (arch_*), per hyperparameter (hparams_*) and the measured costs.")
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", type=nonempty)
     show = p.add_argument_group("what is printed")
     show.add_argument("--format", choices=["table", "csv", "json"], default="table",
                       help="table (best --top rows, as wide as the terminal), or csv/json (every trial; json with "
@@ -179,7 +179,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("best", help="a run's best architecture; export it and its weights",
                        description="The run's best trial as a block: its objectives, architecture, hparams, "
                        "costs and metrics; exported, drawn, tested, or the whole Pareto front.")
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("run_dir", metavar="RUN_DIR", type=nonempty)
     out = p.add_argument_group("files written")
     out.add_argument("--export-json", metavar="FILE", type=path_arg, help="write the architecture and hparams as JSON")
     out.add_argument("--export-weights", metavar="FILE", type=path_arg, help="copy its trained weights (torch file)")

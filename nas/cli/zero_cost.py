@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nas.cli.common import UsageError, parse_options
+from nas.cli.common import UsageError, nonempty, parse_options
 
 ALL = "synflow,snip,grad_norm,jacob_cov,naswot,params"
 
@@ -122,8 +122,8 @@ def cmd_proxies(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("proxies", help="zero-cost proxies: their rank correlation with a run's trials, or of samples",
                        description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a run whose scored trials the proxies are ranked "
-                   "against")
+    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", type=nonempty,
+                   help="a run whose scored trials the proxies are ranked against")
     p.add_argument("--space", help="instead of a run: a space (registered name) whose samples are scored")
     p.add_argument("--space-option", action="append", default=[], metavar="KEY=VALUE",
                    help="the space's constructor arguments (with --space; repeatable)")
