@@ -110,7 +110,7 @@ class Run:
         except BaseException:
             if executor is not None and given.executor is None:
                 executor.shutdown()
-            store.close()
+            store.discard()  # (a new run that never started is taken back; a resumed one only closed)
             raise
         return cls(config, space, store, executor, loop, warm, own_executor=given.executor is None, dashboard=url)
 

@@ -125,9 +125,13 @@ def test_actors_that_cannot_start_fail_the_search_with_their_error(ray_local):
         RayExecutor(ToySpace(), tabular, TrainSettings(flip=True), workers=1)
 
 
-def test_too_many_workers_for_the_cluster(ray_local):
+def test_too_many_workers_for_the_cluster(ray_local, tmp_path):
     with pytest.raises(ValueError, match="3 workers x 1 CPUs need 3 CPUs, the Ray cluster has 2"):
         RayExecutor(ToySpace(), None, workers=3)
+    with pytest.raises(ValueError, match="3 workers x 1 CPUs need 3 CPUs, the Ray cluster has 2"):  # (a search:
+        nas.search(ToySpace(), "random", budget=2, workers=3, data=None, train=scored(toy_score),  # its new run
+                   run_dir=tmp_path / "run")  # is taken back, so the same folder starts it again)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_gpus_requested_without_gpus_fall_back_to_cpu(ray_local, caplog):

@@ -87,7 +87,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             df = search(cfg, resume=bool(args.resume), callbacks=shown, stop=stop,
                         notify=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
-        print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
+        if (Path(str(cfg.run_dir)) / "run.json").is_file():
+            print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
+        else:  # (before the search started: the run was taken back)
+            print(f"\naborted before the search started; nothing was kept in {cfg.run_dir}", file=sys.stderr)
         return 130
     if df.attrs.get("interrupted"):
         print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume {df.attrs['run_dir']}",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -123,12 +124,13 @@ def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path 
 
 
 @contextlib.contextmanager
-def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path]]]:
-    """Make ``path`` a new run's directory, locked, and give the lock and the list of what the caller writes there
-    next (the lock's holder file is on it): it must be new or empty (:func:`check_new`, :func:`check_empty` again
-    under the lock), inside no run directory's ``checkpoints/``, and writable. When the block raises, what it wrote (the
-    list), the lock and the directories this made are taken back, and an OSError becomes one line
-    (:func:`start_error`). On a normal exit the caller keeps the lock, held."""
+def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path], Callable[[], None]]]:
+    """Make ``path`` a new run's directory, locked, and give the lock, the list of what the caller writes there
+    next (the lock's holder file is on it) and a function that takes it all back: it must be new or empty
+    (:func:`check_new`, :func:`check_empty` again under the lock), inside no run directory's ``checkpoints/``, and
+    writable. When the block raises, what it wrote (the list), the lock and the directories this made are taken
+    back, and an OSError becomes one line (:func:`start_error`). On a normal exit the caller keeps the lock, held,
+    and the function, for a run that fails before it holds anything (:meth:`nas.run.store.RunStore.discard`)."""
     _check_not_in_checkpoints(path)
     made = first_missing(path)
     check_new(path)
@@ -147,7 +149,7 @@ def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path]]]:
         check_empty(path)  # (again, under the lock: another run may have started meanwhile)
         lock.write_holder()
         wrote.append(path / HOLDER_FILE)
-        yield lock, wrote
+        yield lock, wrote, functools.partial(undo_create, path, lock, wrote, made, made_lock)
     except BaseException as e:
         undo_create(path, lock, wrote, made, made_lock)
         if isinstance(e, OSError):

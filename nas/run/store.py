@@ -18,6 +18,7 @@ and snapshots are spaced so that they take at most ~5% of the driver's time).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
@@ -45,7 +46,7 @@ from nas.run.layout import (
     read_config,
     resume_checks,
 )
-from nas.run.lock import RunLock
+from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
 from nas.run.snapshot import write_snapshot
 from nas.run.weights import (
     BEST_JSON,
@@ -111,6 +112,7 @@ class RunStore:
         self._started = time.time()
         self.format_arch: Callable[[Any], str] | None = None  # best.json's one-line architecture
         self._kept: list[int] = []  # kept checkpoints, oldest first (a ring bounded by the executor)
+        self._undo: Callable[[], None] | None = None  # takes a new run back (discard), until it holds a record
         self._kept_head = 0
 
     # -- opening ----------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ class RunStore:
         must be a new or empty directory (refused, naming what it holds, otherwise). Nothing is left behind when it
         fails (a full disk included): one line says why."""
         path, config = Path(path), RunConfig.coerce(config)
-        with new_run(path) as (lock, wrote):
+        with new_run(path) as (lock, wrote, undo):
             atomic_write(path / RUN_JSON, _json(config.to_json()))
             wrote.append(path / RUN_JSON)
             store = cls(path, lock, strategy=config.search.strategy, **kw)
@@ -128,6 +130,7 @@ class RunStore:
             store._open_journal()
             if not existed:
                 wrote.append(path / JOURNAL)
+        store._undo = undo
         return store
 
     @classmethod
@@ -316,6 +319,24 @@ class RunStore:
         if self._journal is not None:
             self._journal.close()
         self._lock.release()
+
+    def discard(self) -> None:
+        """Close a new run that failed to start before it journaled anything (Ray did not start, the cluster has too
+        few CPUs, the executor could not be built) and take it back: its files (a new run's folder was new or empty,
+        so every file of a run in it is its own), its lock and the folders its creation made go, and the same
+        ``--run-dir`` starts it again. A resumed run, or one that journaled a record, is only closed."""
+        if self._undo is None or self.records:
+            self.close()
+            return
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        for name in MANAGED:
+            if name not in (LOCK_FILE, HOLDER_FILE):  # (the lock's own, taken back with it)
+                with contextlib.suppress(OSError):
+                    (self.path / name).unlink()
+        self._undo()
+        self._undo = None
 
     # -- helpers ----------------------------------------------------------------------------------
     def _write(self, path: Path, data: bytes) -> None:

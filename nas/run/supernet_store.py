@@ -92,7 +92,7 @@ class SupernetStore:
         """A new run in ``path``, which must be a new or empty directory (:func:`nas.run.layout.new_run`: refused,
         naming what it holds, otherwise; nothing is left behind when it fails, a full disk included)."""
         path = Path(path)
-        with new_run(path) as (lock, wrote):
+        with new_run(path) as (lock, wrote, _):
             atomic_write(path / RUN_JSON, _json({**config, "kind": KIND, "supernet_format": FORMAT}))
             wrote.append(path / RUN_JSON)
         return cls(path, lock, [])
