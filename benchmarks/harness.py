@@ -196,13 +196,13 @@ def plot_bands(grid: np.ndarray, bands: Mapping[str, tuple[np.ndarray, np.ndarra
 
 # -- the command line -------------------------------------------------------------------------------------------
 def check_runs(args: Any, *, quick: tuple[int, float]) -> None:
-    """``--quick``'s (seeds, simulated seconds) where asked for; then --seeds, --workers and --jobs >= 1 and
-    --time-budget > 0."""
+    """--seeds, --workers and --jobs >= 1 and --time-budget finite and > 0, as given (a bad value is refused even
+    beside --quick); then ``--quick``'s (seeds, simulated seconds) where asked for."""
+    at_least(1, seeds=args.seeds, workers=args.workers, jobs=args.jobs)
+    if not 0 < args.time_budget < float("inf"):
+        raise ValueError(f"--time-budget must be a finite number of simulated seconds > 0, got {args.time_budget}")
     if args.quick:
         args.seeds, args.time_budget = quick
-    at_least(1, seeds=args.seeds, workers=args.workers, jobs=args.jobs)
-    if not args.time_budget > 0:
-        raise ValueError(f"--time-budget must be > 0 simulated seconds, got {args.time_budget}")
 
 
 def add_simulation_arguments(p: Any) -> None:

@@ -89,6 +89,8 @@ def test_cli_strategies_writes_csv_and_png(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--strategies", "evolutoin"], "unknown strategy 'evolutoin' (did you mean 'evolution'?); known:"),
     (["--seeds", "0"], "--seeds must be >= 1"),
+    (["--seeds", "0", "--quick"], "--seeds must be >= 1"),  # (--quick's 3 seeds took over a bad value unsaid)
+    (["--time-budget", "inf"], "--time-budget must be a finite number of simulated seconds > 0, got inf"),
     (["-o", "evolution.population=0"], "population must be an integer >= 1"),
 ])
 def test_cli_strategies_bad_input_is_one_line(tmp_path, capsys, argv, message):
