@@ -99,6 +99,7 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
               "created": datetime.datetime.now().isoformat(timespec="seconds")}
     job = SupernetJob(epochs, sampling, seed)
     store = SupernetStore.resume(run_path, config) if resume else SupernetStore.create(run_path, config)
+    taken_back = False
     try:
         state = store.checkpoint()
         bar = tqdm(total=epochs, initial=0 if state is None else int(state["epoch"]), desc="supernet",
@@ -119,8 +120,14 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     except SupernetFailed:
         store.write_status("failed", epochs)
         raise
+    except BaseException:
+        if not store.records:  # (a new run that never trained an epoch is taken back; a resumed one kept)
+            store.discard()
+            taken_back = True
+        raise
     finally:
-        store.close()
+        if not taken_back:
+            store.close()
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "kind"} for r in records])
     df.attrs["run_dir"] = str(run_path)
     return df

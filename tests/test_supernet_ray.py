@@ -122,3 +122,11 @@ def test_bad_worker_options_are_one_line(tmp_path):
         with pytest.raises(ValueError, match=f"cpus_per_worker must be a finite number > 0, got {cpus!r}"):
             train_supernet("macro", "digits", tmp_path / "d", epochs=1, settings=SETTINGS, cpus_per_worker=cpus)
     assert list(tmp_path.iterdir()) == []  # nothing made
+
+
+def test_a_supernet_run_that_cannot_start_is_taken_back(ray_local, tmp_path):
+    """More ranks than the cluster has CPUs: refused once Ray is up, after the run directory was made; it is taken
+    back (it stayed, 'created', and the same --run-dir then needed --resume)."""
+    with pytest.raises(ValueError, match="3 ranks of 1 CPUs need 3 CPUs; the Ray cluster has 2"):
+        train_supernet("macro", "digits", tmp_path / "sn", epochs=1, settings=SETTINGS, trial_workers=3)
+    assert list(tmp_path.iterdir()) == []

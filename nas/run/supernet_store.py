@@ -34,17 +34,19 @@ ValueError: cannot resume '...': it is a different supernet run (space: 'macro' 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nas.run.files import atomic_write
 from nas.run.journal import JournalWriter, cut_torn_tail
-from nas.run.layout import CHECKPOINT, EPOCHS, RUN_JSON, STATUS, new_run, read_run_json
-from nas.run.lock import RunLock
+from nas.run.layout import CHECKPOINT, EPOCHS, MANAGED, RUN_JSON, STATUS, new_run, read_run_json
+from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 
 KIND, FORMAT = "supernet", 1  # (run.json also carries the run format of nas.run.config)
@@ -86,16 +88,19 @@ class SupernetStore:
         self.records = records
         self.journal = EpochJournal(path / EPOCHS)
         self._started = time.time()
+        self._undo: Callable[[], None] | None = None  # takes a new run back (discard), until it holds an epoch
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> SupernetStore:
         """A new run in ``path``, which must be a new or empty directory (:func:`nas.run.layout.new_run`: refused,
         naming what it holds, otherwise; nothing is left behind when it fails, a full disk included)."""
         path = Path(path)
-        with new_run(path) as (lock, wrote, _):
+        with new_run(path) as (lock, wrote, undo):
             atomic_write(path / RUN_JSON, _json({**config, "kind": KIND, "supernet_format": FORMAT}))
             wrote.append(path / RUN_JSON)
-        return cls(path, lock, [])
+        store = cls(path, lock, [])
+        store._undo = undo
+        return store
 
     @classmethod
     def resume(cls, path: str | os.PathLike[str], config: dict[str, Any]) -> SupernetStore:
@@ -158,6 +163,21 @@ class SupernetStore:
     def close(self) -> None:
         self.journal.close()
         self._lock.release()
+
+    def discard(self) -> None:
+        """Close a new run that failed before its first epoch (Ray did not start, too few CPUs for its ranks) and
+        take it back, as :meth:`nas.run.store.RunStore.discard` does; one with an epoch, or resumed, is only
+        closed."""
+        if self._undo is None or self.records:
+            self.close()
+            return
+        self.journal.close()
+        for name in MANAGED:
+            if name not in (LOCK_FILE, HOLDER_FILE):
+                with contextlib.suppress(OSError):
+                    (self.path / name).unlink()
+        self._undo()
+        self._undo = None
 
 
 def read_run(path: Path) -> dict[str, Any]:
