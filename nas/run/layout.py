@@ -123,6 +123,16 @@ def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path 
                 break
 
 
+def take_back(path: Path, undo: Callable[[], None]) -> None:
+    """Take back a new run that holds nothing yet, its files closed: every file of a run in ``path`` (its folder was
+    new or empty, so they are its own) but the lock's, then what :func:`new_run` made (``undo``: the lock too)."""
+    for name in MANAGED:
+        if name not in (LOCK_FILE, HOLDER_FILE):
+            with contextlib.suppress(OSError):
+                (path / name).unlink()
+    undo()
+
+
 @contextlib.contextmanager
 def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path], Callable[[], None]]]:
     """Make ``path`` a new run's directory, locked, and give the lock, the list of what the caller writes there
@@ -230,4 +240,4 @@ def _check_snapshot(path: Path, snapshot: dict[str, Any], config: RunConfig, n_r
 
 __all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "check_empty",
            "check_new", "first_missing", "new_run", "read_config", "read_run_json", "resume_checks", "start_error",
-           "undo_create", "write_probe"]
+           "take_back", "undo_create", "write_probe"]

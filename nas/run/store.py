@@ -18,7 +18,6 @@ and snapshots are spaced so that they take at most ~5% of the driver's time).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import errno
 import hashlib
@@ -45,8 +44,9 @@ from nas.run.layout import (
     new_run,
     read_config,
     resume_checks,
+    take_back,
 )
-from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
+from nas.run.lock import RunLock
 from nas.run.snapshot import write_snapshot
 from nas.run.weights import (
     BEST_JSON,
@@ -331,11 +331,7 @@ class RunStore:
         if self._journal is not None:
             self._journal.close()
             self._journal = None
-        for name in MANAGED:
-            if name not in (LOCK_FILE, HOLDER_FILE):  # (the lock's own, taken back with it)
-                with contextlib.suppress(OSError):
-                    (self.path / name).unlink()
-        self._undo()
+        take_back(self.path, self._undo)
         self._undo = None
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -34,7 +34,6 @@ ValueError: cannot resume '...': it is a different supernet run (space: 'macro' 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -45,8 +44,8 @@ from typing import Any
 
 from nas.run.files import atomic_write
 from nas.run.journal import JournalWriter, cut_torn_tail
-from nas.run.layout import CHECKPOINT, EPOCHS, MANAGED, RUN_JSON, STATUS, new_run, read_run_json
-from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
+from nas.run.layout import CHECKPOINT, EPOCHS, RUN_JSON, STATUS, new_run, read_run_json, take_back
+from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 
 KIND, FORMAT = "supernet", 1  # (run.json also carries the run format of nas.run.config)
@@ -172,11 +171,7 @@ class SupernetStore:
             self.close()
             return
         self.journal.close()
-        for name in MANAGED:
-            if name not in (LOCK_FILE, HOLDER_FILE):
-                with contextlib.suppress(OSError):
-                    (self.path / name).unlink()
-        self._undo()
+        take_back(self.path, self._undo)
         self._undo = None
 
 
