@@ -47,7 +47,7 @@ def stop_on_sigint(stop: StopSignal, stream: TextIO | None = None) -> Iterator[S
             raise KeyboardInterrupt
         stop.request()
         what = "cancelling" if stop.mode == "cancel" else "waiting for"
-        again = "Ctrl-C" if signum == signal.SIGINT else "a second SIGTERM"
+        again = "Ctrl-C again" if signum == signal.SIGINT else "a second SIGTERM"
         print(f"\nstopping{'' if signum == signal.SIGINT else ' (SIGTERM)'}: no new trials, {what} the running "
               f"ones ({again} aborts at once)", file=out, flush=True)
 
