@@ -84,6 +84,11 @@ def resolve_space_spec(spec: object, *, allow_import: bool,
         return cls
     if not allow_import:
         raise ValueError(f"space {spec!r} is user code; this command does not import code named by a run directory")
+    module_name, _, attr = spec.partition(":")
+    if module_name == "__main__" or "<locals>" in attr:  # (how SearchSpace.spec names such a class)
+        where = "in a script (__main__)" if module_name == "__main__" else "inside a function"
+        raise ValueError(f"space {spec!r} was defined {where}, so it cannot be imported again: hand in the same "
+                         f"space from Python (nas.search(space, ..., resume=True) to resume its run)")
     obj = _imported(spec, "space", "module:Class", ALLOWED, outside)
     if isinstance(obj, SearchSpace) or (isinstance(obj, type) and issubclass(obj, SearchSpace)):
         return obj
