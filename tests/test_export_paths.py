@@ -265,6 +265,28 @@ def test_logs_on_a_full_disk_stop_with_one_line_each_and_the_search_completes(fu
     assert (nas.load_results(tmp_path / "run")["state"] == "COMPLETE").sum() == 3
 
 
+def test_an_export_to_a_pipe_or_a_device_writes_into_it_and_leaves_it_in_place(run_copy, tmp_path, capsys):
+    """`--csv /dev/null` replaced /dev/null with a plain file (the temporary file was renamed over it; as root that
+    breaks the machine). Here on a FIFO and, where the test may make device nodes, a null device of its own."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert main(["results", str(run_copy), "--csv", str(fifo)]) == 0
+    reader.join(timeout=60)
+    assert got and got[0].startswith(b"trial_id,") and stat.S_ISFIFO(fifo.lstat().st_mode)
+    null = tmp_path / "null"
+    if subprocess.run(["mknod", "-m", "666", str(null), "c", "1", "3"], capture_output=True).returncode == 0:
+        assert main(["best", str(run_copy), "--export-json", str(null)]) == 0
+        assert stat.S_ISCHR(null.lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["pipe", "run", *["null"] * null.exists()])
+    capsys.readouterr()
+
+
 def test_a_benchmarks_output_is_written_as_every_export(run_copy, tmp_path):
     from benchmarks.harness import write_json
 

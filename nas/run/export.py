@@ -89,7 +89,8 @@ def check_not_owned(path: str | os.PathLike[str]) -> None:
 
 def write_export(path: str | os.PathLike[str], data: bytes) -> int:
     """Write ``data`` to ``path`` (atomically: a temporary file beside it, then a rename) unless it is a run
-    directory's own file; the bytes written. A ValueError of one line otherwise."""
+    directory's own file; the bytes written. A ValueError of one line otherwise. Where ``path`` is a device or a
+    pipe (``/dev/null``, ``/dev/stdout``, a FIFO), into it as it is: a rename would put a plain file in its place."""
     shown = str(path)
     check_not_owned(path)
     target = Path(os.path.realpath(Path(path).expanduser()))
@@ -97,6 +98,14 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
         what = "is a directory" if target.is_dir() else "names a directory (it ends in a slash)" if shown.strip() \
             else "is an empty path"
         raise ValueError(f"cannot write {shown!r}: it {what}; name a file")
+    given = Path(path).expanduser()  # (as given: /dev/stdout resolves to a pipe's name that cannot be opened)
+    if given.exists() and not given.is_file():
+        try:
+            with open(given, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
+        return len(data)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
