@@ -127,3 +127,28 @@ def test_watch_and_refresh_intervals_are_finite_and_positive(run_dir, capsys, va
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert err.endswith(f"{flag} must be a finite number of seconds > 0, got {float(value)}"), err
+
+
+class MixedOptions(nas.SearchSpace):
+    """Options of every JSON kind in one decision (a space may offer any JSON data)."""
+
+    def dims(self):
+        return {"block": [1, "wide", {"kind": "res", "widths": [8, 16]}, [3, 3]], "depth": [1, 2]}
+
+    def build(self, arch, task):
+        raise NotImplementedError  # (scored, never built)
+
+
+def test_a_run_whose_choices_are_tables_and_lists_is_shown_and_exported(tmp_path, capsys):
+    """The report drew nothing but a TypeError (unhashable dict) and the parquet export failed on the column's
+    mixed types; the decision's column now holds a table or list choice as its JSON text."""
+    from nas.train.simple import scored
+
+    run = tmp_path / "run"
+    nas.search(MixedOptions(), "random", budget=8, executor="inprocess", seed=0, data=None, run_dir=run,
+               train=scored(lambda arch: float(arch["depth"])))
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 0
+    assert main(["results", str(run), "--parquet", str(tmp_path / "r.parquet")]) == 0
+    stored = pd.read_parquet(tmp_path / "r.parquet")
+    assert set(stored["arch_block"]) <= {"1", "wide", '{"kind": "res", "widths": [8, 16]}', "[3, 3]"}
+    assert len(stored) == 8 and "Traceback" not in capsys.readouterr().err

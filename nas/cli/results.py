@@ -54,7 +54,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
     if args.csv or args.parquet:
         frame = flat()
-        for path, write in ((args.csv, frame.to_csv), (args.parquet, frame.to_parquet)):
+        for path, write in ((args.csv, frame.to_csv), (args.parquet, _one_type_per_column(frame).to_parquet)):
             if path:
                 from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
 
@@ -156,6 +156,16 @@ def draw_best(cfg: object, best: object, path: str) -> bytes:
         raise UsageError(f"the architecture of trial {best.trial_id} cannot be built to draw it "  # type: ignore[attr-defined]
                          "(its space or dataset is not available here)")
     return fig.to_html(include_plotlyjs=True, full_html=True).encode()
+
+
+def _one_type_per_column(frame: Any) -> Any:
+    """``frame`` with each column of values of mixed kinds (a decision whose options are 1 and "1x", or a number and
+    a table) as text, which Parquet can store: a column there has one type."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype.kind == "O" and len({type(v) for v in out[col].dropna()}) > 1:
+            out[col] = out[col].map(lambda v: v if v is None or v != v else str(v))
+    return out
 
 
 def register(sub: argparse._SubParsersAction) -> None:

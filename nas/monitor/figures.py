@@ -152,12 +152,15 @@ def genealogy(df: pd.DataFrame, values: pd.Series, objective: str | Objective) -
 
 def decisions_frame(df: pd.DataFrame, parse: Any) -> pd.DataFrame:
     """One column per decision, from the ``arch`` column (``parse`` a registered space's parser, or None:
-    canonical JSON)."""
+    canonical JSON). A choice that is a list or a table is its canonical JSON text: a value a column can count,
+    sort and store (a space's options may be any JSON data)."""
     def one(text: str) -> dict[str, Any]:
         try:
-            return dict(parse(text)) if parse is not None else dict(json.loads(text))
+            arch = dict(parse(text)) if parse is not None else dict(json.loads(text))
         except Exception:
             return {}
+        return {k: json.dumps(v, sort_keys=True) if isinstance(v, list | tuple | dict) else v
+                for k, v in arch.items()}
 
     return pd.DataFrame([one(a) for a in df.arch], index=df.index)
 
