@@ -58,7 +58,8 @@ def test_the_pick_is_the_best_at_the_highest_fidelity_reached():
 
 
 @pytest.mark.parametrize("argv, message", [(["--seeds", "0"], "--seeds must be >= 1, got 0"),
-                                           (["--time-budget", "-5"], "--time-budget must be > 0"),
+                                           (["--time-budget", "-5"],
+                                            "--time-budget must be a finite number of simulated seconds > 0, got -5.0"),
                                            (["--eta", "1"], "eta must be a finite number > 1, got 1.0")])
 def test_bad_arguments_are_one_line_errors(argv, message):
     parser = argparse.ArgumentParser()
