@@ -152,3 +152,10 @@ def test_a_run_whose_choices_are_tables_and_lists_is_shown_and_exported(tmp_path
     stored = pd.read_parquet(tmp_path / "r.parquet")
     assert set(stored["arch_block"]) <= {"1", "wide", '{"kind": "res", "widths": [8, 16]}', "[3, 3]"}
     assert len(stored) == 8 and "Traceback" not in capsys.readouterr().err
+
+
+def test_a_report_of_one_run_named_twice_is_refused(run_dir, tmp_path, capsys):
+    assert main(["report", str(run_dir), f"{run_dir}/", "--out", str(tmp_path / "r.html")]) == 2
+    assert capsys.readouterr().err.strip() == (f"nas report: error: '{run_dir}/' names the same run as '{run_dir}'; "
+                                               "compare different runs")
+    assert not (tmp_path / "r.html").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -49,6 +50,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise ValueError(f"--top must be >= 1, got {args.top}")
+    seen: dict[str, str] = {}
+    for run in args.run_dirs:  # (the same run twice drew a comparison of it with itself)
+        real = os.path.realpath(run)
+        if real in seen:
+            raise ValueError(f"{run!r} names the same run as {seen[real]!r}; compare different runs")
+        seen[real] = run
     path = write_report(args.run_dirs, args.out, top=args.top)
     print(f"wrote {path}")
     return 0
