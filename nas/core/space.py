@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nas.core.types import Arch, InvalidArchitecture, InvalidSpace
+from nas.core.types import Arch, InvalidArchitecture, InvalidSpace, within_int64
 
 if TYPE_CHECKING:
     import torch
@@ -50,7 +50,7 @@ def _json_data(value: Any) -> bool:
     if value is None or isinstance(value, bool | str):
         return True
     if isinstance(value, int):
-        return -(2**63) <= value < 2**63
+        return within_int64(value)
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, list | tuple):

@@ -18,6 +18,15 @@ Arch = Mapping[str, int | str | float]
 """A flat genotype: decision name -> chosen option. Plain, JSON-serialisable, order-free."""
 
 
+def within_int64(n: int) -> bool:
+    """Whether integer ``n`` fits the 64 bits the run's readers give every integer (:mod:`nas.run.schema`).
+
+    >>> within_int64(2**63 - 1), within_int64(2**63), within_int64(-(2**63))
+    (True, False, True)
+    """
+    return -(2**63) <= n < 2**63
+
+
 def arch_key(arch: Arch) -> str:
     """A canonical JSON string for ``arch``: equal architectures give equal keys.
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from nas.core.fields import About, about
 from nas.core.nearest import did_you_mean
+from nas.core.types import within_int64
 
 BUILTIN = "builtin"  # the training function nas.train.fit.fit
 _KIND = {"int": "an integer", "float": "a number", "str": "a string", "bool": "a boolean (true or false)",
@@ -75,9 +76,6 @@ def leaves(cls: type) -> tuple[Leaf, ...]:
     return tuple(out)
 
 
-INT64 = 2**63
-
-
 def check_type(key: str, typ: str, value: Any) -> None:
     """A ValueError naming ``key`` and the type it needs when ``value`` is not of type ``typ`` (as annotated)."""
     optional = typ.endswith(" | None")
@@ -101,7 +99,7 @@ def check_type(key: str, typ: str, value: Any) -> None:
     if not ok:
         raise ValueError(f"config key {key!r} must be {_KIND[base]}{' or null' if optional else ''}, "
                          f"got {value!r} ({type(value).__name__})")
-    if base in ("int", "float") and isinstance(value, int) and not -INT64 <= value < INT64:  # (what the run's
+    if base in ("int", "float") and isinstance(value, int) and not within_int64(value):  # (what the run's
         raise ValueError(f"config key {key!r} must be below 2**63 in size, got {value!r}")  # readers can read)
 
 

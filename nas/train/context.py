@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nas.core.objectives import Objectives
-from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
+from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, within_int64
 
 if TYPE_CHECKING:
     import torch
@@ -222,7 +222,7 @@ class TrialContext:
 def _within_64_bits(value: Any) -> Any:
     """An integer metric too large for the journal's 64-bit integers as a float (what a JSON reader would make of
     it; beyond a float's range, infinite: a NAN failure); any other value as it is."""
-    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+    if isinstance(value, int) and not isinstance(value, bool) and not within_int64(value):
         try:
             return float(value)
         except OverflowError:
