@@ -42,7 +42,7 @@ from nas.train.data import Dataset
 from nas.train.settings import TrainSettings
 
 SearchConfig = RunConfig  # (the name this API had; one configuration object end to end)
-CALLBACK_HOOKS = ("on_start", "on_submit", "on_event", "on_result", "on_end")  # (what the loop calls)
+CALLBACK_HOOKS = tuple(name for name in vars(Callback) if name.startswith("on_"))  # (what the loop calls)
 EXECUTOR_METHODS = ("submit", "poll", "stop", "now", "shutdown", "free_slots", "slots", "checkpoints")
 resolve_space = space_from_spec  # (the name this API had)
 _UNSET: Any = object()
