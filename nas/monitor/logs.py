@@ -263,21 +263,22 @@ class Guarded(Callback):
             log.warning("--log %s stopped logging: %s; the search goes on (its run directory holds every trial)",
                         self.spec, why or type(e).__name__)
 
+    def _forward(self, hook: str, *args: Any) -> None:
+        inner = self.inner
+        if inner is not None:
+            self._guard(lambda: getattr(inner, hook)(*args))
+
     def on_start(self, status: LoopStatus) -> None:
-        if self.inner is not None:
-            self._guard(lambda: self.inner.on_start(status))  # type: ignore[union-attr]
+        self._forward("on_start", status)
 
     def on_event(self, status: LoopStatus, event: Event) -> None:
-        if self.inner is not None:
-            self._guard(lambda: self.inner.on_event(status, event))  # type: ignore[union-attr]
+        self._forward("on_event", status, event)
 
     def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
-        if self.inner is not None:
-            self._guard(lambda: self.inner.on_result(status, trial, result))  # type: ignore[union-attr]
+        self._forward("on_result", status, trial, result)
 
     def on_end(self, status: LoopStatus) -> None:
-        if self.inner is not None:
-            self._guard(lambda: self.inner.on_end(status))  # type: ignore[union-attr]
+        self._forward("on_end", status)
 
 
 def log_callbacks(specs: Sequence[str], run_dir: str | os.PathLike[str],
