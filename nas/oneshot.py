@@ -75,11 +75,10 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     if trial_workers > 1 and executor != "ray":
         raise ValueError(f"trial_workers={trial_workers} (data-parallel training) needs executor 'ray', "
                          f"got {executor!r}")
-    address = address or (os.environ.get("RAY_ADDRESS") if executor == "ray" else None)
-    if address and executor == "ray":
+    if executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
         from nas.engine.cluster import check_reachable
 
-        check_reachable(address)  # (Ray retries a dead address for minutes: said now, before anything is written)
+        check_reachable(address or os.environ["RAY_ADDRESS"])  # (Ray retries a dead one for minutes: said now)
     settings = settings or TrainSettings(seed=seed)
     dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
     settings.check_data(dataset)
@@ -99,7 +98,6 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
               "created": datetime.datetime.now().isoformat(timespec="seconds")}
     job = SupernetJob(epochs, sampling, seed)
     store = SupernetStore.resume(run_path, config) if resume else SupernetStore.create(run_path, config)
-    taken_back = False
     try:
         state = store.checkpoint()
         bar = tqdm(total=epochs, initial=0 if state is None else int(state["epoch"]), desc="supernet",
@@ -119,15 +117,13 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
         records = list(store.records)
     except SupernetFailed:
         store.write_status("failed", epochs)
+        store.close()
         raise
     except BaseException:
-        if not store.records:  # (a new run that never trained an epoch is taken back; a resumed one kept)
-            store.discard()
-            taken_back = True
+        store.discard()  # (a new run that never trained an epoch is taken back; one with an epoch only closed)
         raise
-    finally:
-        if not taken_back:
-            store.close()
+    else:
+        store.close()
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "kind"} for r in records])
     df.attrs["run_dir"] = str(run_path)
     return df
