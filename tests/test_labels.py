@@ -79,7 +79,9 @@ def test_load_dataset_checks_labels_of_an_npz(tmp_path):
     ({"x": np.full((40, 1, 4, 4), 1e39)}, "past float32's range"),
     ({"x": X.astype(str)}, "x must hold real numbers, got dtype <U"),
     ({"x": X.astype(complex)}, "x must hold real numbers, got dtype complex128"),
-    ({"x": np.array(1.0)}, "x is a single value (0-d)"),
+    ({"x": np.array(1.0)}, "x has shape (); it must hold one row of inputs per example"),
+    ({"x": X[:, 0, 0, 0]}, "x has shape (40,); it must hold one row of inputs per example"),
+    ({"x_val": X[:4, 0, 0, 0]}, "x_val has shape (4,); it must hold one row"),
     ({"x_val": None}, "y_val is given without x_val; give both or neither"),
     ({"y_test": None, "x_test": X[:4]}, "x_test is given without y_test"),
 ])
@@ -92,6 +94,9 @@ def test_bad_inputs_are_one_line_naming_the_array(kw, message):
 @pytest.mark.parametrize(("content", "message"), [
     (b"", "is not a .npz archive of arrays (EOFError)"),
     (b"not a zip", "is not a .npz archive of arrays"),
+    (b"PK\x03\x04 a zip's magic, then garbage", "is not a .npz archive of arrays (BadZipFile)"),
+    ("cut", "is not a .npz archive of arrays (BadZipFile)"),
+    ("crc", "array 'x' cannot be read as numbers (BadZipFile)"),
     ("npy", "holds one array (.npy), not a .npz archive"),
     ("objects", "array 'y' cannot be read as numbers (Python objects, which are never unpickled)"),
 ])
@@ -102,6 +107,14 @@ def test_an_unreadable_npz_is_one_line_naming_the_file(tmp_path, content, messag
             np.save(f, X)
     elif content == "objects":
         np.savez(path, x=X, y=np.array([{"label": 1}] * 40, dtype=object))
+    elif content in ("cut", "crc"):  # a real archive, cut short or with a byte of x's data changed
+        np.savez(path, x=X, y=Y)
+        data = bytearray(path.read_bytes())
+        if content == "cut":
+            del data[len(data) // 2:]
+        else:
+            data[200] ^= 0xFF
+        path.write_bytes(bytes(data))
     else:
         path.write_bytes(content)
     with pytest.raises(ValueError, match=re.escape(message)) as info:

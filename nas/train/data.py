@@ -15,6 +15,7 @@ as uint8 on the device and normalises on the fly.
 from __future__ import annotations
 
 import dataclasses
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -113,10 +114,11 @@ class Dataset:
 def _inputs(x: np.ndarray, name: str = "x", dataset: str = "arrays") -> np.ndarray:
     """uint8 images as (n, C, H, W) uint8; other real numbers as float32, refused (naming the array and the first bad
     value's index) where they are no numbers (strings, objects, complex), not finite, or past float32's range; an
-    array of examples has at least one dimension."""
+    array of examples has two dimensions or more."""
     x = np.asarray(x)
-    if x.ndim == 0:
-        raise ValueError(f"dataset {dataset!r}: {name} is a single value (0-d); it must hold one row per example")
+    if x.ndim < 2:
+        raise ValueError(f"dataset {dataset!r}: {name} has shape {x.shape}; it must hold one row of inputs per "
+                         "example, (examples, *input_shape)")
     if x.dtype.kind not in "biuf":
         raise ValueError(f"dataset {dataset!r}: {name} must hold real numbers, got dtype {x.dtype}")
     if x.dtype != np.uint8:
@@ -172,7 +174,7 @@ def _read_npz(path: Path, name: str) -> dict[str, np.ndarray]:
     when it is no .npz archive or an array holds Python objects."""
     try:
         f = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise ValueError(f"dataset file {name!r} is not a .npz archive of arrays ({type(e).__name__})") from None
     if not isinstance(f, np.lib.npyio.NpzFile):
         raise ValueError(f"dataset file {name!r} holds one array (.npy), not a .npz archive with arrays 'x' and 'y'")
@@ -181,7 +183,7 @@ def _read_npz(path: Path, name: str) -> dict[str, np.ndarray]:
         for key in f.files:
             try:
                 out[key] = f[key]
-            except (OSError, ValueError, EOFError) as e:
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
                 why = "Python objects, which are never unpickled" if "allow_pickle" in str(e) else type(e).__name__
                 raise ValueError(f"dataset file {name!r}: array {key!r} cannot be read as numbers ({why})") from None
         return out
