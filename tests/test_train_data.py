@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import nas
 from nas.cli import main
@@ -135,6 +136,10 @@ def test_image_folder_resizes_and_labels_by_sorted_folder(tmp_path):
     (lambda r: [shutil.rmtree(r / c) for c in ("dog", "fox")], "has one class folder \\('cat'\\); expected at least 2"),
     (lambda r: [p.unlink() for p in (r / "fox").glob("*")], r"class folder '.*images/fox' holds no images"),
     (lambda r: (r / "dog" / "007.png").write_bytes(b"not a png"), r"image '.*dog/\d+.png' cannot be read"),
+    (lambda r: (r / "dog" / "007.png").write_bytes((r / "dog" / "007.png").read_bytes()[:-40]),
+     r"image '.*dog/007.png' cannot be read \(OSError: image file is truncated"),
+    (lambda r: Image.new("1", (14_000, 14_000)).save(r / "dog" / "007.png"),  # 196 Mpixels in 24 KB
+     r"image '.*dog/007.png' cannot be read \(DecompressionBombError: Image size \(196000000 pixels\) exceeds"),
     (lambda r: [p.rename(r / p.name) for p in r.glob("*/*")] and [d.rmdir() for d in r.iterdir() if d.is_dir()],
      r"has no class sub-folders \(it holds images such as '\d+.png' directly\)"),
 ])

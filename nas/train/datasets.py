@@ -191,7 +191,7 @@ def load_image_folder(root: Path, *, size: int = 32, val: float | int = 0.1, see
                 with Image.open(path) as im:
                     rgb = im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
                 images.append(np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1))
-            except (UnidentifiedImageError, OSError, ValueError) as e:
+            except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as e:
                 raise ValueError(f"image {str(path)!r} cannot be read ({type(e).__name__}: {e}); expected an "
                                  f"image file") from None
             labels.append(label)
