@@ -7,6 +7,7 @@ import argparse
 import io
 import json
 import re
+import socket
 from pathlib import Path
 
 import pandas as pd
@@ -159,3 +160,16 @@ def test_a_report_of_one_run_named_twice_is_refused(run_dir, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (f"nas report: error: '{run_dir}/' names the same run as '{run_dir}'; "
                                                "compare different runs")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_serve_on_a_port_in_use_is_one_line(run_dir, capsys):
+    """(a port another program listens on ended in the http.server's OSError traceback.) The socket is bound on
+    loopback by the test and closed by it."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", str(run_dir), "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"nas serve: error: cannot serve on 127.0.0.1:{port}: Address already in use; leave --port out "
+                   "for a free one"), err

@@ -173,7 +173,11 @@ class LiveServer:
             raise ValueError(f"{str(run_dir)!r} is not a run directory (no run.json)")
         self.pages = LivePages(run_dir, refresh)
         self.token = token or secrets.token_urlsafe(24)
-        self.server = ThreadingHTTPServer((HOST, port), self._handler())
+        try:
+            self.server = ThreadingHTTPServer((HOST, port), self._handler())
+        except OSError as e:  # (a port in use, or below 1024 without the right)
+            hint = "; leave --port out for a free one" if port else ""
+            raise ValueError(f"cannot serve on {HOST}:{port}: {e.strerror or e}{hint}") from None
         self.server.daemon_threads = True
 
     @property
