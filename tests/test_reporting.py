@@ -159,12 +159,25 @@ def nan(ctx):
     ctx.report(epoch=1, val_acc=float("nan"))
 
 
+def returns_a_number(ctx):
+    return 0.93  # (as an Optuna objective does)
+
+
+def a_generator(ctx):
+    yield {"val_acc": 0.5}
+
+
 def exiting(ctx):
     sys.exit(3)  # (in this process: it ended the whole search, exit code 3, no message)
 
 
 @pytest.mark.parametrize(("fn", "kind", "error"), [
     (silent, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...)"),
+    (returns_a_number, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...) "
+     "(objective val_acc); nothing to score: it returned 0.93 (float); return a mapping of metrics such as "
+     "{'val_acc': ...} or report them"),
+    (a_generator, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...) "
+     "(objective val_acc); nothing to score: it returned a generator (a function with yield), whose body never ran"),
     (exiting, "ERROR", "SystemExit: 3"),
     (raising, "ERROR", "RuntimeError: out of ideas"),
     (nan, "NAN", "NAN: metric val_acc became nan in epoch 1"),

@@ -38,8 +38,10 @@ metric and the metrics it did see (OBJECTIVE_MISSING).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import math
+import reprlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -193,10 +195,8 @@ class TrialContext:
         if isinstance(returned, Mapping):
             final.update({k: _within_64_bits(v) for k, v in returned.items()})
         if not final:
-            raise TrialFailure(FailureKind.OBJECTIVE_MISSING,
-                               f"the training function never called ctx.report(...) (objective "
-                               f"{', '.join(self.objectives.metrics)}); nothing to score",
-                               dict(measured or {}))
+            wanted = ", ".join(self.objectives.metrics)
+            raise TrialFailure(FailureKind.OBJECTIVE_MISSING, _nothing_to_score(returned, wanted), dict(measured or {}))
         metrics = {**self.costs, **dict(measured or {}), **final}
         try:
             scores = self.objectives.scores(metrics)  # a measured cost (params, latency_ms, ...) may be one
@@ -217,6 +217,20 @@ class TrialContext:
                                                            model.state_dict().items()}, "epoch": epoch})
             return result, self.checkpoint.make()
         return result, None
+
+
+def _nothing_to_score(returned: Any, wanted: str) -> str:
+    """Why a trial that never reported has nothing to score, saying what its function returned where that was
+    neither None nor a mapping of metrics (a number, as an Optuna objective returns; a generator, whose body never
+    ran)."""
+    why = f"the training function never called ctx.report(...) (objective {wanted}); nothing to score"
+    if returned is None:
+        return why
+    if inspect.isgenerator(returned):
+        return f"{why}: it returned a generator (a function with yield), whose body never ran"
+    shown = reprlib.repr(returned)
+    return (f"{why}: it returned {shown} ({type(returned).__name__}); return a mapping of metrics such as "
+            f"{{{wanted.split(', ')[0]!r}: ...}} or report them")
 
 
 def _within_64_bits(value: Any) -> Any:
