@@ -65,6 +65,8 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
     if sampling not in SAMPLINGS:
         raise ValueError(f"unknown sampling {sampling!r}; known: {', '.join(SAMPLINGS)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
     if executor not in ("ray", "inprocess"):
         raise ValueError(f"executor {executor!r} cannot train a supernet; allowed: ray, inprocess")
     if isinstance(trial_workers, bool) or not isinstance(trial_workers, int) or trial_workers < 1:

@@ -67,11 +67,15 @@ def toy_space():
 
 @pytest.fixture
 def nas_cli(capsys):
-    """``nas_cli(*argv)``: the ``nas`` command line run in this process: (exit code, stdout, stderr)."""
+    """``nas_cli(*argv)``: the ``nas`` command line run in this process: (exit code, stdout, stderr); argparse's
+    own refusal of a flag's value is its exit code 2, as in a shell."""
     from nas.cli import main
 
     def run(*argv: str) -> tuple[int, str, str]:
-        code = main(list(argv))
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
         out, err = capsys.readouterr()
         return code, out, err
 

@@ -65,10 +65,15 @@ def test_nas_proxies_of_a_space_s_samples(nas_cli):
     (["--space", "nb201", "--sample", "2", "--proxies", "flops"], "unknown proxy 'flops'; known: synflow"),
     (["--space", "nb201", "--sample", "2", "--batch", "1"], "--batch must be at least 2"),
     (["/nonexistent/run"], "'/nonexistent/run' is not a run directory (no run.json)"),
+    (["--space", "nb201", "--sample", "2", "--seed", "-1"],  # (numpy's "expected non-negative integer")
+     "argument --seed: the seed must be an integer from 0 to 2**63 - 1, got -1"),
+    (["--space", "nb201", "--sample", "2", "--seed", str(10**23)],  # ("Overflow when unpacking long long")
+     f"argument --seed: the seed must be an integer from 0 to 2**63 - 1, got {10**23}"),
 ])
 def test_bad_input_is_one_line_and_exit_2(nas_cli, argv, message):
     code, out, err = nas_cli("proxies", *argv)
-    assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+    said = [line for line in err.strip().splitlines() if not line.startswith(("usage:", " "))]  # (argparse's usage)
+    assert code == 2 and out == "" and len(said) == 1 and message in said[0], err
 
 
 def test_sample_goes_with_space_only(params_run, nas_cli):

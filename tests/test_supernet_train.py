@@ -107,7 +107,10 @@ def test_a_resume_must_be_the_same_run_and_reads_no_pickle(tmp_path):
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     for kwargs, message in [({"space": "toy"}, "space 'toy' (ToySpace) has no supernet"),
                             ({"sampling": "greedy"}, "unknown sampling 'greedy'; known: uniform, fair, sandwich"),
-                            ({"space": "nb201", "sampling": "sandwich"}, "sampling 'sandwich' needs a supernet whose")]:
+                            ({"space": "nb201", "sampling": "sandwich"}, "sampling 'sandwich' needs a supernet whose"),
+                            ({"seed": -1}, "seed must be an integer from 0 to 2**63 - 1, got -1"),  # (numpy's
+                            ({"seed": 2**64}, "seed must be an integer from 0 to 2**63 - 1, got 1844"),  # words)
+                            ({"seed": "1"}, "seed must be an integer from 0 to 2**63 - 1, got '1'")]:
         with pytest.raises(ValueError, match=re.escape(message)) as e:
             train_supernet(kwargs.pop("space", "macro"), "digits", tmp_path / "x", **{**RUN, **kwargs})
         assert "\n" not in str(e.value)
@@ -186,3 +189,7 @@ def test_nas_status_says_what_a_supernet_run_is(tmp_path, capsys):
     assert main(["supernet", "train", "--executor", "inprocess", "--trial-workers", "2", "--run-dir",
                  str(tmp_path / "x")]) == 2
     assert "trial_workers=2 (data-parallel training) needs executor 'ray'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # (argparse's own exit for a flag's bad value)
+        main(["supernet", "train", "--executor", "inprocess", "--seed", "-1", "--run-dir", str(tmp_path / "y")])
+    assert e.value.code == 2 and not (tmp_path / "y").exists()
+    assert "argument --seed: the seed must be an integer from 0 to 2**63 - 1, got -1" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nas.cli.common import nonempty, path_arg
+from nas.cli.common import nonempty, path_arg, seed_arg
 from nas.oneshot import SupernetFailed, retrain, train_supernet
 from nas.train.settings import TrainSettings
 
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", choices=["constant", "cosine", "step"], default="cosine")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--executor", choices=["ray", "inprocess"], default="ray",
                    help="ray: on a Ray actor (default); inprocess: in this process")
     p.add_argument("--trial-workers", type=int, default=1, metavar="N",

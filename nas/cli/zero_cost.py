@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nas.cli.common import UsageError, nonempty, parse_options
+from nas.cli.common import UsageError, nonempty, parse_options, seed_arg
 
 ALL = "synflow,snip,grad_norm,jacob_cov,naswot,params"
 
@@ -132,7 +132,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="the data the cells are built for and the minibatch comes from (default: the "
                    "run's; with --space: digits)")
     p.add_argument("--batch", type=int, default=64, help="examples in the minibatch (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sample, the minibatch and the weights (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0,
+                   help="seed of the sample, the minibatch and the weights (default 0)")
     p.set_defaults(handler=cmd_proxies)
 
 
