@@ -174,10 +174,12 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
     elif data is None and t.data_object is not None:
         raise ValueError(_python_only(config, resume, f"was given a Dataset object ({t.data_object!r}) in Python",
                                       "data=<that dataset>"))
+    fingerprint = None if data is None else dataset_fingerprint(data)
     supernet_sha256 = None
     if t.supernet is not None:  # each trial's sub-network evaluated with the supernet's weights, not trained
         train = _supernet_eval(config, space, data, train)
         supernet_sha256 = train.info.sha256
+        _warn_other_data(t.supernet, fingerprint, config)
     config = dataclasses.replace(
         config, run_dir=config.run_dir or default_run_dir(spec["class"], given.strategy.name if given.strategy
                                                          else s.strategy),
@@ -185,7 +187,7 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
                                    strategy=given.strategy.name if given.strategy else s.strategy),
         train=dataclasses.replace(t, function=function, dataset=None if given.data is not None else t.dataset,
                                   data_object=given.data.name if given.data is not None else t.data_object,
-                                  dataset_fingerprint=None if data is None else dataset_fingerprint(data),
+                                  dataset_fingerprint=fingerprint,
                                   supernet_sha256=supernet_sha256),
         execution=dataclasses.replace(e, executor=executor, executor_class=executor_class))
     return config, space, data, train
@@ -204,6 +206,23 @@ def _supernet_eval(config: RunConfig, space: SearchSpace, data: Dataset | None, 
         space.supernet(data.task)  # the space's own one-line refusal, before the supernet is read
     ev = SupernetEval(config.train.supernet, space=space, seed=config.search.seed, **options)
     return for_search(ev, space, data, train)
+
+
+def _warn_other_data(supernet: str, fingerprint: str | None, config: RunConfig) -> None:
+    """A warning where the search's data is not what the supernet in ``supernet`` was trained on (its run's
+    dataset fingerprint): other data, or the same dataset split by another seed, whose validation examples then
+    include ones the supernet trained on (scores too high). Weights without their run say nothing to compare."""
+    from nas.run.supernet_store import read_run
+
+    try:
+        trained = read_run(Path(supernet))
+    except (ValueError, OSError):
+        return
+    if fingerprint is not None and trained.get("dataset_fingerprint") not in (None, fingerprint):
+        log.warning("the supernet %s was trained on dataset %r split with seed %s, other examples than this search's "
+                    "(dataset %r, seed %s): sub-networks are scored on data the supernet saw in training or never "
+                    "saw; search with the supernet's dataset and seed", supernet, trained.get("dataset"),
+                    trained.get("seed"), config.train.dataset or config.train.data_object, config.search.seed)
 
 
 def _resumable(config: RunConfig, given: Given) -> None:

@@ -199,3 +199,20 @@ def test_nas_search_supernet_records_it_and_resumes_from_the_command_line(macro_
     assert main(["search", "--space", "macro", "--supernet", str(tmp_path / "run"), "--run-dir", str(tmp_path / "x"),
                  *common]) == 2
     assert "holds no trained supernet" in capsys.readouterr().err
+
+
+def test_a_search_on_other_data_than_the_supernet_saw_is_warned(macro_dir, tmp_path, caplog):
+    """Another dataset of the same shape, or the supernet's dataset split by another seed (whose validation
+    examples then include ones the supernet trained on), scores sub-networks on the wrong examples: said once at
+    the start. The supernet's own data and seed: nothing said."""
+    said = []
+    for i, (data, seed) in enumerate([("digits", 0), ("synthetic", 0), ("digits", 1)]):
+        caplog.clear()
+        nas.api.search("macro", "random", budget=1, executor="inprocess", supernet=macro_dir, seed=seed, data=data,
+                       settings=SETTINGS, run_dir=tmp_path / str(i), progress=False)
+        said.append([r.getMessage() for r in caplog.records if "was trained on dataset" in r.getMessage()])
+    assert said[0] == []
+    assert said[1] == [f"the supernet {macro_dir} was trained on dataset 'digits' split with seed 0, other examples "
+                       "than this search's (dataset 'synthetic', seed 0): sub-networks are scored on data the supernet "
+                       "saw in training or never saw; search with the supernet's dataset and seed"]
+    assert len(said[2]) == 1 and "(dataset 'digits', seed 1)" in said[2][0]
