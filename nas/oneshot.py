@@ -91,7 +91,7 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
         from nas.train.supernet_spos import PathSampler
 
         PathSampler(space_obj.supernet(task), sampling)
-    run_path = Path(run_dir or Path("runs") / f"{datetime.datetime.now():%Y%m%d-%H%M%S}-supernet-{space_obj!r}")
+    run_path = Path(run_dir or default_supernet_dir(space_obj))
     config = {"space": space_obj.spec()["class"], "space_spec": space_obj.spec(),
               "task": {"input_shape": list(task.input_shape), "num_classes": task.num_classes},
               "dataset": data if isinstance(data, str) else dataset.name,
@@ -129,6 +129,11 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "kind"} for r in records])
     df.attrs["run_dir"] = str(run_path)
     return df
+
+
+def default_supernet_dir(space: SearchSpace) -> Path:
+    """Where a supernet run of ``space`` goes when no run directory is named: ``runs/<time>-supernet-<space>``."""
+    return Path("runs") / f"{datetime.datetime.now():%Y%m%d-%H%M%S}-supernet-{space!r}"
 
 
 def _in_process(space: SearchSpace, dataset: Dataset, settings: TrainSettings, job: SupernetJob,
@@ -219,4 +224,4 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
                           run_dir=out_dir, seed=cfg.search.seed, **search_options)
 
 
-__all__ = ["SupernetFailed", "chosen", "retrain", "train_supernet"]
+__all__ = ["SupernetFailed", "chosen", "default_supernet_dir", "retrain", "train_supernet"]

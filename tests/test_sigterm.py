@@ -63,7 +63,8 @@ def test_sigterm_stops_gracefully_and_the_run_resumes(tmp_path, executor):
 
 def test_sigterm_ends_other_commands_as_ctrl_c_does(tmp_path):
     """`nas supernet train` (no graceful stop of its own): SIGTERM ends it as Ctrl-C, its epochs journaled, the run
-    stopped, exit 130 (it was killed by the signal)."""
+    stopped, exit 130 (it was killed by the signal), with the command that continues it; that command, only the
+    epochs raised, does."""
     proc = subprocess.Popen([sys.executable, "-m", "nas.cli", "supernet", "train", "--epochs", "10000", "--executor",
                              "inprocess", "--run-dir", "sn", "--quiet", "--threads", "1"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -75,5 +76,14 @@ def test_sigterm_ends_other_commands_as_ctrl_c_does(tmp_path):
         out, _ = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 130 and out.strip().endswith("nas supernet: interrupted"), out[-2000:]
-    assert supernet_status(tmp_path / "sn")["state"] == "stopped"  # (as nas status says it: its lock let go)
+    status = supernet_status(tmp_path / "sn")
+    assert status["state"] == "stopped"  # (as nas status says it: its lock let go)
+    resume = "nas supernet train --resume --run-dir sn"
+    assert proc.returncode == 130 and out.strip().endswith(
+        f"nas supernet train: interrupted: stopped after epoch {status['epochs_done']} of 10000; continue with: "
+        f"{resume}"), out[-2000:]
+    done = subprocess.run([sys.executable, "-m", "nas.cli", *resume.split()[1:], "--epochs",
+                           str(status["epochs_done"] + 1), "--executor", "inprocess", "--quiet", "--threads", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert supernet_status(tmp_path / "sn")["epochs_done"] == status["epochs_done"] + 1

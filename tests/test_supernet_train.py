@@ -159,22 +159,29 @@ def test_the_store_keeps_the_journal_and_the_checkpoint_in_step(tmp_path):
         store.close()
 
 
-def test_the_command_line_trains_and_resumes(tmp_path, capsys):
-    import argparse
+def test_the_command_line_trains_and_resumes_with_no_flag_repeated(tmp_path, capsys):
+    """`--resume` continues with what the run was trained with (its space, data, sampling, seed, hyperparameters):
+    only what changes is given (here the epochs). A flag given that differs from the run is refused, naming it."""
+    from nas.cli import main
 
-    from nas.cli.one_shot import register
-
-    parser = argparse.ArgumentParser(prog="nas")
-    register(parser.add_subparsers(dest="command"))  # (wired into `nas` by nas/cli/__init__.py's COMMAND_MODULES)
-    common = ["--run-dir", str(tmp_path / "sn"), "--device", "cpu", "--threads", "1", "--quiet", "--seed", "1",
-              "--optimizer", "sgd"]  # (SGD with momentum, where paths not yet trained have none)
-    for extra in (["--epochs", "1"], ["--epochs", "2", "--resume"]):
-        args = parser.parse_args(["supernet", "train", "--space", "macro", "--sampling", "fair", *common, *extra])
-        assert args.handler(args) == 0
+    where = ["--run-dir", str(tmp_path / "sn"), "--device", "cpu", "--threads", "1", "--quiet", "--executor",
+             "inprocess"]
+    assert main(["supernet", "train", "--space", "macro", "--sampling", "fair", "--seed", "1", "--optimizer", "sgd",
+                 "--lr", "0.02", "--epochs", "1", *where]) == 0  # (SGD: paths not yet trained have no momentum)
+    assert main(["supernet", "train", "--resume", "--epochs", "2", *where]) == 0
     out = capsys.readouterr().out
     assert "supernet trained 1 epochs in" in out and "supernet trained 2 epochs in" in out
     assert f"nas search --space macro --dataset digits --supernet {tmp_path / 'sn'}" in out
     assert [r["epoch"] for r in read_epochs(tmp_path / "sn" / EPOCHS)] == [1, 2]
+    cfg = json.loads((tmp_path / "sn" / "run.json").read_text())
+    assert (cfg["sampling"], cfg["seed"], cfg["hparams"]["optimizer"], cfg["hparams"]["lr"]) == ("fair", 1, "sgd", 0.02)
+    assert main(["supernet", "train", "--resume", "--epochs", "3", "--lr", "0.5", "--sampling", "uniform",
+                 *where]) == 2
+    assert capsys.readouterr().err.strip().endswith("it is a different supernet run (hparams.lr: 0.02 there, 0.5 "
+                                                    "here; sampling: 'fair' there, 'uniform' here)")
+    assert main(["supernet", "train", "--resume"]) == 2
+    assert capsys.readouterr().err.strip() == ("nas supernet: error: --resume needs --run-dir, the supernet run to "
+                                               "continue")
 
 
 def test_nas_status_says_what_a_supernet_run_is(tmp_path, capsys):
@@ -186,6 +193,9 @@ def test_nas_status_says_what_a_supernet_run_is(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"supernet  {d}  (macro on digits, uniform sampling, 1 rank)")
     assert out[1:3] == ["state     finished", out[2]] and out[2].startswith("epochs    1/1, last epoch: train loss ")
+    (d / "status.json").unlink()  # (as a stop between the first epoch's journal line and its status.json leaves it)
+    assert main(["status", str(d)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "state     stopped"  # (it said "created")
     assert main(["supernet", "train", "--executor", "inprocess", "--trial-workers", "2", "--run-dir",
                  str(tmp_path / "x")]) == 2
     assert "trial_workers=2 (data-parallel training) needs executor 'ray'" in capsys.readouterr().err

@@ -108,8 +108,8 @@ class SupernetStore:
         prior = read_run(path)
         lock = RunLock(path).acquire()
         try:
-            diffs = [f"{k}: {prior.get(k)!r} there, {config.get(k)!r} here" for k in sorted(set(prior) | set(config))
-                     if k not in (*MAY_CHANGE, "kind", "supernet_format") and prior.get(k) != config.get(k)]
+            diffs = [f"{k}: {there!r} there, {here!r} here" for k, there, here in _differences(prior, config)
+                     if k not in (*MAY_CHANGE, "kind", "supernet_format")]
             if diffs:
                 raise ValueError(f"cannot resume {str(path)!r}: it is a different supernet run ({'; '.join(diffs)})")
             records = read_epochs(path / EPOCHS)
@@ -206,8 +206,10 @@ def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     except (OSError, ValueError):
         status = {}
     state = str(status.get("state", "created"))
-    if state == "running" and not held(path):
-        state = "stopped"  # (its process died: --resume continues from the last epoch's checkpoint)
+    if state in ("created", "running") and not held(path):
+        # its process died (also where it had no status.json yet, "created": an epoch writes it after its journal
+        # line): --resume continues from the last epoch's checkpoint
+        state = "stopped"
     last = records[-1] if records else {}
     st = {"kind": KIND, "run_dir": str(path), "state": state, "epochs_done": last.get("epoch", 0),
           "epochs": cfg.get("epochs"), "train_loss": last.get("train_loss"), "train_acc": last.get("train_acc"),
@@ -217,6 +219,23 @@ def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
                   f"{st['ranks']} rank{'s' if st['ranks'] != 1 else ''})\n"
                   f"state     {state}\nepochs    {st['epochs_done']}/{st['epochs']}{figures}")
     return st
+
+
+def _differences(there: dict[str, Any], here: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Each key whose value differs, with both values; within a mapping on both sides (the hyperparameters) each
+    of its keys that differs, as ``key.sub``.
+
+    >>> _differences({"seed": 0, "hparams": {"lr": 0.01, "gamma": 0.1}}, {"seed": 0, "hparams": {"lr": 0.5}})
+    [('hparams.gamma', 0.1, None), ('hparams.lr', 0.01, 0.5)]
+    """
+    out = []
+    for k in sorted(set(there) | set(here)):
+        a, b = there.get(k), here.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [(f"{k}.{sub}", x, y) for sub, x, y in _differences(a, b)]
+        elif a != b:
+            out.append((k, a, b))
+    return out
 
 
 def _read_checkpoint(path: Path) -> dict[str, Any] | None:
