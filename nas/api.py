@@ -43,7 +43,7 @@ from nas.train.settings import TrainSettings
 
 SearchConfig = RunConfig  # (the name this API had; one configuration object end to end)
 CALLBACK_HOOKS = tuple(name for name in vars(Callback) if name.startswith("on_"))  # (what the loop calls)
-EXECUTOR_METHODS = ("submit", "poll", "stop", "now", "shutdown", "free_slots", "slots", "checkpoints")
+EXECUTOR_METHODS = tuple(name for name in vars(Executor) if not name.startswith("_"))  # (the Protocol's members)
 resolve_space = space_from_spec  # (the name this API had)
 _UNSET: Any = object()
 __all__ = ["Run", "RunConfig", "SearchConfig", "build_strategy", "connect", "executor_names", "load_results",

@@ -71,7 +71,7 @@ def test_too_large_models_fail_as_trials_and_the_search_finishes(tmp_path):
 
 
 @pytest.mark.parametrize(("arrays", "message"), [
-    ({"x": np.zeros(12), "y": np.zeros(12)}, "x_train must have shape (samples, *input_shape), got (9,)"),
+    ({"x": np.zeros(12), "y": np.zeros(12)}, "x has shape (12,); it must hold one row of inputs per example"),
     ({"x": np.zeros((12, 4)), "y": np.zeros((12, 2))}, "y must have shape (12,) to match x (12, 4), got (12, 2)"),
     ({"x": np.zeros((12, 4)), "y": np.zeros(12), "x_val": np.zeros((3, 5)), "y_val": np.zeros(3)},
      "train inputs (4,) and validation inputs (5,) differ"),
@@ -95,7 +95,7 @@ def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
     ({"space": 3}, "space must be a registered name, 'module:Class' or a nas.SearchSpace, got 3 (int)"),
     ({"strategy": 3.5}, "strategy must be a registered name or a nas.Strategy, got 3.5 (float)"),
     ({"executor": object()}, "executor must be a registered name (inprocess, ray, simulated) or an Executor (with "
-                             "submit, poll, stop, now, shutdown, free_slots, slots, checkpoints), got <object"),
+                             "checkpoints, slots, free_slots, submit, poll, stop, now, shutdown), got <object"),
     ({"callbacks": [print]}, "callbacks[0] must be a nas.Callback (with on_start, on_submit, on_event, on_result, "
                              "on_end), got <built-in function print>"),
 ])
