@@ -196,11 +196,14 @@ def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[RunConfig, list[A
 
 def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None = None,
             data: str | Dataset | None = None, out_dir: str | os.PathLike[str] | None = None,
-            settings: TrainSettings | None = None, out_flag: str = "out_dir", **search_options: Any) -> pd.DataFrame:
+            settings: TrainSettings | None = None, space: SearchSpace | None = None, out_flag: str = "out_dir",
+            **search_options: Any) -> pd.DataFrame:
     """Train the ``top`` architectures of the search in ``run_dir`` standalone, from scratch, with the built-in
     training function (:func:`chosen` picks them): a search of its own (``out_dir``, default ``RUN/retrain``: a new
     or empty folder, refused naming ``out_flag`` otherwise) whose strategy asks exactly those, for ``epochs`` epochs
-    each (default: the search's ``epochs`` setting) on the search's data (or ``data``). ``search_options`` go to
+    each (default: the search's ``epochs`` setting) on the search's data (or ``data``), in the search's space
+    (rebuilt from its record; ``space``: the same space handed in, where it cannot be imported, as a class defined
+    in a script). ``search_options`` go to
     :func:`nas.api.search` (``executor``, ``workers``, ...). Returns its results."""
     from nas.parts import check_run_dir
 
@@ -211,7 +214,11 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
         raise ValueError(f"run {str(run_dir)!r} has no COMPLETE trial to retrain")
     out_dir = out_dir or Path(run_dir) / "retrain"
     check_run_dir(out_dir, resume=False, flag=out_flag)  # (as the caller names it, before anything starts)
-    space = nas.api.space_from_spec(cfg.search.space, cfg.search.space_args)
+    if space is None:
+        space = nas.api.space_from_spec(cfg.search.space, cfg.search.space_args)
+    elif space.spec() != {"class": cfg.search.space, "args": dict(cfg.search.space_args)}:
+        raise ValueError(f"space {space.spec()} is not the space run {str(run_dir)!r} searched "
+                         f"({ {'class': cfg.search.space, 'args': dict(cfg.search.space_args)} })")
     if data is None:
         data = cfg.train.dataset
         if data is None:

@@ -134,13 +134,15 @@ def test_a_new_run_that_fails_to_start_is_taken_back(tmp_path, capsys):
         assert main(argv) == 0 and (run / "run.json").is_file()
 
 
-def test_a_run_of_a_space_that_cannot_be_imported_again_says_how_to_resume(tmp_path, capsys):
+def test_a_run_of_a_space_that_cannot_be_imported_again_says_how_to_resume_and_retrain(tmp_path, capsys):
     """A space class made inside a function (or in a script run as __main__) is recorded as such; the command line
     cannot import it again, and says so and what to do, where it said "is not module:Class"."""
     import torch
 
     import nas
     from nas.cli import main
+    from nas.oneshot import retrain
+    from nas.search_spaces.toy import ToySpace
     from nas.train.simple import noop
 
     class Local(nas.SearchSpace):
@@ -148,15 +150,21 @@ def test_a_run_of_a_space_that_cannot_be_imported_again_says_how_to_resume(tmp_p
             return {"a": [1, 2, 3]}
 
         def build(self, arch, task):
-            return torch.nn.Linear(1, 1)
+            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, task.num_classes))
 
     nas.search(Local(), "random", budget=2, executor="inprocess", data=None, train=noop, run_dir=tmp_path / "run")
+    why = (f"space '{Local.__module__}:{Local.__qualname__}' was defined inside a function, so it cannot be imported "
+           "again: hand in the same space from Python (nas.search(space, ..., resume=True) resumes its run, "
+           "nas.retrain(run_dir, space=space) retrains its best)")
     assert main(["search", "--resume", str(tmp_path / "run"), "--budget", "3"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"{tmp_path / 'run' / 'run.json'}: space '{Local.__module__}:{Local.__qualname__}' "
-                        "was defined inside a function, so "
-                        "it cannot be imported again: hand in the same space from Python (nas.search(space, ..., "
-                        "resume=True) to resume its run)"), err
+    assert err.endswith(f"{tmp_path / 'run' / 'run.json'}: {why}"), err
+    assert main(["retrain", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip().endswith(why)
+    out = retrain(tmp_path / "run", space=Local(), data="digits", epochs=1, executor="inprocess")  # (as it says)
+    assert len(out) == 1 and (out["state"] == "COMPLETE").all()
+    with pytest.raises(ValueError, match=r"space \{'class': 'toy', 'args': \{\}\} is not the space run"):
+        retrain(tmp_path / "run", space=ToySpace(), data="digits", out_dir=tmp_path / "other")
 
 
 def test_the_first_line_says_what_starts_before_the_checks(tmp_path):

@@ -88,7 +88,8 @@ def resolve_space_spec(spec: object, *, allow_import: bool,
     if module_name == "__main__" or "<locals>" in attr:  # (how SearchSpace.spec names such a class)
         where = "in a script (__main__)" if module_name == "__main__" else "inside a function"
         raise ValueError(f"space {spec!r} was defined {where}, so it cannot be imported again: hand in the same "
-                         f"space from Python (nas.search(space, ..., resume=True) to resume its run)")
+                         f"space from Python (nas.search(space, ..., resume=True) resumes its run, "
+                         f"nas.retrain(run_dir, space=space) retrains its best)")
     obj = _imported(spec, "space", "module:Class", ALLOWED, outside)
     if isinstance(obj, SearchSpace) or (isinstance(obj, type) and issubclass(obj, SearchSpace)):
         return obj
