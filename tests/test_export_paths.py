@@ -22,6 +22,7 @@ import nas
 from nas.cli import main
 from nas.run.export import owned_by_run, write_export
 from nas.run.store import RunStore
+from nas.run.supernet_store import supernet_status
 from nas.train.settings import TrainSettings
 
 MANAGED = ["trials.jsonl", "run.json", "snapshot.json", "best.json", "best.pt", "status.json", ".lock.json"]
@@ -158,26 +159,41 @@ def test_retrain_names_its_folder_by_its_own_flag(run_copy, tmp_path, capsys):
     assert tree(run_copy) == state and tree(tmp_path / "mine") == {"notes.txt": hashlib.sha256(b"mine").hexdigest()}
 
 
-@pytest.fixture
-def full_disk(tmp_path):
-    """A 1 MiB tmpfs of this test's own, filled up (root only: skipped elsewhere)."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+@contextlib.contextmanager
+def tmpfs(where, size):
+    """A tmpfs of ``size`` of this test's own (root only: skipped elsewhere), unmounted after."""
+    where.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {proc.stderr.decode().strip()}")
     try:
-        with open(mount / "filler", "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError as e:
-                assert e.errno == errno.ENOSPC
-        yield mount
+        yield where
     finally:  # (lazily where a file is still open in it, so that no mount outlives the test)
-        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount)], check=False)
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def disk_free(mount):
+    return shutil.disk_usage(mount).free
+
+
+def fill(mount):
+    """Fill ``mount`` up with (more of) a file ``filler``."""
+    with open(mount / "filler", "ab") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs of this test's own, filled up."""
+    with tmpfs(tmp_path / "small", "1m") as mount:
+        fill(mount)
+        yield mount
 
 
 def test_a_full_disk_at_the_start_leaves_nothing_and_says_so_in_one_line(full_disk, run_copy, capsys):
@@ -346,6 +362,43 @@ def test_a_supernet_run_on_a_full_disk_or_with_bad_epochs_leaves_nothing(full_di
     refused(capsys, ["supernet", "train", "--executor", "inprocess", "--dataset", "synthetic", "--epochs", "0",
                      "--quiet", "--run-dir", str(tmp_path / "snx")], "epochs must be an integer >= 1, got 0")
     assert not (tmp_path / "snx").exists()
+
+
+def test_a_supernet_run_that_fills_its_disk_keeps_its_epochs_and_resumes(tmp_path, capsys):
+    """The disk fills while a supernet trains (here: right after its first epoch): one line saying what is kept and
+    the command that continues (it was an OSError traceback); that command, once there is space, ends where a run
+    that never stopped ends. A resume on a disk with no room says the same; a new run whose first epoch cannot be
+    written is taken back whole (its checkpoint's tensor file included)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from nas.oneshot import train_supernet
+
+    run = {"epochs": 3, "settings": TrainSettings(device="cpu", threads=1), "executor": "inprocess",
+           "progress": False}  # (bit for bit: one thread)
+    train_supernet("macro", "synthetic", tmp_path / "whole", **run)
+    with tmpfs(tmp_path / "disk", "16m") as disk:
+        with pytest.raises(ValueError) as info:
+            train_supernet("macro", "synthetic", disk / "sn", **run, on_epoch=lambda record: fill(disk))
+        said = (f"no space left on the device of {disk / 'sn'}: the run keeps its epochs up to 1; free some space, "
+                f"then continue with: nas supernet train --resume --run-dir {disk / 'sn'}")
+        assert str(info.value) == said and supernet_status(disk / "sn")["epochs_done"] == 1
+        resume = ["supernet", "train", "--resume", "--run-dir", str(disk / "sn"), "--executor", "inprocess",
+                  "--device", "cpu", "--threads", "1", "--quiet"]
+        assert main(resume) == 2  # (no room for the lock's note: the resume cannot start)
+        assert capsys.readouterr().err.strip() == f"nas supernet: error: {said}"
+        os.truncate(disk / "filler", (disk / "filler").stat().st_size - 2**20)  # (room for a run.json, not an epoch)
+        assert main(["supernet", "train", "--executor", "inprocess", "--dataset", "synthetic", "--quiet",
+                     "--run-dir", str(disk / "new")]) == 2
+        assert capsys.readouterr().err.strip().endswith("the supernet's first epoch could not be written, so nothing "
+                                                        "of the run is kept; free some space, then start it again")
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "sn"]
+        assert main(resume) == 2  # (room to start, not for an epoch)
+        assert capsys.readouterr().err.strip() == f"nas supernet: error: {said}"
+        (disk / "filler").unlink()
+        assert main(resume) == 0
+        resumed, whole = (load_file(d / "supernet.safetensors") for d in (disk / "sn", tmp_path / "whole"))
+    assert resumed.keys() == whole.keys() and all(torch.equal(resumed[k], whole[k]) for k in whole)
 
 
 @pytest.mark.parametrize("argv", [["results", "{run}", "--csv"], ["best", "{run}", "--export-json"],

@@ -126,7 +126,8 @@ def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path 
 def take_back(path: Path, undo: Callable[[], None]) -> None:
     """Take back a new run that holds nothing yet, its files closed: every file of a run in ``path`` (its folder was
     new or empty, so they are its own) but the lock's, then what :func:`new_run` made (``undo``: the lock too)."""
-    for name in MANAGED:
+    tensor_files = [p.name for p in path.glob("*.safetensors") if p.name.startswith((SNAPSHOT + ".", CHECKPOINT + "."))]
+    for name in (*MANAGED, *tensor_files):  # (a snapshot's tensors: written before its JSON, which may have failed)
         if name not in (LOCK_FILE, HOLDER_FILE):
             with contextlib.suppress(OSError):
                 (path / name).unlink()

@@ -8,10 +8,13 @@ Layout: ``run.json`` (what the run is: space, task, data, sampling, seed, traini
 plain data and tensors, never pickle), ``supernet.safetensors`` (the weights searches read,
 :mod:`nas.train.supernet_io`), ``status.json``, ``.lock`` + ``.lock.json``.
 
-After each epoch: the checkpoint (which also holds the epoch's record), the weights, then the journal record
-(fsync), then the status. A crash between leaves the checkpoint one epoch ahead of the journal; a resume
-appends the missing record from the checkpoint, so the journal always lists exactly the epochs the checkpoint
-holds.
+After each epoch: the weights, the checkpoint (which also holds the epoch's record), then the journal record
+(fsync), then the status. A crash between the weights and the checkpoint leaves the weights one epoch ahead,
+which the resume trains again to the same weights (a crash before the weights left the last epoch's weights
+stale where that epoch was the run's last); one between the checkpoint and the journal leaves the checkpoint one
+epoch ahead of the journal, and a resume appends the missing record from the checkpoint, so the journal always
+lists exactly the epochs the checkpoint holds. A full disk stops the run in one line (:class:`DiskFull`) with
+what it keeps.
 
 >>> import tempfile
 >>> d = Path(tempfile.mkdtemp()) / "sn"
@@ -34,6 +37,7 @@ ValueError: cannot resume '...': it is a different supernet run (space: 'macro' 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -42,8 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nas.run.files import atomic_write
-from nas.run.journal import JournalWriter, cut_torn_tail
+from nas.run.files import atomic_write, os_error_text
+from nas.run.journal import DiskFull, JournalWriter, cut_torn_tail
 from nas.run.layout import CHECKPOINT, EPOCHS, RUN_JSON, STATUS, new_run, read_run_json, take_back
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
@@ -53,7 +57,11 @@ MAY_CHANGE = ("epochs", "resumed", "created", "run_dir")  # what a resume may di
 
 
 class EpochJournal(JournalWriter):
-    """``epochs.jsonl``: the journal writer's file handling (torn tail cut, full disk named) for epoch records."""
+    """``epochs.jsonl``: the journal writer's file handling (torn tail cut) for epoch records; a failed write is
+    the OSError itself, which the store says in its own words."""
+
+    def _error(self, e: OSError) -> Exception:
+        return e
 
     def write_epoch(self, record: dict[str, Any]) -> None:
         self._write((json.dumps({"kind": "epoch", **record}, default=str) + "\n").encode())
@@ -121,13 +129,16 @@ class SupernetStore:
             if len(records) not in (done, done - 1) or listed != list(range(1, len(records) + 1)):
                 raise ValueError(f"{path / EPOCHS} lists epochs {listed} but the checkpoint "
                                  f"holds {done}; the run directory is inconsistent")
-            lock.write_holder()
-            cut_torn_tail(path / EPOCHS)
-            store = cls(path, lock, records)
-            if len(records) == done - 1 and state is not None:  # the crash fell between checkpoint and journal
-                store._journal(state["record"])
-            atomic_write(path / RUN_JSON, _json({**prior, "epochs": config.get("epochs", prior.get("epochs")),
-                                                 "resumed": [*prior.get("resumed", []), time.time()]}))
+            try:
+                lock.write_holder()
+                cut_torn_tail(path / EPOCHS)
+                store = cls(path, lock, records)
+                if len(records) == done - 1 and state is not None:  # the crash fell between checkpoint and journal
+                    store._journal(state["record"])
+                atomic_write(path / RUN_JSON, _json({**prior, "epochs": config.get("epochs", prior.get("epochs")),
+                                                     "resumed": [*prior.get("resumed", []), time.time()]}))
+            except OSError as e:
+                raise _write_error(path, e, records[-1]["epoch"] if records else 0) from None
         except BaseException:
             lock.release()
             raise
@@ -139,25 +150,38 @@ class SupernetStore:
         return None if state is None else state["state"]
 
     def on_epoch(self, record: dict[str, Any], state: dict[str, Any], weights: bytes) -> None:
-        """An epoch trained: its checkpoint, the weights searches read, its journal record, the status."""
+        """An epoch trained: the weights searches read, its checkpoint, its journal record, the status."""
         from nas.train.supernet_io import WEIGHTS  # (here: `nas status` reads this store without torch)
 
-        write_snapshot(self.path / CHECKPOINT, {"format": FORMAT, "record": record, "state": state,
-                                                "epoch": record["epoch"]})
-        atomic_write(self.path / WEIGHTS, weights)
+        try:
+            atomic_write(self.path / WEIGHTS, weights)
+            write_snapshot(self.path / CHECKPOINT, {"format": FORMAT, "record": record, "state": state,
+                                                    "epoch": record["epoch"]})
+        except OSError as e:
+            raise self._write_error(e) from None
         self._journal(record)
 
     def _journal(self, record: dict[str, Any]) -> None:
-        self.journal.write_epoch(record)
+        try:
+            self.journal.write_epoch(record)
+        except OSError as e:
+            raise self._write_error(e) from None
         self.records.append({"kind": "epoch", **record})
         self.write_status("running")
 
     def write_status(self, state: str, epochs: int | None = None) -> None:
         last = self.records[-1] if self.records else {}
-        atomic_write(self.path / STATUS, _json({
-            "kind": KIND, "state": state, "epoch": last.get("epoch", 0), "epochs": epochs,
-            "train_loss": last.get("train_loss"), "updated": time.time(), "started": self._started,
-            "pid": os.getpid(), "host": socket.gethostname()}))
+        try:
+            atomic_write(self.path / STATUS, _json({
+                "kind": KIND, "state": state, "epoch": last.get("epoch", 0), "epochs": epochs,
+                "train_loss": last.get("train_loss"), "updated": time.time(), "started": self._started,
+                "pid": os.getpid(), "host": socket.gethostname()}))
+        except OSError as e:
+            raise self._write_error(e) from None
+
+    def _write_error(self, e: OSError) -> ValueError:
+        new = self._undo is not None and not self.records  # (discard() takes such a run back)
+        return _write_error(self.path, e, None if new else self.records[-1]["epoch"] if self.records else 0)
 
     def close(self) -> None:
         self.journal.close()
@@ -173,6 +197,19 @@ class SupernetStore:
         self.journal.close()
         take_back(self.path, self._undo)
         self._undo = None
+
+
+def _write_error(path: Path, e: OSError, kept: int | None) -> ValueError:
+    """One line for a write to the supernet run in ``path`` that failed, the run keeping its epochs up to ``kept``
+    (None: a new run, taken back): a full disk says what is kept and how to go on."""
+    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return ValueError(f"cannot write to supernet run directory {str(path)!r}: {os_error_text(e)} "
+                          f"({e.filename or e})")
+    if kept is None:
+        return DiskFull(f"no space left on the device of {path}: the supernet's first epoch could not be written, "
+                        "so nothing of the run is kept; free some space, then start it again")
+    return DiskFull(f"no space left on the device of {path}: the run keeps its epochs up to {kept}; free some space, "
+                    f"then continue with: nas supernet train --resume --run-dir {path}")
 
 
 def read_run(path: Path) -> dict[str, Any]:
