@@ -262,6 +262,9 @@ def test_a_front_export_on_a_full_disk_leaves_no_part_of_a_file(full_disk, run_c
             "No space left on device")
     assert [p.name for p in (full_disk / "front" / "weights").iterdir()] == ["1.pt"]
     assert (full_disk / "front" / "weights" / "1.pt").read_bytes() == b""
+    refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(full_disk / "new" / "front")],
+            "No space left on device")
+    assert not (full_disk / "new").exists()  # (it left new/front/weights/, empty)
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")  # (a thread's traceback)

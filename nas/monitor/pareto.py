@@ -13,6 +13,7 @@ checked to load with ``torch.load(weights_only=True)`` first. Nothing read can r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -113,15 +114,32 @@ def kept_weights(run_dir: Path, trial_id: int) -> Path | None:
 
 def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -> tuple[Path, int]:
     """Write ``out/front.json`` and ``out/weights/<id>.pt`` of each member with kept weights; returns the
-    JSON's path and how many weight files were written."""
+    JSON's path and how many weight files were written. A failed export (a full disk, a weights file that fails
+    its check) takes back the files it made and the folders it made for them."""
+    run = Path(run_dir)
+    obj, front, ref, hv = run_front(run)
+    out_dir = Path(out)
+    check_export_dir(out_dir)
+    made = [p for p in (out_dir / "weights", out_dir, *out_dir.parents) if not (p.exists() or p.is_symlink())]
+    wrote: list[Path] = []  # (new files: a failed export takes them back, and the folders it made)
+    try:
+        path, copied = _write_front(run, out_dir, obj, front, ref, hv, wrote)
+    except BaseException:
+        for p in wrote:
+            p.unlink(missing_ok=True)
+        for d in made:  # (innermost first; a folder that is not empty stays)
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
+    return path, copied
+
+
+def _write_front(run: Path, out_dir: Path, obj: Objectives, front: pd.DataFrame, ref: Any, hv: float,
+                 wrote: list[Path]) -> tuple[Path, int]:
     from nas.run.reader import read_journal
     from nas.run.store import check_checkpoint
 
-    run = Path(run_dir)
-    obj, front, ref, hv = run_front(run)
     trials = {t.trial_id: t for t, _ in read_journal(run)}
-    out_dir = Path(out)
-    check_export_dir(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -141,7 +159,7 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
                 raise ValueError(f"cannot create export directory {str(into)!r}: {os_error_text(e)}") from None
             data = weights.read_bytes()
             check_checkpoint(data, weights)
-            write_export(into / f"{tid}.pt", data)
+            _write_new(into / f"{tid}.pt", data, wrote)
             rel, copied = f"weights/{tid}.pt", copied + 1
         members.append({"trial_id": tid, "arch": dict(trial.arch), "arch_str": str(row["arch"]),
                         **{o.metric: float(row[o.metric]) for o in obj}, "metrics": row.get("metrics"),
@@ -149,8 +167,16 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
     doc = {"run": str(run), "objectives": obj.to_list(), "hypervolume": hv,
            "reference": obj.values(ref) if ref is not None else None, "members": members}
     path = out_dir / "front.json"
-    write_export(path, (json.dumps(doc, indent=2, default=str) + "\n").encode())
+    _write_new(path, (json.dumps(doc, indent=2, default=str) + "\n").encode(), wrote)
     return path, copied
+
+
+def _write_new(path: Path, data: bytes, wrote: list[Path]) -> None:
+    """:func:`write_export`, noting ``path`` in ``wrote`` where it is a new file."""
+    new = not path.exists()
+    write_export(path, data)
+    if new:
+        wrote.append(path)
 
 
 def cmd_pareto(run_dir: str, export: str | None) -> int:
