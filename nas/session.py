@@ -312,10 +312,6 @@ def _make_executor(config: RunConfig, space: SearchSpace, data: Dataset | None, 
         url = connect(e.address, dashboard=e.dashboard, run_name=Path(str(config.run_dir)).name, notify=notify)
         if url:
             notify(f"Ray dashboard: {url}")
-        import ray
-
-        if e.gpus_per_trial > 0 and not ray.cluster_resources().get("GPU"):
-            notify(f"no GPU in the Ray cluster: --gpus-per-trial {e.gpus_per_trial:g} ignored, training on CPUs")
     executor = build_executor(name, ExecutorConfig(
         space, data, config.train.settings, workers=e.workers, train=train, cpus_per_trial=e.cpus_per_trial,
         gpus_per_trial=e.gpus_per_trial, max_retries=e.max_retries, namespace=namespace, seed=config.search.seed,

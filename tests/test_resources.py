@@ -59,12 +59,14 @@ def test_actor_threads_device_and_gpu_fallback(ray_local, digits, workers, cpus,
 
 
 @pytest.mark.ray
-def test_search_cli_prints_the_fallback_line(ray_local, tmp_path, capsys):
+def test_search_cli_prints_the_fallback_line(ray_local, tmp_path, capsys, caplog):
     code = main(["search", "--space", "macro", "--strategy", "random", "--budget", "1", "--workers", "1",
                  "--epochs", "1", "--gpus-per-trial", "0.25", "--run-dir", str(tmp_path / "run"), "--quiet"])
-    out = capsys.readouterr().out
+    said = capsys.readouterr()
     assert code == 0
-    assert "no GPU in the Ray cluster: --gpus-per-trial 0.25 ignored, training on CPUs" in out
+    lines = [line for line in [*(said.out + said.err).splitlines(), *(r.getMessage() for r in caplog.records)]
+             if "no GPU in the Ray cluster" in line]
+    assert lines == ["no GPU in the Ray cluster: gpus_per_trial=0.25 ignored, training on CPUs"]  # (once: it was twice)
     ((_, result),) = read_journal(tmp_path / "run")
     assert result.ok and result.metrics["device"] == "cpu"
 
