@@ -42,6 +42,9 @@ def cmd_asha_train(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.budget < 2 or args.epochs < 3 or args.workers < 1:
         raise ValueError(f"need --seeds >= 1, --budget >= 2, --epochs >= 3, --workers >= 1; got {args.seeds}, "
                          f"{args.budget}, {args.epochs}, {args.workers}")
+    if not 1 < args.eta < float("inf") or not 1 <= args.grace_period <= args.epochs:
+        raise ValueError(f"need --eta a finite number > 1 and --grace-period in 1..--epochs ({args.epochs}); got "
+                         f"{args.eta}, {args.grace_period}")
     from nas.api import connect
 
     connect(args.address)

@@ -195,6 +195,8 @@ def cmd_driver(args: argparse.Namespace) -> int:
             args.trials is not None and args.trials < 10):
         raise ValueError(f"--workers, --trials-per-worker and --snapshot-every must be >= 1 and --trials >= 10, got "
                          f"{args.workers}, {args.trials_per_worker}, {args.snapshot_every}, {args.trials}")
+    if args.dir is not None and not os.path.isdir(args.dir):
+        raise ValueError(f"--dir must be an existing folder, got {args.dir!r}")
     rows = []
     for w in workers:
         n = min(args.trials if args.trials is not None else args.trials_per_worker * w, CAP)

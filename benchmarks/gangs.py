@@ -193,8 +193,8 @@ def handler(args: argparse.Namespace) -> int:
     at_least(1, ranks=min(ranks), epochs=args.epochs, repeats=args.repeats, batch_size=args.batch_size,
              trials=args.trials, ray_train_trials=args.ray_train_trials, gang_ranks=args.gang_ranks,
              samples=args.samples)
-    if args.gpus_per_rank < 0:
-        raise ValueError(f"--gpus-per-rank must be >= 0, got {args.gpus_per_rank}")
+    if not 0 <= args.gpus_per_rank < float("inf"):
+        raise ValueError(f"--gpus-per-rank must be a finite number >= 0, got {args.gpus_per_rank}")
     if args.batch_size % max(ranks):
         raise ValueError(f"--batch-size {args.batch_size} must split evenly over {max(ranks)} ranks")
     from nas.api import connect, resolve_space

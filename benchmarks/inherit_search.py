@@ -81,13 +81,13 @@ def plot(curves: dict[str, list[list[tuple[float, float]]]], path: str, title: s
 
 
 def handler(args: argparse.Namespace) -> int:
-    if args.quick:
-        args.seeds, args.budget, args.population, args.sample_size, args.epochs = 1, 4, 2, 2, 2
     at_least(1, seeds=args.seeds, budget=args.budget, population=args.population, sample_size=args.sample_size,
              epochs=args.epochs, child_epochs=args.child_epochs, threads=args.threads)
     at_least(100, samples=args.samples)
     if args.sample_size > args.population:
         raise ValueError(f"--sample-size must be <= --population, got {args.sample_size} > {args.population}")
+    if args.quick:  # (after the checks: a bad value is refused even beside --quick)
+        args.seeds, args.budget, args.population, args.sample_size, args.epochs = 1, 4, 2, 2, 2
     torch.set_num_threads(args.threads)
     data = bench_data(args.dataset, args.samples, 0)
     space = NB201Space(channels=args.channels)

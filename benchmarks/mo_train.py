@@ -146,13 +146,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_mo_train(args: argparse.Namespace) -> int:
-    if args.quick:
+    at_least(1, budget=args.budget, epochs=args.epochs, workers=args.workers, cost_repeats=args.cost_repeats)
+    if args.quick:  # (after the check: a bad value is refused even beside --quick)
         args.budget, args.epochs = 3, 1
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; known: {', '.join(METHODS)}")
-    at_least(1, budget=args.budget, epochs=args.epochs, workers=args.workers, cost_repeats=args.cost_repeats)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     frames, walls = {}, {}

@@ -155,8 +155,8 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     except ValueError:
         raise ValueError(f"--sleep-ms must be comma-separated numbers and --trials two integers, got "
                          f"{args.sleep_ms!r}, {args.trials!r}") from None
-    if not 1 <= small < large or args.workers < 1 or any(s < 0 for s in sleeps):
-        raise ValueError(f"--trials must be two counts 1 <= small < large, --workers >= 1 and sleeps >= 0, got "
+    if not 1 <= small < large or args.workers < 1 or not all(0 <= s < float("inf") for s in sleeps):
+        raise ValueError(f"--trials must be two counts 1 <= small < large, --workers >= 1 and sleeps finite >= 0, got "
                          f"{args.trials}, {args.workers}, {args.sleep_ms}")
     from nas.api import connect
 

@@ -129,8 +129,9 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
     registry.strategies.get(args.strategy)
     workers = int_list(args.workers, "--workers")
-    if any(w < 1 for w in workers) or args.seeds < 1 or args.trials < 1:
-        raise ValueError(f"workers, --seeds and --trials must be >= 1, got {workers}, {args.seeds}, {args.trials}")
+    if any(w < 1 for w in workers) or args.seeds < 1 or args.trials < 1 or args.jobs < 1:
+        raise ValueError(f"workers, --seeds, --trials and --jobs must be >= 1, got {workers}, {args.seeds}, "
+                         f"{args.trials}, {args.jobs}")
     target = target_for(args.target_top, args.search_dataset)
     options = parse_strategy_options(args.option, PROTOCOL_OPTIONS).get(args.strategy, {})
     print(f"{args.strategy} on NAS-Bench-201 ({args.search_dataset}), {args.trials} trials per run, "

@@ -136,14 +136,14 @@ def _mean_sd(values: list[float]) -> str:
 
 
 def handler(args: argparse.Namespace) -> int:
-    if args.quick:
-        args.seeds, args.archs, args.supernet_epochs, args.standalone_epochs = 2, 4, 2, 1
-        args.evaluations, args.trial_epochs, args.retrain_epochs, args.many = 6, 1, 1, 10
     at_least(1, seeds=args.seeds, supernet_epochs=args.supernet_epochs, standalone_epochs=args.standalone_epochs,
              evaluations=args.evaluations, trial_epochs=args.trial_epochs, retrain_epochs=args.retrain_epochs,
              many=args.many)
     at_least(3, archs=args.archs)
     at_least(0, bn_batches=args.bn_batches)
+    if args.quick:  # (after the checks: a bad value is refused even beside --quick)
+        args.seeds, args.archs, args.supernet_epochs, args.standalone_epochs = 2, 4, 2, 1
+        args.evaluations, args.trial_epochs, args.retrain_epochs, args.many = 6, 1, 1, 10
     torch.set_num_threads(1)
     data = load_dataset(args.dataset, seed=0)
     settings = TrainSettings(device="cpu", threads=1, lr=args.lr, batch_size=args.batch_size, schedule="cosine")

@@ -63,9 +63,9 @@ def run_seed(strategy: str, seed: int, *, first: int, budget: int, options: dict
 def handler(args: argparse.Namespace) -> int:
     import json
 
-    if args.quick:
-        args.seeds, args.first, args.budget = 2, 10, 10
     at_least(1, seeds=args.seeds, first=args.first, budget=args.budget)
+    if args.quick:  # (after the check: a bad value is refused even beside --quick)
+        args.seeds, args.first, args.budget = 2, 10, 10
     default = {"population": 20, "sample_size": 5} if args.strategy == "evolution" else {}
     options = json.loads(args.options) if args.options else default
     if not isinstance(options, dict):

@@ -134,11 +134,11 @@ def summary(task: dict[str, Any]) -> dict[str, float]:
 
 
 def handler(args: argparse.Namespace) -> int:
-    if args.quick:
-        args.children, args.parent_epochs, args.samples = 2, 1, 200
     at_least(1, children=args.children, parent_epochs=args.parent_epochs)
     at_least(100, samples=args.samples)
     at_least(1, channels=args.channels, threads=args.threads)
+    if args.quick:  # (after the checks: a bad value is refused even beside --quick)
+        args.children, args.parent_epochs, args.samples = 2, 1, 200
     torch.set_num_threads(args.threads)
     settings = TrainSettings(epochs=1, seed=args.seed, device=args.device, threads=args.threads)
     print(f"nas bench inherit: {args.children} one-edge mutations of the NAS-Bench-201 cell {PARENT} "

@@ -151,3 +151,25 @@ def test_ray_poll_runs_ours_the_floor_and_the_baseline_side_by_side(ray_local):
     ratios = [cell for cell in lines["ours"] if cell.endswith("x")]
     assert len(ratios) == 3  # over the baseline, over the floor, over its own first row
     assert len([cell for cell in lines["Ray's floor"] if cell.endswith("x")]) == 2  # (no floor over itself)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["scaling", "--jobs", "-1"], "workers, --seeds, --trials and --jobs must be >= 1, got [1, 4, 16, 64, 256], "),
+    (["overhead", "--sleep-ms", "nan"], "--trials must be two counts 1 <= small < large, --workers >= 1 and sleeps "
+                                        "finite >= 0, got 100,500, 2, nan"),
+    (["asha-train", "--eta", "-1"], "need --eta a finite number > 1 and --grace-period in 1..--epochs"),
+    (["asha-train", "--grace-period", "0"], "need --eta a finite number > 1 and --grace-period in 1..--epochs"),
+    (["gang", "--gpus-per-rank", "nan"], "--gpus-per-rank must be a finite number >= 0, got nan"),
+    (["driver", "--dir", "{file}"], "--dir must be an existing folder, got "),
+    # checked as given, before --quick's own values take over (they took over a bad value unsaid):
+    (["inherit-search", "--budget", "-1", "--quick"], "--budget must be >= 1, got -1"),
+    (["mo-train", "--epochs", "0", "--quick"], "--epochs must be >= 1, got 0"),
+    (["supernet", "--standalone-epochs", "-1", "--quick"], "--standalone-epochs must be >= 1, got -1"),
+    (["warm-start", "--first", "0", "--quick"], "--first must be >= 1, got 0"),
+    (["inherit", "--children", "0", "--quick"], "--children must be >= 1, got 0"),
+])
+def test_bad_benchmark_values_are_one_line_before_anything_runs(tmp_path, capsys, argv, message):
+    (tmp_path / "file").write_text("not a folder")
+    code = main(["bench", *(a.format(file=tmp_path / "file") for a in argv)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"nas bench: error: {message}" in err and len(err.strip().splitlines()) == 1, err
