@@ -60,6 +60,9 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     gang of N actors training it data-parallel, ``settings.batch_size`` rows per rank and step:
     :mod:`nas.engine.supernet_actor`; the cluster at ``address``, else a private local one) or ``inprocess`` (in
     this process). Either way this process's store writes every epoch the workers send."""
+    if not isinstance(data, str | Dataset):
+        raise TypeError(f"data must be a dataset's name (such as 'digits') or a nas Dataset, got {data!r} "
+                        f"({type(data).__name__})")
     space_obj = nas.api.space_from_spec(space)
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:  # (before anything is written)
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")

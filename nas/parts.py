@@ -238,6 +238,9 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
 
     from nas.engine import cluster
 
+    if address is not None and not isinstance(address, str):
+        raise TypeError(f"address must be a Ray cluster's address (a string such as 'host:6379') or None, got "
+                        f"{address!r} ({type(address).__name__})")
     if ray.is_initialized():
         return None
     address = address or os.environ.get("RAY_ADDRESS")

@@ -245,3 +245,13 @@ def test_a_space_that_takes_no_arguments_refuses_any(space):
 
     with pytest.raises(ValueError, match=r"Space\(\) takes no arguments, got nonsense=1"):
         space_from_spec(space, {"nonsense": 1})
+
+
+def test_connect_refuses_an_address_that_is_no_string_before_ray_starts():
+    """(an AttributeError from deep in the address check: 'int' object has no attribute 'removeprefix'.)"""
+    import ray
+
+    with pytest.raises(TypeError, match=r"^address must be a Ray cluster's address \(a string such as 'host:6379'\) "
+                                        r"or None, got 6379 \(int\)$"):
+        nas.connect(6379)
+    assert not ray.is_initialized()

@@ -115,6 +115,10 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
             train_supernet(kwargs.pop("space", "macro"), "digits", tmp_path / "x", **{**RUN, **kwargs})
         assert "\n" not in str(e.value)
     assert not (tmp_path / "x" / "run.json").exists()
+    with pytest.raises(TypeError, match=r"^data must be a dataset's name \(such as 'digits'\) or a nas Dataset, got 3 "
+                                        r"\(int\)$"):  # (an AttributeError: 'int' object has no attribute 'task')
+        train_supernet("macro", 3, tmp_path / "x", **RUN)
+    assert not (tmp_path / "x").exists()
 
 
 def test_fair_sampling_gives_every_option_of_every_decision_a_turn_each_step():
