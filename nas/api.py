@@ -92,6 +92,8 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
     """
     from nas.monitor.progress import api_progress
 
+    if stop is not None and not isinstance(stop, StopSignal):
+        raise TypeError(f"stop must be a nas StopSignal, got {stop!r} ({type(stop).__name__})")
     for i, cb in enumerate(callbacks or ()):
         if not all(callable(getattr(cb, hook, None)) for hook in CALLBACK_HOOKS):
             raise TypeError(f"callbacks[{i}] must be a nas.Callback (with {', '.join(CALLBACK_HOOKS)}), got "
@@ -130,6 +132,9 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
             values[key] = value
     if data is not _UNSET and not isinstance(data, Dataset):
         values["dataset"] = None if data is None else str(data)
+    if settings is not None and not isinstance(settings, TrainSettings):
+        raise TypeError(f"settings must be a nas TrainSettings (TrainSettings(epochs=..., lr=...)), got {settings!r} "
+                        f"({type(settings).__name__}); its keys may also be given to search() by name")
     if settings is not None:  # its fields, but the search's one seed and objectives
         flat = {k: v for k, v in settings.__dict__.items() if k not in ("seed", "objectives")}
         if settings.seed and values.get("seed", settings.seed) != settings.seed:
@@ -143,8 +148,12 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
     for key in ("run_dir", "supernet"):
         if isinstance(values.get(key), os.PathLike):
             values[key] = os.fspath(values[key])
-    if "warm_start" in values:
-        values["warm_start"] = [os.fspath(p) for p in values["warm_start"]]
+    if "warm_start" in values:  # (one run, as a path; or several)
+        runs = values["warm_start"]
+        runs = [runs] if isinstance(runs, str | os.PathLike) else runs
+        if not isinstance(runs, list | tuple) or not all(isinstance(p, str | os.PathLike) for p in runs):
+            raise TypeError(f"warm_start must be a run directory or a list of them, got {values['warm_start']!r}")
+        values["warm_start"] = [os.fspath(p) for p in runs]
     if "objectives" in values:
         values["objectives"] = list(values["objectives"])
     cfg = config.updated(values) if config is not None else RunConfig.from_mapping(values)

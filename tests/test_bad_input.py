@@ -98,6 +98,10 @@ def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
                              "checkpoints, slots, free_slots, submit, poll, stop, now, shutdown), got <object"),
     ({"callbacks": [print]}, "callbacks[0] must be a nas.Callback (with on_start, on_submit, on_event, on_result, "
                              "on_end), got <built-in function print>"),
+    ({"settings": {"epochs": 2}}, "settings must be a nas TrainSettings (TrainSettings(epochs=..., lr=...)), got "
+                                  "{'epochs': 2} (dict)"),  # (these three: AttributeErrors or TypeErrors from inside)
+    ({"stop": 3}, "stop must be a nas StopSignal, got 3 (int)"),
+    ({"warm_start": 3}, "warm_start must be a run directory or a list of them, got 3"),
 ])
 def test_objects_of_the_wrong_kind_are_refused_before_anything_is_made(tmp_path, given, message):
     """Handed to nas.search in place of a name or an object: a space of 3 used to be ignored (the default space
@@ -108,6 +112,16 @@ def test_objects_of_the_wrong_kind_are_refused_before_anything_is_made(tmp_path,
                    data=None, train=nas.train.simple.noop, run_dir=tmp_path / "run", **args)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_one_warm_start_run_may_be_given_as_a_path(tmp_path):
+    """(a string was taken as a list of one-letter run directories: "warm-start run '/'".)"""
+    first = nas.search("toy", "random", budget=3, executor="inprocess", data=None, train=nas.train.simple.noop,
+                       run_dir=tmp_path / "first")
+    df = nas.search("toy", "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop,
+                    run_dir=tmp_path / "run", warm_start=tmp_path / "first")
+    assert len(first) == 3 and (df.trial_id >= 0).sum() == 2 and (df.trial_id < 0).sum() == 3  # (learnt from)
+    assert nas.load_run(tmp_path / "run")[0].search.warm_start == [str(tmp_path / "first")]
 
 
 def test_one_objective_may_be_given_as_a_string(tmp_path):
