@@ -94,6 +94,12 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
 
     if stop is not None and not isinstance(stop, StopSignal):
         raise TypeError(f"stop must be a nas StopSignal, got {stop!r} ({type(stop).__name__})")
+    if run_options is not None and not isinstance(run_options, Mapping):
+        raise TypeError(f"run_options must be a mapping (snapshot_every=..., ...), got {run_options!r}")
+    if notify is not None and not callable(notify):
+        raise TypeError(f"notify must be a function of one line of text, got {notify!r} ({type(notify).__name__})")
+    if isinstance(callbacks, Callback):  # (one, as a list of one)
+        callbacks = [callbacks]
     for i, cb in enumerate(callbacks or ()):
         if not all(callable(getattr(cb, hook, None)) for hook in CALLBACK_HOOKS):
             raise TypeError(f"callbacks[{i}] must be a nas.Callback (with {', '.join(CALLBACK_HOOKS)}), got "

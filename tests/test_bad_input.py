@@ -102,6 +102,8 @@ def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
                                   "{'epochs': 2} (dict)"),  # (these three: AttributeErrors or TypeErrors from inside)
     ({"stop": 3}, "stop must be a nas StopSignal, got 3 (int)"),
     ({"warm_start": 3}, "warm_start must be a run directory or a list of them, got 3"),
+    ({"run_options": [1]}, "run_options must be a mapping (snapshot_every=..., ...), got [1]"),
+    ({"notify": 3}, "notify must be a function of one line of text, got 3 (int)"),  # (called only on Ray: ignored)
 ])
 def test_objects_of_the_wrong_kind_are_refused_before_anything_is_made(tmp_path, given, message):
     """Handed to nas.search in place of a name or an object: a space of 3 used to be ignored (the default space
@@ -122,6 +124,18 @@ def test_one_warm_start_run_may_be_given_as_a_path(tmp_path):
                     run_dir=tmp_path / "run", warm_start=tmp_path / "first")
     assert len(first) == 3 and (df.trial_id >= 0).sum() == 2 and (df.trial_id < 0).sum() == 3  # (learnt from)
     assert nas.load_run(tmp_path / "run")[0].search.warm_start == [str(tmp_path / "first")]
+
+
+def test_one_callback_may_be_given_alone(tmp_path):
+    class Count(nas.Callback):
+        results = 0
+
+        def on_result(self, status, trial, result):
+            Count.results += 1
+
+    nas.search("toy", "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop,
+               run_dir=tmp_path / "run", callbacks=Count())  # ("'Count' object is not iterable")
+    assert Count.results == 2
 
 
 def test_one_objective_may_be_given_as_a_string(tmp_path):
