@@ -60,9 +60,14 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     gang of N actors training it data-parallel, ``settings.batch_size`` rows per rank and step:
     :mod:`nas.engine.supernet_actor`; the cluster at ``address``, else a private local one) or ``inprocess`` (in
     this process). Either way this process's store writes every epoch the workers send."""
-    if not isinstance(data, str | Dataset):
-        raise TypeError(f"data must be a dataset's name (such as 'digits') or a nas Dataset, got {data!r} "
-                        f"({type(data).__name__})")
+    for name, value, ok, allowed in (
+            ("data", data, isinstance(data, str | Dataset), "a dataset's name (such as 'digits') or a nas Dataset"),
+            ("run_dir", run_dir, run_dir is None or isinstance(run_dir, str | os.PathLike), "a path or None"),
+            ("settings", settings, settings is None or isinstance(settings, TrainSettings), "a nas TrainSettings"),
+            ("on_epoch", on_epoch, on_epoch is None or callable(on_epoch), "a function of each epoch's record"),
+            ("address", address, address is None or isinstance(address, str), "a Ray cluster's address or None")):
+        if not ok:  # (each failed inside, on_epoch only after the first epoch was trained)
+            raise TypeError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
     space_obj = nas.api.space_from_spec(space)
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:  # (before anything is written)
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")

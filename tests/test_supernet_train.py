@@ -115,9 +115,16 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
             train_supernet(kwargs.pop("space", "macro"), "digits", tmp_path / "x", **{**RUN, **kwargs})
         assert "\n" not in str(e.value)
     assert not (tmp_path / "x" / "run.json").exists()
-    with pytest.raises(TypeError, match=r"^data must be a dataset's name \(such as 'digits'\) or a nas Dataset, got 3 "
-                                        r"\(int\)$"):  # (an AttributeError: 'int' object has no attribute 'task')
-        train_supernet("macro", 3, tmp_path / "x", **RUN)
+    for data, kwargs, message in [  # (AttributeErrors from inside; on_epoch's TypeError after the first epoch)
+            (3, {}, "data must be a dataset's name (such as 'digits') or a nas Dataset, got 3 (int)"),
+            ("digits", {"settings": {"lr": 0.1}}, "settings must be a nas TrainSettings, got {'lr': 0.1} (dict)"),
+            ("digits", {"on_epoch": 3}, "on_epoch must be a function of each epoch's record, got 3 (int)"),
+            ("digits", {"address": 6379}, "address must be a Ray cluster's address or None, got 6379 (int)")]:
+        with pytest.raises(TypeError) as info:
+            train_supernet("macro", data, tmp_path / "x", **{**RUN, **kwargs})
+        assert str(info.value) == message
+    with pytest.raises(TypeError, match=r"^run_dir must be a path or None, got 3 \(int\)$"):
+        train_supernet("macro", "digits", 3, **RUN)
     assert not (tmp_path / "x").exists()
 
 
