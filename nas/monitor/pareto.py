@@ -13,7 +13,6 @@ checked to load with ``torch.load(weights_only=True)`` first. Nothing read can r
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -26,6 +25,7 @@ from nas.core.objectives import Objectives, hypervolume
 from nas.run.config import RunConfig
 from nas.run.export import check_export_dir, write_export
 from nas.run.files import os_error_text
+from nas.run.layout import first_missing, remove_made
 
 
 def run_objectives(cfg: RunConfig) -> Objectives:
@@ -120,16 +120,14 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
     obj, front, ref, hv = run_front(run)
     out_dir = Path(out)
     check_export_dir(out_dir)
-    made = [p for p in (out_dir / "weights", out_dir, *out_dir.parents) if not (p.exists() or p.is_symlink())]
+    made = first_missing(out_dir / "weights")
     wrote: list[Path] = []  # (new files: a failed export takes them back, and the folders it made)
     try:
         path, copied = _write_front(run, out_dir, obj, front, ref, hv, wrote)
     except BaseException:
         for p in wrote:
             p.unlink(missing_ok=True)
-        for d in made:  # (innermost first; a folder that is not empty stays)
-            with contextlib.suppress(OSError):
-                d.rmdir()
+        remove_made(out_dir / "weights", made)
         raise
     return path, copied
 

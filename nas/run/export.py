@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from nas.run.files import os_error_text
-from nas.run.layout import CHECKPOINT, CHECKPOINTS, EPOCHS, JOURNAL, MANAGED, RUN_JSON, SNAPSHOT
+from nas.run.layout import CHECKPOINTS, EPOCHS, JOURNAL, MANAGED, RUN_JSON, is_tensor_file
 from nas.run.lock import HOLDER_FILE, LOCK_FILE
 
 
@@ -49,7 +49,7 @@ def owned_by_run(path: str | os.PathLike[str]) -> str | None:
     if not is_run_dir(parent):
         return None
     base = name.lstrip(".")
-    tensors = name.endswith(".safetensors") and name.startswith((SNAPSHOT + ".", CHECKPOINT + "."))
+    tensors = is_tensor_file(name)
     temporary = name.startswith(".") and any(base.startswith(m.lstrip(".") + ".") for m in MANAGED)
     if name in MANAGED or tensors or temporary:
         return name  # (a snapshot's tensor files, and the owner's temporary files ".<name>.XXXX")

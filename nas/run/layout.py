@@ -115,18 +115,31 @@ def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path 
             with contextlib.suppress(OSError):
                 (path / LOCK_FILE).unlink()  # (ours, held: no other search can be waiting on this very file)
         lock.release()
-    if made is not None:
-        for p in (path, *path.parents):  # the empty directories this call made, innermost first
-            with contextlib.suppress(OSError):
-                p.rmdir()
-            if p == made:
-                break
+    remove_made(path, made)
+
+
+def remove_made(path: Path, made: Path | None) -> None:
+    """Remove the folders from ``path`` up to ``made`` (what :func:`first_missing` said creating ``path`` would
+    make), innermost first, where they are empty; a folder that holds something stays."""
+    if made is None:
+        return
+    for p in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            p.rmdir()
+        if p == made:
+            break
+
+
+def is_tensor_file(name: str) -> bool:
+    """Whether ``name`` is a snapshot's (or a supernet checkpoint's) companion safetensors file, which a run
+    directory's owner writes beside the JSON (``snapshot.json.<hash>.safetensors``)."""
+    return name.endswith(".safetensors") and name.startswith((SNAPSHOT + ".", CHECKPOINT + "."))
 
 
 def take_back(path: Path, undo: Callable[[], None]) -> None:
     """Take back a new run that holds nothing yet, its files closed: every file of a run in ``path`` (its folder was
     new or empty, so they are its own) but the lock's, then what :func:`new_run` made (``undo``: the lock too)."""
-    tensor_files = [p.name for p in path.glob("*.safetensors") if p.name.startswith((SNAPSHOT + ".", CHECKPOINT + "."))]
+    tensor_files = [p.name for p in path.glob("*.safetensors") if is_tensor_file(p.name)]
     for name in (*MANAGED, *tensor_files):  # (a snapshot's tensors: written before its JSON, which may have failed)
         if name not in (LOCK_FILE, HOLDER_FILE):
             with contextlib.suppress(OSError):
@@ -240,5 +253,5 @@ def _check_snapshot(path: Path, snapshot: dict[str, Any], config: RunConfig, n_r
 
 
 __all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "check_empty",
-           "check_new", "first_missing", "new_run", "read_config", "read_run_json", "resume_checks", "start_error",
-           "take_back", "undo_create", "write_probe"]
+           "check_new", "first_missing", "is_tensor_file", "new_run", "read_config", "read_run_json", "resume_checks",
+           "remove_made", "start_error", "take_back", "undo_create", "write_probe"]
