@@ -32,6 +32,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pandas as pd
 
+from nas.run.files import os_error_text
+
 HOST = "127.0.0.1"
 COOKIE = "nas_serve_token"
 
@@ -177,7 +179,7 @@ class LiveServer:
             self.server = ThreadingHTTPServer((HOST, port), self._handler())
         except OSError as e:  # (a port in use, or below 1024 without the right)
             hint = "; leave --port out for a free one" if port else ""
-            raise ValueError(f"cannot serve on {HOST}:{port}: {e.strerror or e}{hint}") from None
+            raise ValueError(f"cannot serve on {HOST}:{port}: {os_error_text(e)}{hint}") from None
         self.server.daemon_threads = True
 
     @property
