@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 import nas.api
 from nas.core.space import SearchSpace
-from nas.core.types import Arch
+from nas.core.types import Arch, check_seed
 from nas.engine.supernet_actor import EpochDone, SupernetFailed, SupernetGang, SupernetJob
 from nas.run.config import RunConfig
 from nas.run.supernet_store import SupernetStore
@@ -73,8 +73,7 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
     if sampling not in SAMPLINGS:
         raise ValueError(f"unknown sampling {sampling!r}; known: {', '.join(SAMPLINGS)}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
+    check_seed(seed)
     if executor not in ("ray", "inprocess"):
         raise ValueError(f"executor {executor!r} cannot train a supernet; allowed: ray, inprocess")
     if isinstance(trial_workers, bool) or not isinstance(trial_workers, int) or trial_workers < 1:

@@ -61,13 +61,16 @@ def seed_arg(value: str) -> int:
     """An argparse ``type`` for ``--seed``: an integer from 0 below 2**63, as numpy's and torch's generators take
     (a negative one reached numpy's "expected non-negative integer", a larger one "Overflow when unpacking long
     long", neither naming the flag)."""
+    from nas.core.types import check_seed
+
     try:
         seed = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid int value: {value!r}") from None
-    if not 0 <= seed < 2**63:
-        raise argparse.ArgumentTypeError(f"the seed must be an integer from 0 to 2**63 - 1, got {seed}")
-    return seed
+    try:
+        return check_seed(seed, "the seed")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 __all__ = ["UsageError", "nonempty", "parse_options", "parse_value", "path_arg", "seed_arg"]

@@ -27,6 +27,22 @@ def within_int64(n: int) -> bool:
     return -(2**63) <= n < 2**63
 
 
+def check_seed(seed: object, name: str = "seed") -> int:
+    """``seed`` where it is one numpy's and torch's generators take, an integer from 0 below 2**63; else a one-line
+    ValueError naming ``name`` (theirs say "expected non-negative integer" or "Overflow when unpacking long long").
+
+    >>> check_seed(7)
+    7
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be an integer from 0 to 2**63 - 1, got -1
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"{name} must be an integer from 0 to 2**63 - 1, got {seed!r}")
+    return seed
+
+
 def arch_key(arch: Arch) -> str:
     """A canonical JSON string for ``arch``: equal architectures give equal keys.
 
