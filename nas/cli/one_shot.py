@@ -16,6 +16,7 @@ from nas.train.settings import TRIAL_HPARAMS, TrainSettings
 #: what ``nas supernet train`` trains with where neither a flag nor, with --resume, the run says
 DEFAULTS = {"space": "macro", "dataset": "digits", "epochs": 10, "sampling": "uniform", "lr": 1e-2, "batch_size": 64,
             "optimizer": "adam", "schedule": "cosine", "seed": 0, "trial_workers": 1}
+HPARAM_FLAGS = ("lr", "batch_size", "optimizer", "schedule")  # (the hyperparameters the command line sets)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -27,7 +28,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         recorded = _recorded(Path(args.run_dir))
     chosen = {**DEFAULTS, **recorded, **given}  # (a flag that differs from the run is refused by the resume)
     hparams = {k: v for k, v in recorded.get("hparams", {}).items() if k in TRIAL_HPARAMS}
-    settings = TrainSettings(**{**hparams, **{k: chosen[k] for k in ("lr", "batch_size", "optimizer", "schedule")}},
+    settings = TrainSettings(**{**hparams, **{k: chosen[k] for k in HPARAM_FLAGS}},
                              seed=chosen["seed"], device=args.device, threads=args.threads)
     space = space_from_spec(chosen["space"])
     run_dir = args.run_dir or str(default_supernet_dir(space))
@@ -60,7 +61,7 @@ def _recorded(run_dir: Path) -> dict[str, Any]:
     hparams: dict[str, Any] = cfg["hparams"] if isinstance(cfg.get("hparams"), dict) else {}
     out = {"space": cfg.get("space_spec"), "dataset": cfg.get("dataset"), "epochs": cfg.get("epochs"),
            "sampling": cfg.get("sampling"), "seed": cfg.get("seed"), "trial_workers": cfg.get("ranks"),
-           **{k: hparams.get(k) for k in ("lr", "batch_size", "optimizer", "schedule")}}
+           **{k: hparams.get(k) for k in HPARAM_FLAGS}}
     return {"hparams": hparams, **{k: v for k, v in out.items() if v is not None}}
 
 
