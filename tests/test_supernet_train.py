@@ -22,7 +22,7 @@ from nas.run.supernet_store import EPOCHS, SupernetStore, read_epochs
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import NB201Space
 from nas.train.settings import TrainSettings
-from nas.train.supernet_io import WEIGHTS
+from nas.train.supernet_io import WEIGHTS, load_weights, read_info, weights_bytes
 from nas.train.supernet_spos import PathSampler
 
 SETTINGS = TrainSettings(device="cpu", threads=1, batch_size=128, lr=3e-3, schedule="cosine")
@@ -72,10 +72,25 @@ def test_a_run_killed_after_an_epoch_resumes_to_the_weights_of_a_run_that_never_
     assert list(resumed["epoch"]) == [1, 2, 3, 4]
     a, b = weights(tmp_path / "whole"), weights(killed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (tmp_path / "whole" / WEIGHTS).read_bytes() == (killed / WEIGHTS).read_bytes()  # the same sha256
     cols = ["epoch", "train_loss", "train_acc", "lr", "steps"]
     assert whole[cols].to_dict("records") == resumed[cols].to_dict("records")
     run = json.loads((killed / "run.json").read_text())
     assert run["kind"] == "supernet" and len(run["resumed"]) == 1
+
+
+def test_equal_weights_are_written_as_equal_bytes(tmp_path):
+    # safetensors writes its header's metadata in a hash map's order, another one each call: a search records the
+    # file's sha256 and would refuse a supernet rewritten with the very same tensors
+    space = MacroSpace()
+    net = space.supernet(Task((4,), 2))
+    files = {weights_bytes(net, space_spec=space.spec(), epoch=3) for _ in range(8)}
+    assert len(files) == 1
+    (tmp_path / WEIGHTS).write_bytes(files.pop())
+    info = read_info(tmp_path)
+    assert (info.epoch, info.task, info.space_spec) == (3, Task((4,), 2), space.spec())
+    loaded = load_weights(info)
+    assert all(torch.equal(loaded[k], v) for k, v in net.state_dict().items())
 
 
 def test_a_crash_between_checkpoint_and_journal_is_repaired_on_resume(tmp_path):

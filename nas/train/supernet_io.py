@@ -60,9 +60,21 @@ def weights_bytes(supernet: Supernet, *, space_spec: dict[str, Any], epoch: int)
     """``supernet``'s tensors (on the CPU) and header as the bytes of a weights file."""
     task = supernet.task
     state = {k: v.detach().cpu().contiguous() for k, v in supernet.state_dict().items()}
-    return save_tensors(state, metadata={
+    return _sorted_header(save_tensors(state, metadata={
         "format": FORMAT, "version": VERSION, "space_spec": json.dumps(space_spec), "epoch": str(int(epoch)),
-        "task": json.dumps({"input_shape": list(task.input_shape), "num_classes": task.num_classes})})
+        "task": json.dumps({"input_shape": list(task.input_shape), "num_classes": task.num_classes})}))
+
+
+def _sorted_header(blob: bytes) -> bytes:
+    """``blob``, a safetensors file, with its header's keys sorted. safetensors writes the metadata from a hash
+    map, in an order that differs from call to call, so equal tensors gave files of another SHA-256 each time (and a
+    search recording the sha refused a supernet rewritten with the same weights). The tensors' offsets are in
+    the header, so its order means nothing to a reader; the header is padded to 8 bytes with spaces, as
+    safetensors pads it."""
+    size = int.from_bytes(blob[:8], "little")
+    header = json.dumps(json.loads(blob[8:8 + size]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header + blob[8 + size:]
 
 
 def read_info(run_dir: str | os.PathLike[str]) -> SupernetInfo:
