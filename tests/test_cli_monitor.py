@@ -15,6 +15,7 @@ import pytest
 
 import nas
 from nas.cli import build_parser, main
+from nas.monitor.live import LivePages
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
@@ -121,13 +122,22 @@ def test_the_report_imports_no_user_code(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
-def test_watch_and_refresh_intervals_are_finite_and_positive(run_dir, capsys, value):
-    """(--watch inf reached time.sleep's OverflowError; --refresh inf served a page told to reload every inf s.)"""
-    for argv, flag in ((["status", str(run_dir), "--watch", value], "--watch"),
-                       (["serve", str(run_dir), "--refresh", value], "--refresh")):
-        assert main(argv) == 2
-        err = capsys.readouterr().err.strip()
-        assert err.endswith(f"{flag} must be a finite number of seconds > 0, got {float(value)}"), err
+def test_watch_intervals_are_finite_and_positive(run_dir, capsys, value):
+    """(--watch inf reached time.sleep's OverflowError.)"""
+    assert main(["status", str(run_dir), "--watch", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"--watch must be a finite number of seconds > 0, got {float(value)}"), err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "0.5", "2.5", "1e-9"])
+def test_the_live_page_reloads_after_whole_seconds(run_dir, capsys, value):
+    """(--refresh inf served a page told to reload every inf s; 1e-9 and 0.5 one that a browser reloads at once, in a
+    loop: a meta refresh counts whole seconds.)"""
+    assert main(["serve", str(run_dir), "--refresh", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"--refresh must be a whole number of seconds >= 1 (a browser reloads a page after whole "
+                        f"seconds: 0.5 is 0, a reload loop), got {float(value)}"), err
+    assert "content='1000000'" in LivePages(run_dir, refresh=1e6).index()  # (not 1e+06, which a browser reads as 1)
 
 
 class MixedOptions(nas.SearchSpace):

@@ -80,8 +80,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
-    if not 0 < args.refresh < float("inf"):
-        raise ValueError(f"--refresh must be a finite number of seconds > 0, got {args.refresh}")
+    if not (args.refresh >= 1 and args.refresh.is_integer()):  # (inf and nan are not integers)
+        raise ValueError(f"--refresh must be a whole number of seconds >= 1 (a browser reloads a page after whole "
+                         f"seconds: 0.5 is 0, a reload loop), got {args.refresh}")
     server = LiveServer(args.run_dir, args.port, refresh=args.refresh)
     print(f"serving {args.run_dir} on 127.0.0.1 only; open (one-time URL, it sets a cookie):\n{server.url}",
           flush=True)
@@ -118,5 +119,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "Only requests with the printed URL's token are answered. Ctrl-C stops it.")
     p.add_argument("run_dir", metavar="RUN_DIR", type=nonempty)
     p.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
-    p.add_argument("--refresh", type=float, default=5.0, help="seconds between reloads of the page (default: 5)")
+    p.add_argument("--refresh", type=float, default=5.0, help="whole seconds between reloads of the page (default: 5)")
     p.set_defaults(handler=cmd_serve)

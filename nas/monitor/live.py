@@ -90,7 +90,7 @@ class LivePages:
     def _index(self) -> str:
         from nas.monitor.page import STYLE, _table, report_html
 
-        head = f"<meta http-equiv='refresh' content='{self.refresh:g}'>"
+        head = f"<meta http-equiv='refresh' content='{int(self.refresh)}'>"
         now = running_now(self.run_dir)
         now_html = _table(now, "running-now") if len(now) else "<p class='note'>no trial running</p>"
         counts = now.state.value_counts().to_dict() if len(now) else {}
