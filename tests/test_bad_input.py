@@ -38,9 +38,37 @@ class NotAModule(NeverBuilds):
         return "a string"
 
 
+class Outputs(NeverBuilds):
+    """A model whose output is not one logit per class: ``classes`` outputs, or a tuple (logits and an aux head)."""
+
+    def __init__(self, classes=None):
+        self.classes = classes
+
+    def build(self, arch, task):
+        import torch
+
+        head = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(self.classes or task.num_classes))
+        return head if self.classes else Pair(head)
+
+
+class Pair(__import__("torch").nn.Module):
+    def __init__(self, head):
+        super().__init__()
+        self.head = head
+
+    def forward(self, x):
+        return self.head(x), self.head(x)
+
+
 @pytest.mark.parametrize(("space", "message"), [
     (NeverBuilds(), "NeverBuilds.build failed for width=.*RuntimeError: no such layer: Conv7d"),
     (NotAModule(), "NotAModule.build must return a torch.nn.Module, got str"),
+    # (a cross-entropy IndexError "Target 4 is out of bounds" for each trial; 12 outputs trained silently)
+    (Outputs(3), r"the model of \{'width': \d, 'depth': \d\} outputs \(64, 3\) for a batch of 64; the built-in "
+                 r"trainer needs \(64, 10\), one logit per class \(10 classes\): end build\(\)'s model in "
+                 "task.num_classes outputs"),
+    (Outputs(12), r"the model of .* outputs \(64, 12\) for a batch of 64; the built-in trainer needs \(64, 10\)"),
+    (Outputs(), r"the model of .* outputs tuple for a batch of 64; the built-in trainer needs \(64, 10\)"),
 ])
 def test_a_space_whose_build_always_fails_stops_the_search_early(tmp_path, space, message):
     """Five failed builds in a row and nothing else: the space is broken, not the candidates."""

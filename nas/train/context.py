@@ -51,6 +51,8 @@ from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, within
 if TYPE_CHECKING:
     import torch
 
+    from nas.core.space import Task
+
 ReportFn = Callable[[int, Mapping[str, Any], float | None], Decision]  # (epoch, metrics, score) -> decision
 
 
@@ -109,7 +111,8 @@ class TrialContext:
     dataset feed: ``train_batches(batch_size, augment)``, ``val_batches``), ``hparams`` (the trial's
     resolved hyperparameters), ``device``, ``epochs`` (to train in this run), ``total_epochs`` (the run's
     full length, which a learning-rate schedule spans even where a scheduler stops the trial early),
-    ``costs`` (measured before training), ``checkpoint`` (:class:`CheckpointIO`),
+    ``task`` (the :class:`nas.core.space.Task` the model was built for: input shape, class count; None
+    without data), ``costs`` (measured before training), ``checkpoint`` (:class:`CheckpointIO`),
     ``report(epoch=..., **metrics) -> bool``, and ``evaluate()`` (validation loss and accuracy of
     ``model``) where the worker provides it. ``rank``, ``world_size`` and :meth:`wrap`: the data-parallel gang
     this trial runs on (rank 0 of 1 elsewhere)."""
@@ -120,8 +123,10 @@ class TrialContext:
                  objectives: Objectives | None = None, default_epochs: int = 1, total_epochs: int | None = None,
                  evaluate: Callable[[Any], tuple[float, float]] | None = None,
                  autocast: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
-                 rank: int = 0, world_size: int = 1, wrap: Callable[..., Any] | None = None) -> None:
+                 rank: int = 0, world_size: int = 1, wrap: Callable[..., Any] | None = None,
+                 task: Task | None = None) -> None:
         self.trial = trial
+        self.task = task
         self.rank, self.world_size = rank, world_size
         self.model = model
         self.data = data

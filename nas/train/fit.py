@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nas.core.types import FailureKind
+from nas.core.types import FailureKind, InvalidSpace
 from nas.train.context import TrialContext, TrialFailure
 from nas.train.hparams import augmentation, make_optimizer, make_schedule
 from nas.train.inherit import inherit_optimizer_state, optimizer_param_names
@@ -62,6 +62,7 @@ def fit(ctx: TrialContext) -> None:
                 "arch": dict(ctx.trial.arch), "hparams": dict(hp)}
 
     ctx.checkpoint.provide(state_now)
+    checked = False
     for epoch in range(start_epoch + 1, start_epoch + ctx.epochs + 1):  # noqa: B007 - state_now reads it
         model.train()
         total = torch.zeros((), device=ctx.device)  # summed on the device: no sync per step
@@ -71,7 +72,11 @@ def fit(ctx: TrialContext) -> None:
             for group in opt.param_groups:
                 group["lr"] = lr
             with ctx.autocast():
-                loss = loss_fn(net(x), y)
+                out = net(x)
+                if not checked:
+                    check_logits(out, len(y), ctx)
+                    checked = True
+                loss = loss_fn(out, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if hp["grad_clip"] is not None:
@@ -87,4 +92,17 @@ def fit(ctx: TrialContext) -> None:
             return
 
 
-__all__ = ["fit"]
+def check_logits(out: Any, batch: int, ctx: TrialContext) -> None:
+    """An InvalidSpace error (the trial fails as INVALID_SPACE, and a search whose first trials all do stops) unless
+    the model's output for a batch of ``batch`` is what the loss takes: one logit per class of the task. (A wrong
+    class count was a cross-entropy IndexError, "Target 4 is out of bounds", or trained silently where it was more.)
+    """
+    want = (batch, ctx.task.num_classes) if ctx.task is not None else None
+    got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    if want is not None and got != want:
+        raise InvalidSpace(f"the model of {ctx.trial.arch} outputs {got} for a batch of {batch}; the built-in "
+                           f"trainer needs {want}, one logit per class ({want[1]} classes): end build()'s model "
+                           "in task.num_classes outputs")
+
+
+__all__ = ["check_logits", "fit"]

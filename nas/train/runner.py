@@ -159,8 +159,9 @@ class TrialRunner:
         ckpt_io = CheckpointIO(checkpoint, side.device)
         if (norm := side.normalization()) is not None:
             ckpt_io.extra["normalization"] = norm
-        ctx = self._context(trial, model=model, data=side.feed, hparams=hp, device=side.device, costs=costs,
-                            checkpoint=ckpt_io, report=report, evaluate=side.evaluate, autocast=side.autocast)
+        ctx = self._context(trial, model=model, data=side.feed, task=side.task, hparams=hp, device=side.device,
+                            costs=costs, checkpoint=ckpt_io, report=report, evaluate=side.evaluate,
+                            autocast=side.autocast)
         ctx.inherited = inherited
         t0 = time.perf_counter()
         returned = self._train(ctx)
