@@ -5,12 +5,15 @@ malformed TOML file and a too-large model in the trainer are in test_cli.py and 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nas
+from nas.cli import your_code
+from nas.core.types import check_seed
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.settings import TrainSettings
@@ -89,6 +92,48 @@ def test_a_broken_space_on_the_command_line(tmp_path, nas_cli, monkeypatch):
     code, _, err = nas_cli("search", "--space", "brokenspace:Broken", "--executor", "inprocess", "--quiet",
                            "--epochs", "1", "--budget", "6", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
     one_line_error(code, err, "Broken.build failed for a=")
+
+
+USER_SPACES = {  # module name: (its text, what the one line says)
+    "dims_raise": ("import nas\nclass S(nas.SearchSpace):\n    def dims(self):\n        raise RuntimeError('boom')\n",
+                   r"RuntimeError in your code \(.*dims_raise.py:4, in dims\): boom"),
+    "dims_list": ("import nas\nclass S(nas.SearchSpace):\n    def dims(self):\n        return [1, 2]\n",
+                  r"S.dims\(\) must return a dict of decision names to lists of options, got \[1, 2\]"),
+    "spec_raise": ("import nas\nclass S(nas.SearchSpace):\n    def dims(self):\n        return {'a': [1, 2]}\n"
+                   "    def spec(self):\n        raise ValueError('no spec')\n",
+                   r"ValueError in your code \(.*spec_raise.py:6, in spec\): no spec"),
+    "import_raise": ("raise KeyError('not configured')\n",
+                     r"KeyError in your code \(.*import_raise.py:1, in <module>\): 'not configured'"),
+    "syntax_error": ("def f(:\n", r"cannot import module 'syntax_error' for space 'syntax_error:S': SyntaxError: "
+                                    r"invalid syntax \(.*syntax_error.py, line 1\)"),
+}
+
+
+@pytest.mark.parametrize("module", USER_SPACES)
+def test_an_error_in_the_users_own_space_is_one_line_naming_where(tmp_path, nas_cli, monkeypatch, module):
+    """(dims raising, a space module that raises at import: a traceback, exit 1; dims returning a list of numbers:
+    "cannot unpack non-iterable int object" from our code; a ValueError of the user's own was said as if ours.)"""
+    text, message = USER_SPACES[module]
+    (tmp_path / f"{module}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, _, err = nas_cli("search", "--space", f"{module}:S", "--executor", "inprocess", "--quiet", "--epochs", "1",
+                           "--budget", "3", "--strategy", "random", "--run-dir", str(tmp_path / "r"))
+    assert code == 2 and re.search("nas search: error: " + message, err), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_error_of_ours_is_not_put_on_the_user():
+    def users():
+        check_seed(-1)  # (our code raises: the error is ours to word)
+
+    with pytest.raises(ValueError) as ours:
+        users()
+    assert your_code(ours.value) is None
+    with pytest.raises(RuntimeError) as theirs:
+        raise RuntimeError("x")
+    here = f"{Path(__file__).resolve()}:{theirs.tb.tb_lineno}"
+    assert your_code(theirs.value) == f"{here}, in test_an_error_of_ours_is_not_put_on_the_user"
 
 
 def test_too_large_models_fail_as_trials_and_the_search_finishes(tmp_path):

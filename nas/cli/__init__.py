@@ -8,18 +8,24 @@ and ``nas --help`` load neither torch, Ray nor pandas).
   ``nas recipes`` (:mod:`nas.cli.train`),
   ``nas bench`` (:mod:`nas.cli.bench`)
 
-Errors in what you asked for print one line and exit with status 2.
+Errors in what you asked for print one line and exit with status 2; so does an error raised in your own code (a
+space, a training function or a callback the command imports), naming its file, line and function.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
+import importlib.util
 import signal
 import sys
+import sysconfig
 import threading
+import traceback
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 from nas.cli.common import UsageError, parse_options, parse_value
 
@@ -80,12 +86,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _sigterm_as_ctrl_c():
             return int(args.handler(args) or 0)
-    except (ValueError, FileNotFoundError, PermissionError) as e:
-        print(f"nas {args.command}: error: {e}", file=sys.stderr)
+    except Exception as e:
+        where = your_code(e)
+        if where is None and not isinstance(e, ValueError | FileNotFoundError | PermissionError):
+            raise  # (a bug of ours: its traceback is what we need to see)
+        said = f"{type(e).__name__} in your code ({where}): " if where else ""
+        print(f"nas {args.command}: error: {said}{e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\nnas {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def your_code(e: BaseException) -> str | None:
+    """Where ``e`` was raised in the user's own code, as ``file:line, in function``: the last frame of its
+    traceback in a file outside this package, Python's library and the installed packages, with no frame of this
+    package after it (then the error is ours to word); None where there is no such frame."""
+    paths = sysconfig.get_paths()
+    libraries = {Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    where = None
+    for frame, line in traceback.walk_tb(e.__traceback__):
+        path = Path(frame.f_code.co_filename).resolve()
+        if any(path.is_relative_to(folder) for folder in _our_folders()):
+            where = None
+        elif path.is_file() and not any(path.is_relative_to(lib) for lib in libraries):
+            where = f"{path}:{line}, in {frame.f_code.co_name}"
+    return where
+
+
+@functools.cache
+def _our_folders() -> tuple[Path, ...]:
+    """The folders of this distribution's packages (four in a source checkout: nas, strategies, search_spaces and
+    benchmarks; one site-packages folder each where installed)."""
+    names = ("nas", "nas.strategies", "nas.search_spaces", "nas_benchmarks")
+    found = (importlib.util.find_spec(name) for name in names)
+    return tuple(Path(p).resolve() for spec in found if spec is not None
+                 for p in spec.submodule_search_locations or ())
 
 
 @contextlib.contextmanager
@@ -102,4 +138,4 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse_options", "parse_value", "version"]
+__all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse_options", "parse_value", "version", "your_code"]

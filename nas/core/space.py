@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import reprlib
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -167,7 +168,11 @@ class SearchSpace:
     def decisions(self) -> dict[str, tuple[Any, ...]]:
         """:meth:`dims`, checked: names are unique non-empty strings, options non-empty and distinct."""
         raw = self.dims()
-        pairs = list(raw.items()) if isinstance(raw, Mapping) else list(raw)
+        try:
+            pairs = list(raw.items()) if isinstance(raw, Mapping) else [(name, options) for name, options in raw]
+        except (TypeError, ValueError):  # (not iterable, or not of pairs)
+            raise InvalidSpace(f"{type(self).__name__}.dims() must return a dict of decision names to lists of "
+                               f"options, got {reprlib.repr(raw)}") from None
         if not pairs:
             raise InvalidSpace(f"{type(self).__name__}.dims() declares no decisions")
         out: dict[str, tuple[Any, ...]] = {}

@@ -106,6 +106,9 @@ def _imported(spec: str, what: str, form: str, allowed: str, outside: str | os.P
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ValueError(f"cannot import module {module_name!r} for {what} {spec!r}: {e}") from None
+    except SyntaxError as e:  # (its traceback holds no frame of the file: it was never run)
+        raise ValueError(f"cannot import module {module_name!r} for {what} {spec!r}: SyntaxError: {e.msg} "
+                         f"({e.filename}, line {e.lineno})") from None
     if not hasattr(module, attr):
         raise ValueError(f"module {module_name!r} has no attribute {attr!r} ({what} {spec!r})")
     return getattr(module, attr)
