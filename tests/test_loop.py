@@ -142,6 +142,27 @@ def test_strategy_that_stalls_is_an_error(toy_train):
         SearchLoop(Stalls(ToySpace()), executor, budget=3).run()
 
 
+@pytest.mark.parametrize(("asked", "error", "message"), [
+    # (a dict was an AttributeError on trial_id deep in the loop; epochs=-3 trained nothing and ended COMPLETE)
+    (lambda s: {"d0": 1}, TypeError, r"strategy 'random' asked dict \{'d0': 1\}, not a Trial \(make one with "
+                                     r"self.trial\(arch\)\)"),
+    (lambda s: s.trial(s.space.sample(s.rng), epochs=-3), ValueError,
+     r"strategy 'random' asked trial 0 with epochs=-3; allowed: None \(the run's epochs\) or an integer >= 1"),
+    (lambda s: s.trial(s.space.sample(s.rng), epochs=2.5), ValueError, "with epochs=2.5; allowed"),
+    (lambda s: nas.Trial(-1, s.space.sample(s.rng)), ValueError,
+     r"strategy 'random' asked a trial with id -1; allowed: an integer >= 0"),
+])
+def test_what_a_strategy_asks_is_checked_before_it_runs(tmp_path, toy_train, asked, error, message):
+    class Asks(RandomSearch):
+        def ask(self):
+            return asked(self)
+
+    executor = InProcessExecutor(ToySpace(), None, train=toy_train)
+    with pytest.raises(error, match=message):
+        SearchLoop(Asks(ToySpace()), executor, budget=3).run()
+    assert executor.free_slots() == 1  # nothing was submitted
+
+
 @pytest.mark.parametrize("budget", [0, -1, 1.5, True])
 def test_bad_budget(budget, toy_train):
     executor = InProcessExecutor(ToySpace(), None, train=toy_train)

@@ -128,6 +128,28 @@ def check_fraction(name: str, value: Any, *, low: float = 0.0, high: float = 1.0
     return f
 
 
+def check_asked(trial: object, strategy: str) -> None:
+    """A TypeError or ValueError naming ``strategy`` unless what its :meth:`Strategy.ask` returned is a Trial the
+    loop can run (a dict asked was an AttributeError on ``trial_id`` in the loop; ``epochs=-3`` trained nothing and
+    ended COMPLETE).
+
+    >>> check_asked({"d0": 1}, "mine")
+    Traceback (most recent call last):
+    ...
+    TypeError: strategy 'mine' asked dict {'d0': 1}, not a Trial (make one with self.trial(arch))
+    """
+    if not isinstance(trial, Trial):
+        raise TypeError(f"strategy {strategy!r} asked {type(trial).__name__} {trial!r:.80}, not a Trial (make one "
+                        "with self.trial(arch))")
+    if isinstance(trial.trial_id, bool) or not isinstance(trial.trial_id, int) or trial.trial_id < 0:
+        raise ValueError(f"strategy {strategy!r} asked a trial with id {trial.trial_id!r}; allowed: an integer >= 0 "
+                         "(self.trial(arch) numbers them)")
+    epochs = trial.epochs
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+        raise ValueError(f"strategy {strategy!r} asked trial {trial.trial_id} with epochs={epochs!r}; allowed: None "
+                         "(the run's epochs) or an integer >= 1")
+
+
 @contextlib.contextmanager
 def one_torch_thread() -> Iterator[None]:
     """Run a strategy's small torch computations (an RL controller, a GP fit) on one CPU thread, then

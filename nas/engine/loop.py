@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nas.core.space import InvalidSpace
-from nas.core.strategy import Strategy
+from nas.core.strategy import Strategy, check_asked
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, TrialState
 from nas.engine.book import FailureWatch, TrialBook, TrialRecord
 from nas.engine.interfaces import Callback, LoopStatus, RunWriter, SnapshotState
@@ -221,6 +221,8 @@ class SearchLoop:
         t0 = time.perf_counter()
         trial = self.strategy.ask()
         self.strategy_seconds += time.perf_counter() - t0
+        if trial is not None:
+            check_asked(trial, self.strategy.name)
         if trial is not None and self.scheduler is not None and self.scheduler.pauses and not trial.save_checkpoint:
             trial = dataclasses.replace(trial, save_checkpoint=True)  # it may pause: its checkpoint is needed
         return trial
