@@ -22,7 +22,9 @@ Y = np.arange(40) % 4
     ({"y_val": np.array([0, 1, -1, 2])}, "y_val holds label -1 (index 2); labels are class indices >= 0"),
     ({"y_val": np.array([0, 1, 7, 2])}, "y_val holds label 7 (index 2), but the training labels give 4 classes (0..3)"),
     ({"y_test": np.array([0, 4, 1, 2])}, "y_test holds label 4 (index 1), but the training labels give 4 classes"),
-    ({"y": np.where(np.arange(40) == 5, -3, Y)}, "y_train holds label -3 (index"),
+    # (named y_train, at an index of the split, where the user gave y and no y_val)
+    ({"y": np.where(np.arange(40) == 5, -3, Y)}, "y holds label -3 (index 5); labels are class indices >= 0"),
+    ({"y": np.where(np.arange(40) == 5, -3, Y), "x_val": None, "y_val": None}, "y holds label -3 (index 5)"),
     ({"y": Y + 0.5}, "y holds the non-integer label 0.5 (index 0); labels are class indices"),
     ({"y_val": np.array([0.0, np.nan, 1.0, 2.0])}, "y_val holds the non-integer label nan (index 1)"),
     ({"y_val": np.array(["a", "b", "c", "d"])}, "y_val must hold integer class indices, got dtype <U1"),
@@ -83,12 +85,28 @@ def test_load_dataset_checks_labels_of_an_npz(tmp_path):
     ({"x": X[:, 0, 0, 0]}, "x has shape (40,); it must hold one row of inputs per example"),
     ({"x_val": X[:4, 0, 0, 0]}, "x_val has shape (4,); it must hold one row"),
     ({"x_val": None}, "y_val is given without x_val; give both or neither"),
+    # (a model of no inputs trained to the majority class's accuracy, silently)
+    ({"x": np.zeros((40, 0))}, "x has shape (40, 0): its examples hold no values"),
+    ({"x_val": np.zeros((4, 1, 0, 4), np.float32)}, "x_val has shape (4, 1, 0, 4): its examples hold no values"),
     ({"y_test": None, "x_test": X[:4]}, "x_test is given without y_test"),
 ])
 def test_bad_inputs_are_one_line_naming_the_array(kw, message):
     arrays = {"x": X, "y": Y, "x_val": X[:4], "y_val": Y[:4], **kw}
     with pytest.raises(ValueError, match=re.escape(message)):
         Dataset.from_arrays(arrays.pop("x"), arrays.pop("y"), name="d", **arrays)
+
+
+@pytest.mark.parametrize("rare", [4, 2])
+def test_a_class_the_hold_out_takes_whole_is_one_line_in_the_words_of_y(rare):
+    """A class whose only example the seeded validation split holds out: above the training labels' largest (4) it
+    was "y_val holds label 4 (index 3)", naming an array the user never gave; below it (2) it trained unseen."""
+    y = np.arange(41) % 4
+    y[y == rare] = 0
+    y[np.random.default_rng(0).permutation(41)[0]] = rare  # (the first of the 10 that seed 0 holds out)
+    with pytest.raises(ValueError, match=rf"^dataset 'd': class {rare} has 1 example\(s\), all held out for "
+                                         r"validation \(val_fraction 0.25, seed 0\): no model learns it; give it "
+                                         r"more examples, or a validation split of your own$"):
+        Dataset.from_arrays(np.zeros((41, 2), np.float32), y, name="d")
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -153,6 +153,18 @@ def test_bad_image_folders_fail_with_one_line_naming_the_path(tmp_path, damage, 
     assert "\n" not in str(e.value)
 
 
+def test_a_class_folder_the_hold_out_takes_whole_is_named(tmp_path):
+    """(its one image held out for validation: "y_val holds label 2 (index 1)", an array the user never gave)"""
+    root = image_folder(tmp_path)
+    for extra in sorted((root / "fox").glob("*.png"))[1:]:
+        extra.unlink()
+    n = sum(1 for _ in root.glob("*/*.png"))
+    val = list(np.random.default_rng(0).permutation(n)).index(n - 1) + 1  # seed 0's hold-out of this size takes it
+    with pytest.raises(ValueError, match=rf"^dataset 'imagefolder:.*images': class 'fox' has 1 example\(s\), all held "
+                                         rf"out for validation \(val {val}.0, seed 0\): no model learns it"):
+        load_dataset(f"imagefolder:{root}?val={val}")
+
+
 @pytest.mark.parametrize("spec, message", [
     ("imagefolder:{d}/nothing", "does not exist; put one sub-folder per class there"),
     ("imagefolder:{d}/images?size=0", "image size must be a positive integer, got 0"),

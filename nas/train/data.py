@@ -22,7 +22,7 @@ import numpy as np
 
 from nas.core.nearest import did_you_mean
 from nas.core.space import Task
-from nas.train.labels import as_labels, check_labels
+from nas.train.labels import as_labels, check_held_out, check_labels
 
 BUILTIN = ("digits", "synthetic", "cifar10:DIR", "cifar100:DIR", "imagefolder:DIR")
 
@@ -107,6 +107,7 @@ class Dataset:
             order = np.random.default_rng(seed).permutation(len(x))
             n_val = max(1, int(round(len(x) * val_fraction)))
             val, train = order[:n_val], order[n_val:]
+            check_held_out(y, train, val, name, f"(val_fraction {val_fraction}, seed {seed})")
             return cls(name, x[train], y[train], x[val], y[val], **test)
         return cls(name, x, y, _inputs(x_val, "x_val", name), as_labels(y_val, "y_val", name), **test)
 
@@ -114,11 +115,13 @@ class Dataset:
 def _inputs(x: np.ndarray, name: str = "x", dataset: str = "arrays") -> np.ndarray:
     """uint8 images as (n, C, H, W) uint8; other real numbers as float32, refused (naming the array and the first bad
     value's index) where they are no numbers (strings, objects, complex), not finite, or past float32's range; an
-    array of examples has two dimensions or more."""
+    array of examples has two dimensions or more, none of them 0 but the first."""
     x = np.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"dataset {dataset!r}: {name} has shape {x.shape}; it must hold one row of inputs per "
                          "example, (examples, *input_shape)")
+    if 0 in x.shape[1:]:  # (a model of no inputs trained to the majority class's accuracy, silently)
+        raise ValueError(f"dataset {dataset!r}: {name} has shape {x.shape}: its examples hold no values")
     if x.dtype.kind not in "biuf":
         raise ValueError(f"dataset {dataset!r}: {name} must hold real numbers, got dtype {x.dtype}")
     if x.dtype != np.uint8:

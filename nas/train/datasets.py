@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.train.labels import check_labels
+from nas.train.labels import check_held_out, check_labels
 
 KINDS = ("cifar10", "cifar100", "imagefolder")
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
@@ -199,6 +199,7 @@ def load_image_folder(root: Path, *, size: int = 32, val: float | int = 0.1, see
         raise ValueError(f"image folder {str(root)!r} has one class folder ({classes[0]!r}); expected at least 2")
     x, y = np.stack(images), np.asarray(labels, dtype=np.int64)
     train, held = val_indices(len(x), val, seed)
+    check_held_out(y, train, held, f"imagefolder:{root}", f"(val {val}, seed {seed})", classes)
     return {"x": x[train], "y": y[train], "x_val": x[held], "y_val": y[held], "classes": classes}
 
 

@@ -5,6 +5,7 @@ anything trains, naming the array, the bad value and its index; non-integer labe
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,10 +28,7 @@ def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | Non
     for name, y in labels.items():
         if y.dtype.kind not in "iu":
             raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
-        if len(y) and y.min() < 0:
-            i = int(np.argmin(y))
-            raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}); labels are class "
-                             "indices >= 0")
+        _non_negative(y, name, dataset)
     if classes is None:
         classes = int(labels["y_train"].max()) + 1
     for name, y in labels.items():
@@ -44,6 +42,27 @@ def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | Non
                     "samples: a classifier head that large; check the labels", dataset, classes, n)
 
 
+def check_held_out(y: np.ndarray, train: np.ndarray, val: np.ndarray, dataset: str, how: str,
+                   classes: Sequence[str] = ()) -> None:
+    """A ValueError, in the words of the one label array ``y`` the user gave, where a seeded hold-out (``train``
+    and ``val``: indices into ``y``) put every example of a class into validation: no model can learn it (and
+    above the training labels' largest it was refused as a label of ``y_val``, at an index of an array the user
+    never gave). ``classes``: the classes' names.
+
+    >>> check_held_out(np.array([0, 1, 2, 0, 2]), np.array([0, 2, 3, 4]), np.array([1]), "d", "(seed 0)")
+    Traceback (most recent call last):
+    ...
+    ValueError: dataset 'd': class 1 has 1 example(s), all held out for validation (seed 0): no model learns it; ...
+    """
+    missing = np.setdiff1d(y[val], y[train])
+    if missing.size:
+        c = int(missing[0])
+        named = f"class {classes[c]!r}" if c < len(classes) else f"class {c}"
+        raise ValueError(f"dataset {dataset!r}: {named} has {int((y == c).sum())} example(s), all held out for "
+                         f"validation {how}: no model learns it; give it more examples, or a validation split of "
+                         "your own")
+
+
 def as_labels(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
     """``y`` as int64 class indices; floats only when every value is a whole number (never truncated)."""
     y = np.asarray(y)
@@ -52,16 +71,23 @@ def as_labels(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
     if y.dtype.kind == "u" and len(y) and int(y.max()) > np.iinfo(np.int64).max:
         i = int(np.argmax(y))
         raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}), past any class count")
-    if y.dtype.kind in "iu":
-        return y.astype(np.int64)
     if y.dtype.kind == "f":
         bad = ~np.isfinite(y) | (y != np.round(y)) | (np.abs(y) >= 2**53)
         if bad.any():
             i = int(np.argmax(bad))
             raise ValueError(f"dataset {dataset!r}: {name} holds the non-integer label {float(y[i])!r} (index {i}); "
                              "labels are class indices")
-        return y.astype(np.int64)
-    raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
+    elif y.dtype.kind not in "iu":
+        raise ValueError(f"dataset {dataset!r}: {name} must hold integer class indices, got dtype {y.dtype}")
+    return _non_negative(y.astype(np.int64), name, dataset)  # (checked here, on the array the user named)
 
 
-__all__ = ["MAX_SANE_CLASSES", "as_labels", "check_labels"]
+def _non_negative(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
+    if len(y) and y.min() < 0:
+        i = int(np.argmin(y))
+        raise ValueError(f"dataset {dataset!r}: {name} holds label {int(y[i])} (index {i}); labels are class "
+                         "indices >= 0")
+    return y
+
+
+__all__ = ["MAX_SANE_CLASSES", "as_labels", "check_held_out", "check_labels"]
