@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from nas.core import registry
@@ -113,6 +114,23 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
     return run.frame()
 
 
+def python_numbers(value: Any) -> Any:
+    """``value`` with numpy's scalars (``np.int64(3)``, as ``np.arange`` and arrays give them) as Python's numbers and
+    booleans, in lists, tuples and mappings too: what a config holds and run.json writes. (They were refused as
+    "must be an integer, got np.int64(3)".)
+
+    >>> python_numbers({"population": np.int64(8), "p": [np.float32(0.5)], "on": np.bool_(True)})
+    {'population': 8, 'p': [0.5], 'on': True}
+    """
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, Mapping):
+        return {k: python_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(python_numbers(v) for v in value)
+    return value
+
+
 def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str | Strategy | None = None, *,
               space: str | SearchSpace | None = None, train: TrainFn | None = None, data: Any = _UNSET,
               settings: TrainSettings | None = None, executor: str | Executor | None = None,
@@ -132,7 +150,8 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
     if isinstance(keywords.get("objectives"), str):  # (one objective, as the command line's --objective)
         keywords["objectives"] = [keywords["objectives"]]
     optional = {leaf.name for leaf in leaves(RunConfig) if leaf.type.endswith("| None")}
-    values: dict[str, Any] = {k: v for k, v in keywords.items() if v is not None or k in optional}  # None: default
+    values: dict[str, Any] = {k: python_numbers(v) for k, v in keywords.items()
+                              if v is not None or k in optional}  # None: default
     for key, value in (("space", space), ("strategy", strategy), ("executor", executor)):
         if isinstance(value, str):
             values[key] = value

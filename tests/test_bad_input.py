@@ -189,6 +189,19 @@ def test_objects_of_the_wrong_kind_are_refused_before_anything_is_made(tmp_path,
     assert not (tmp_path / "run").exists()
 
 
+def test_numpy_numbers_are_numbers_to_the_python_api(tmp_path):
+    """(np.int64(3), as np.arange and arrays give them, was refused: "budget must be an integer, got np.int64(3)")"""
+    df = nas.search("toy", "evolution", budget=np.int64(4), seed=np.int64(3), workers=np.int32(1), data=None,
+                    time_budget=np.float32(60), strategy_options={"population": np.int64(2), "sample_size": np.int8(2)},
+                    executor="inprocess", train=nas.train.simple.noop, run_dir=tmp_path / "run")
+    assert len(df) == 4
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    search = run["search"]
+    assert (search["budget"], search["seed"], search["strategy_options"]) == (4, 3, {"population": 2, "sample_size": 2})
+    with pytest.raises(ValueError, match=r"config key 'budget' must be an integer, got 3.5 \(float\)"):
+        nas.search("toy", budget=np.float64(3.5), executor="inprocess", run_dir=tmp_path / "other")
+
+
 def test_one_warm_start_run_may_be_given_as_a_path(tmp_path):
     """(a string was taken as a list of one-letter run directories: "warm-start run '/'".)"""
     first = nas.search("toy", "random", budget=3, executor="inprocess", data=None, train=nas.train.simple.noop,
