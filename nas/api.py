@@ -24,13 +24,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from nas.core import registry
 from nas.core.space import SearchSpace
 from nas.core.spec import space_from_spec
 from nas.core.strategy import Strategy
+from nas.core.types import python_numbers
 from nas.engine.interfaces import Callback
 from nas.engine.protocol import Executor
 from nas.engine.stop import StopSignal
@@ -112,23 +112,6 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
                   notify=notify) as run:
         run.loop.run()
     return run.frame()
-
-
-def python_numbers(value: Any) -> Any:
-    """``value`` with numpy's scalars (``np.int64(3)``, as ``np.arange`` and arrays give them) as Python's numbers and
-    booleans, in lists, tuples and mappings too: what a config holds and run.json writes. (They were refused as
-    "must be an integer, got np.int64(3)".)
-
-    >>> python_numbers({"population": np.int64(8), "p": [np.float32(0.5)], "on": np.bool_(True)})
-    {'population': 8, 'p': [0.5], 'on': True}
-    """
-    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
-        return value.item()
-    if isinstance(value, Mapping):
-        return {k: python_numbers(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(python_numbers(v) for v in value)
-    return value
 
 
 def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str | Strategy | None = None, *,

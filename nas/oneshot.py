@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 import nas.api
 from nas.core.space import SearchSpace
-from nas.core.types import Arch, check_seed
+from nas.core.types import Arch, check_seed, python_numbers
 from nas.engine.supernet_actor import EpochDone, SupernetFailed, SupernetGang, SupernetJob
 from nas.run.config import RunConfig
 from nas.run.supernet_store import SupernetStore
@@ -69,6 +69,7 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
         if not ok:  # (each failed inside, on_epoch only after the first epoch was trained)
             raise TypeError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
     space_obj = nas.api.space_from_spec(space)
+    epochs, seed, trial_workers, cpus_per_worker = python_numbers((epochs, seed, trial_workers, cpus_per_worker))
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:  # (before anything is written)
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
     if sampling not in SAMPLINGS:
@@ -214,6 +215,7 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     :func:`nas.api.search` (``executor``, ``workers``, ...). Returns its results."""
     from nas.parts import check_run_dir
 
+    top, epochs = python_numbers((top, epochs))
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be an integer >= 1, got {top!r}")
     cfg, archs = chosen(run_dir, top)

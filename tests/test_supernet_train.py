@@ -93,6 +93,14 @@ def test_equal_weights_are_written_as_equal_bytes(tmp_path):
     assert all(torch.equal(loaded[k], v) for k, v in net.state_dict().items())
 
 
+def test_numpy_numbers_are_numbers_to_train_supernet(tmp_path):
+    """(np.int64(1) epochs was refused: "epochs must be an integer >= 1, got np.int64(1)")"""
+    df = train_supernet("macro", "digits", tmp_path / "run", **{**RUN, "epochs": np.int64(1), "seed": np.int64(3)})
+    assert list(df["epoch"]) == [1]
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (run["epochs"], run["seed"]) == (1, 3)
+
+
 def test_a_crash_between_checkpoint_and_journal_is_repaired_on_resume(tmp_path):
     d = tmp_path / "run"
     train_supernet("macro", "digits", d, **{**RUN, "epochs": 2})

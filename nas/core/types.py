@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import sys
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -257,3 +258,22 @@ def finite_score(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def python_numbers(value: Any) -> Any:
+    """``value`` with numpy's scalars (``np.int64(3)``, as ``np.arange`` and arrays give them) as Python's numbers and
+    booleans, in lists, tuples and mappings too: what a config holds and run.json writes. (They were refused as
+    "must be an integer, got np.int64(3)".)
+
+    >>> import numpy as np
+    >>> python_numbers({"population": np.int64(8), "p": [np.float32(0.5)], "on": np.bool_(True)})
+    {'population': 8, 'p': [0.5], 'on': True}
+    """
+    np = sys.modules.get("numpy")  # (a numpy scalar means numpy is loaded: it is not imported for this)
+    if np is not None and isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, Mapping):
+        return {k: python_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(python_numbers(v) for v in value)
+    return value
