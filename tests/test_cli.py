@@ -203,3 +203,22 @@ def test_python_m_nas_and_nas_cli_and_a_light_version(tmp_path):
         assert proc.stdout.startswith("nas-ray ")
         imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
         assert not {"torch", "ray", "pandas"} & imported, sorted(imported & {"torch", "ray", "pandas"})
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["search", "--budjet", "3"], "nas search: error: unrecognized arguments: --budjet 3 (did you mean '--budget'?)"),
+    (["search", "toy"], "nas search: error: unrecognized arguments: toy"),
+    (["results", "RUN", "--frmat=csv", "--tpo", "3"], "nas results: error: unrecognized arguments: --frmat=csv "
+                                                      "--tpo 3 (did you mean '--format' for '--frmat', '--top' for "
+                                                      "'--tpo'?)"),
+    (["results", "RUN", "--json"], "nas results: error: unrecognized arguments: --json"),  # (not '--sort')
+    (["bench", "scaling", "--jbos", "2"], "nas bench scaling: error: unrecognized arguments: --jbos 2 (did you mean "
+                                          "'--jobs'?)"),
+    (["supernet", "train", "--epoks", "2"], "nas supernet train: error: unrecognized arguments: --epoks 2 (did you "
+                                            "mean '--epochs'?)"),
+])
+def test_an_unknown_argument_is_said_by_the_command_given(nas_cli, argv, said):
+    """(said by the top parser, under `usage: nas [-h] [--version] COMMAND ...`, with no flag suggested)"""
+    code, out, err = nas_cli(*argv)
+    assert code == 2 and err.strip().splitlines()[-1] == said, err
+    assert f"usage: nas {' '.join(a for a in argv[:2] if not a.startswith('-') and a not in ('RUN', 'toy'))}" in err

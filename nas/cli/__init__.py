@@ -81,7 +81,10 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser([command] if command in COMMANDS else []).parse_args(argv)
+    parser = build_parser([command] if command in COMMANDS else [])
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # (said by the command's own parser, with its usage: the top one showed `nas COMMAND ...`)
+        _refuse_unknown(parser, argv, unknown)
     args.argv = argv
     try:
         with _sigterm_as_ctrl_c():
@@ -96,6 +99,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\nnas {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _refuse_unknown(parser: argparse.ArgumentParser, argv: list[str], unknown: list[str]) -> None:
+    """The error of the parser of the command given (``nas bench scaling``'s, not ``nas``'s: usage and one line,
+    exit 2) naming the arguments it does not take, with the nearest flag it has for a mistyped one (``--budjet``:
+    ``--budget``; compared without the dashes, which made ``--json`` look like ``--sort``)."""
+    from nas.core.nearest import did_you_mean, nearest
+
+    own, rest = parser, list(argv)
+    while (sub := next((a for a in own._actions if isinstance(a, argparse._SubParsersAction)), None)) is not None:
+        name = next((a for a in rest if a in sub.choices), None)
+        if name is None:
+            break
+        own, rest = sub.choices[name], rest[rest.index(name) + 1:]
+    bare = {f.lstrip("-"): f for action in own._actions for f in action.option_strings}
+    typed = [a.partition("=")[0] for a in unknown if a.startswith("--")]
+    near = [bare[hit] for t in typed if (hit := nearest(t.lstrip("-"), bare))]
+    own.error(f"unrecognized arguments: {' '.join(unknown)}{did_you_mean(typed, near) if near else ''}")
 
 
 def your_code(e: BaseException) -> str | None:
