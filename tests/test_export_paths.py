@@ -115,8 +115,10 @@ def test_exports_to_fresh_paths_work_and_are_whole(run_copy, tmp_path, capsys):
 
 
 def test_a_failed_export_leaves_no_file_and_names_errno_text(run_copy, tmp_path, capsys):
+    # (the temp file's errno, said of the file: "cannot write '/proc/version': No such file or directory")
     refused(capsys, ["results", str(run_copy), "--csv", str(tmp_path / "missing" / "r.csv")],
-            "No such file or directory")
+            f"cannot write '{tmp_path / 'missing' / 'r.csv'}': no file can be made in '{tmp_path / 'missing'}' (No "
+            "such file or directory)")
     refused(capsys, ["best", str(run_copy), "--export-weights", str(tmp_path)], "is a directory")
     assert not (tmp_path / "missing").exists()
 

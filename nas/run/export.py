@@ -23,10 +23,9 @@ ValueError: refusing to write '.../trials.jsonl': it is trials.jsonl of the run 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
-from nas.run.files import os_error_text
+from nas.run.files import atomic_write, os_error_text
 from nas.run.layout import CHECKPOINTS, EPOCHS, JOURNAL, MANAGED, RUN_JSON, is_tensor_file
 from nas.run.lock import HOLDER_FILE, LOCK_FILE
 
@@ -106,26 +105,13 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
         except OSError as e:
             raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
         return len(data)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
+        return atomic_write(target, data)
     except OSError as e:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        if e.filename2 is None and e.filename and Path(e.filename).parent == target.parent:  # (the temp file)
+            raise ValueError(f"cannot write {shown!r}: no file can be made in {str(target.parent)!r} "
+                             f"({os_error_text(e)})") from None
         raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
-    return len(data)
-
-
-def _umask() -> int:
-    from nas.run.files import _UMASK
-
-    return _UMASK
 
 
 __all__ = ["check_export_dir", "check_not_owned", "is_run_dir", "owned_by_run", "write_export"]
