@@ -10,9 +10,11 @@ import sys
 import pytest
 
 import nas
+from nas.core.scheduler import make_scheduler
 from nas.engine.inprocess import InProcessExecutor
 from nas.engine.loop import SearchLoop
 from nas.run.journal import read_records
+from nas.run.store import RunStore
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
 from nas.train.settings import TrainSettings
@@ -114,6 +116,33 @@ def test_asha_promotion_pauses_with_checkpoints_and_continues_them(tmp_path, dig
     reports = [r.report.epoch for r in records if r.kind == "report" and r.trial.trial_id == tid]
     assert reports == list(range(1, EPOCHS + 1))  # each continuation went on from its checkpoint's epoch
     assert (tmp_path / "run" / "checkpoints").is_dir()
+
+
+@pytest.mark.parametrize("scheduler", ["asha", "hyperband"])
+def test_a_paused_trial_keeps_its_checkpoint_past_the_bound_while_ended_ones_go(tmp_path, scheduler):
+    """The executor keeps at most `keep` checkpoints. They went oldest first, so a long run's late promotions (a
+    rung grown past a paused trial into its top third) failed as CHECKPOINT_MISSING: 14 of 300 trials here (8 with
+    hyperband). Now the scheduler names the one to drop: an ended trial's, else the paused one ranked lowest."""
+    def saving_curve(ctx):  # (no model to keep the weights of: it keeps its epoch)
+        start = (ctx.checkpoint.load() or {"epoch": 0})["epoch"]
+        for epoch in range(start + 1, start + ctx.epochs + 1):
+            ctx.checkpoint.save({"epoch": epoch})
+            if ctx.report(epoch=epoch, val_acc=quality(ctx.trial.arch) * (1 - 0.5**epoch)):
+                return
+
+    executor = InProcessExecutor(ToySpace(), None, train=saving_curve)
+    executor.checkpoints.keep = 16
+    store = RunStore.create(tmp_path / "run", {"space": "toy", "budget": 300})
+    loop = SearchLoop(RandomSearch(ToySpace(), seed=0), executor, budget=300, store=store,
+                      scheduler=make_scheduler(scheduler, max_epochs=27, seed=0, options={"variant": "promotion"}))
+    loop.run()
+    store.close()
+    results = [r.result for r in loop.book.records.values()]
+    assert len(results) == 300 and all(r.ok for r in results)  # no promotion lost its checkpoint
+    promoted = [t for t, r in loop.book.records.items() if r.runs > 1]
+    assert len(promoted) > 40
+    kept = {int(p.stem) for p in (tmp_path / "run" / "checkpoints").glob("*.pt")}
+    assert kept == {t for t in loop.book.records if t in executor.checkpoints} and len(kept) == 16  # (the same)
 
 
 @pytest.mark.parametrize("at", [5, 23])

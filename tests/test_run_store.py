@@ -220,7 +220,7 @@ def test_best_pt_always_matches_best_json_after_a_resume(tmp_path):
     ok = functools.partial(Result, outcome=Outcome.COMPLETE)
     store.on_best(a, ok(0, score=0.5), _ckpt(0.5))
     (tmp_path / "run" / "best.pt").write_bytes(_ckpt(0.9))  # as if a crash came between the two writes
-    store.keep_checkpoint(1, _ckpt(0.9), keep=4)
+    store.keep_checkpoint(1, _ckpt(0.9), {1})
     store.fix_best((b, ok(1, score=0.9)))  # the journal's best is trial 1, whose checkpoint was kept
     best = json.loads((tmp_path / "run" / "best.json").read_text())
     assert best["trial_id"] == 1 and best["weights_sha256"] == hashlib.sha256(_ckpt(0.9)).hexdigest()
@@ -235,7 +235,7 @@ def test_a_kept_checkpoint_that_is_not_plain_data_is_refused(tmp_path):
     store = RunStore.create(tmp_path / "run", {"space": "toy", "budget": 1})
     import pickle
 
-    store.keep_checkpoint(3, pickle.dumps(Path("x")), keep=4)  # a pickle that is not tensors and plain data
+    store.keep_checkpoint(3, pickle.dumps(Path("x")), {3})  # a pickle that is not tensors and plain data
     with pytest.raises(ValueError, match=r"3\.pt is not a plain checkpoint"):
         store.kept_checkpoints()
     store.close()

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -163,6 +163,11 @@ class Scheduler:
         if self.trials[trial_id].phase is not Phase.FAILED:
             self.trials[trial_id].phase = Phase.FAILED
             self._on_failed(trial_id)
+
+    def expendable(self, kept: Sequence[int]) -> int | None:
+        """Of the trials whose checkpoints the executor keeps (``kept``, oldest first), the one to drop when its
+        bound is reached; None: the oldest. A scheduler that pauses names the one least likely to be continued."""
+        return None
 
     def promote(self) -> Promotion | None:
         """A paused trial to continue now (it is RUNNING again from here on), or None."""

@@ -86,6 +86,8 @@ class SearchLoop:
         self.objective_watch = FailureWatch(FailureKind.OBJECTIVE_MISSING, broken_space_trials,
                                             clears=lambda r: r.ok)
         self.scheduler = scheduler
+        if scheduler is not None and scheduler.pauses:  # (its paused trials' checkpoints: the last ones dropped)
+            executor.checkpoints.victim = scheduler.expendable
         self.wait_epochs = frozenset(scheduler.rungs) if scheduler is not None else frozenset()
         self.reports = 0  # intermediate results handled
         self.report_seconds = 0.0  # driver time spent on them (journal, scheduler, decision), for the figures
@@ -357,12 +359,12 @@ class SearchLoop:
 
     def _keep_checkpoint(self, trial_id: int) -> None:
         """Keep a finished trial's checkpoint (one that later trials may start from, as PBT's) in the run
-        directory, so it outlives the driver; the oldest beyond the executor's bound go."""
+        directory, so it outlives the driver; those the executor dropped go."""
         if self.store is None:
             return
         data = self.executor.checkpoints.get(trial_id)
         if data is not None:
-            self.store.keep_checkpoint(trial_id, data, self.executor.checkpoints.keep)
+            self.store.keep_checkpoint(trial_id, data, self.executor.checkpoints)
 
     # -- crash safety --------------------------------------------------------------------------
     def restore(self, restored: Restored) -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import statistics
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -122,12 +122,15 @@ class Checkpoints(Protocol):
     a promotion, PBT's exploit; ``inherit_from``: weight inheritance) and for the run directory's owner, which
     writes them to disk (:class:`nas.run.store.RunStore`): ``get`` the bytes of one while kept (None otherwise),
     ``put`` one back (read from the run directory on resume, or an earlier run's on a warm start). At most
-    ``keep`` are kept, the oldest dropped first."""
+    ``keep`` are kept; past it the one ``victim`` names goes (given the kept trial ids, oldest first: a pausing
+    scheduler's :meth:`nas.core.scheduler.Scheduler.expendable`), else the oldest."""
 
     keep: int
+    victim: Callable[[Sequence[int]], int | None] | None
 
     def get(self, trial_id: int) -> bytes | None: ...
     def put(self, trial_id: int, data: bytes) -> None: ...
+    def __contains__(self, trial_id: object) -> bool: ...
 
 
 class BoundedCheckpoints:
@@ -142,6 +145,7 @@ class BoundedCheckpoints:
 
     def __init__(self, keep: int = 256, fetch: Callable[[Any], bytes | None] | None = None) -> None:
         self.keep = keep
+        self.victim: Callable[[Sequence[int]], int | None] | None = None
         self._fetch = fetch
         self._items: collections.OrderedDict[int, Any] = collections.OrderedDict()
 
@@ -149,8 +153,11 @@ class BoundedCheckpoints:
         if data is None:
             return
         self._items[trial_id] = data
+        self._items.move_to_end(trial_id)  # (a promoted trial's new checkpoint is the newest)
         while len(self._items) > self.keep:
-            self._items.popitem(last=False)
+            # (never the one just put: its weights may be written as the best's right after)
+            chosen = self.victim(list(self._items)[:-1]) if self.victim is not None else None
+            del self._items[chosen if chosen is not None and chosen in self._items else next(iter(self._items))]
 
     def handle(self, trial_id: int | None) -> Any:
         """What a worker is handed for ``trial_id`` (None for None); a KeyError names an evicted one."""

@@ -25,7 +25,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,9 +111,8 @@ class RunStore:
         self._status_at = -1e9
         self._started = time.time()
         self.format_arch: Callable[[Any], str] | None = None  # best.json's one-line architecture
-        self._kept: list[int] = []  # kept checkpoints, oldest first (a ring bounded by the executor)
+        self._kept: dict[int, None] = {}  # the trials whose checkpoints are on disk (those the executor keeps)
         self._undo: Callable[[], None] | None = None  # takes a new run back (discard), until it holds a record
-        self._kept_head = 0
 
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
@@ -196,18 +195,17 @@ class RunStore:
         self.records += n
         self.told += n
 
-    def keep_checkpoint(self, trial_id: int, data: bytes, keep: int) -> None:
-        """Keep a checkpoint later trials start from (PBT); the oldest beyond ``keep`` are removed."""
+    def keep_checkpoint(self, trial_id: int, data: bytes, kept: Container[int]) -> None:
+        """Keep a checkpoint later trials start from (PBT, a promotion); those of trials not in ``kept`` (the ones
+        the executor keeps: it dropped the others) are removed, so the disk holds what a resume can use."""
         self._begin()
         ckpts = self.path / CHECKPOINTS
         ckpts.mkdir(exist_ok=True)
         self._write(ckpts / f"{trial_id}.pt", data)
-        self._kept.append(trial_id)
-        while len(self._kept) - self._kept_head > keep:
-            (ckpts / f"{self._kept[self._kept_head]}.pt").unlink(missing_ok=True)
-            self._kept_head += 1
-        if self._kept_head > 1024:  # (compact the ring now and then: O(1) amortised)
-            self._kept, self._kept_head = self._kept[self._kept_head:], 0
+        self._kept[trial_id] = None
+        for gone in [t for t in self._kept if t not in kept]:
+            (ckpts / f"{gone}.pt").unlink(missing_ok=True)
+            del self._kept[gone]
 
     def kept_checkpoints(self) -> list[tuple[int, bytes]]:
         """The kept checkpoints on disk (trial id, bytes), oldest first, each checked to hold no code."""
@@ -220,7 +218,7 @@ class RunStore:
         return out
 
     def note_kept(self, trial_id: int) -> None:
-        self._kept.append(trial_id)
+        self._kept[trial_id] = None
 
     def on_best(self, trial: Trial, result: Result, weights: bytes | None, arch_str: str | None = None) -> None:
         """A new best trial: its weights (when the executor kept them) to best.pt, then best.json naming
