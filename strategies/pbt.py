@@ -51,7 +51,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -220,6 +220,16 @@ class PopulationBasedTraining(Strategy):
 
     def population_size(self) -> int:
         return len(self.members)
+
+    def checkpoints_needed(self) -> int:
+        return self.capacity + 1  # (each member's source, and the one just kept)
+
+    def expendable(self, kept: Sequence[int]) -> int | None:
+        """The oldest kept segment no member starts its next segment from (a member's earlier segments, a retired
+        member's): with a population past the executor's bound the oldest went, and 242 of 1,500 segments of a
+        population of 300 failed as CHECKPOINT_MISSING (their members restarted from scratch)."""
+        sources = {m.source for m in self.members}
+        return next((t for t in kept if t not in sources), None)
 
     def _cut(self) -> int:
         """How many members the bottom (and top) quantile holds among those with a score."""

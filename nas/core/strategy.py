@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -94,6 +94,16 @@ class Strategy:
     def population_size(self) -> int:
         """Members it holds now (evolution's population, PBT's members); 0 for a strategy without one."""
         return 0
+
+    def checkpoints_needed(self) -> int:
+        """How many checkpoints its trials may start from at once (PBT: one per member); the executor keeps at
+        least this many."""
+        return 0
+
+    def expendable(self, kept: Sequence[int]) -> int | None:
+        """Of the trials whose checkpoints the executor keeps (``kept``, oldest first), one no trial of it will
+        start from, to drop at the executor's bound; None: the oldest goes."""
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: the base keeps the rng and id counter; subclasses add theirs."""

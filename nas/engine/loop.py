@@ -86,8 +86,9 @@ class SearchLoop:
         self.objective_watch = FailureWatch(FailureKind.OBJECTIVE_MISSING, broken_space_trials,
                                             clears=lambda r: r.ok)
         self.scheduler = scheduler
-        if scheduler is not None and scheduler.pauses:  # (its paused trials' checkpoints: the last ones dropped)
-            executor.checkpoints.victim = scheduler.expendable
+        kept = executor.checkpoints  # (the checkpoints trials start from: the owner of each says which may go)
+        kept.victim = scheduler.expendable if scheduler is not None and scheduler.pauses else strategy.expendable
+        kept.keep = max(kept.keep, strategy.checkpoints_needed())
         self.wait_epochs = frozenset(scheduler.rungs) if scheduler is not None else frozenset()
         self.reports = 0  # intermediate results handled
         self.report_seconds = 0.0  # driver time spent on them (journal, scheduler, decision), for the figures
