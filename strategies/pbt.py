@@ -222,7 +222,7 @@ class PopulationBasedTraining(Strategy):
         return len(self.members)
 
     def checkpoints_needed(self) -> int:
-        return self.capacity + 1  # (each member's source, and the one just kept)
+        return self.capacity  # (each member's source)
 
     def expendable(self, kept: Sequence[int]) -> int | None:
         """The oldest kept segment no member starts its next segment from (a member's earlier segments, a retired

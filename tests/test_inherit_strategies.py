@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from nas.core.types import Outcome, Result
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.pbt import MISSING_CHECKPOINT, PopulationBasedTraining
@@ -96,3 +98,29 @@ def test_pbt_missing_inherited_checkpoint_restarts_the_member_fresh():
 def test_pbt_bad_arch_mutation_is_named():
     with pytest.raises(ValueError, match="arch_mutation must be in \\[0.0, 1.0\\], got 1.5"):
         PopulationBasedTraining(ToySpace(), arch_mutation=1.5)
+
+
+def keeping(ctx):  # (no model to keep the weights of: it keeps its progress)
+    progress = (ctx.checkpoint.load() or ctx.inherited or {"progress": 0})["progress"] + 1
+    ctx.checkpoint.save({"progress": progress})
+    ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch) + progress)
+
+
+@pytest.mark.parametrize("strategy", [
+    lambda: PopulationBasedTraining(ToySpace(), population=12, seed=0),
+    lambda: RegularizedEvolution(ToySpace(), population=12, sample_size=3, inherit=True, seed=0),
+])
+def test_a_population_past_the_executors_bound_keeps_the_checkpoints_it_starts_from(strategy):
+    """With 12 members and 8 checkpoints kept, the oldest went while trials still started from them: they failed as
+    CHECKPOINT_MISSING (PBT's members restarted from scratch: 242 of 1,500 segments with 300 members and 256 kept;
+    evolution's children: 286 of 1,500 with a population of 400). The bound now grows to the population and the
+    trials in flight, and what goes first is what no trial will start from."""
+    executor = InProcessExecutor(ToySpace(), None, train=keeping, slots=3)
+    executor.checkpoints.keep = 8
+    chosen = strategy()
+    results = SearchLoop(chosen, executor, budget=120).run()
+    assert executor.checkpoints.keep == 12 + 2 * 3 + 1 and len(results) == 120
+    assert all(r.failure is None for _, r in results)
+    started = [t for t, _ in results if (t.checkpoint_from, t.inherit_from) != (None, None)]
+    assert len(started) > 60  # (each of them found its checkpoint)
+

@@ -151,24 +151,6 @@ def test_trainers_without_checkpoints_make_pbt_stop_asking_for_them():
     assert all(t.checkpoint_from is None for t, _ in results[-10:])
 
 
-def test_a_population_past_the_executors_bound_keeps_every_members_checkpoint():
-    """With 12 members and 8 checkpoints kept, the oldest went: segments whose members' sources were dropped failed
-    as CHECKPOINT_MISSING and their members restarted from scratch (242 of 1,500 with 300 members and 256 kept)."""
-    def segment(ctx):  # (no model to keep the weights of: it keeps its progress)
-        progress = (ctx.checkpoint.load() or {"progress": 0})["progress"] + 1
-        ctx.checkpoint.save({"progress": progress})
-        ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch) + progress)
-
-    executor = InProcessExecutor(ToySpace(), None, train=segment, slots=3)
-    executor.checkpoints.keep = 8
-    pbt = PopulationBasedTraining(ToySpace(), population=12, seed=0)
-    loop = SearchLoop(pbt, executor, budget=120)
-    results = loop.run()
-    assert executor.checkpoints.keep == 13 and len(results) == 120
-    assert all(r.failure is None for _, r in results)
-    assert max(m.segments for m in pbt.members) >= 5 and not pbt._restarted  # members went on from their own
-
-
 @pytest.mark.parametrize(("options", "message"), [
     ({"population": 0}, "population must be an integer >= 1, got 0"),
     ({"quantile": 0.7}, "quantile must be in \\[0.0, 0.5\\]"),

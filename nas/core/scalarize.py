@@ -87,6 +87,12 @@ class Scalarized(Strategy):
     def population_size(self) -> int:
         return self.inner.population_size()
 
+    def checkpoints_needed(self) -> int:
+        return self.inner.checkpoints_needed()
+
+    def expendable(self, kept: Sequence[int]) -> int | None:
+        return self.inner.expendable(kept)
+
     def ask(self) -> Trial | None:
         trial = self.inner.ask()
         if trial is not None:

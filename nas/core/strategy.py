@@ -96,8 +96,8 @@ class Strategy:
         return 0
 
     def checkpoints_needed(self) -> int:
-        """How many checkpoints its trials may start from at once (PBT: one per member); the executor keeps at
-        least this many."""
+        """How many checkpoints its next trials may start from (PBT: one per member; evolution with inheritance:
+        its population); the executor keeps that many more than the trials it holds in flight."""
         return 0
 
     def expendable(self, kept: Sequence[int]) -> int | None:

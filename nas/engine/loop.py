@@ -88,7 +88,8 @@ class SearchLoop:
         self.scheduler = scheduler
         kept = executor.checkpoints  # (the checkpoints trials start from: the owner of each says which may go)
         kept.victim = scheduler.expendable if scheduler is not None and scheduler.pauses else strategy.expendable
-        kept.keep = max(kept.keep, strategy.checkpoints_needed())
+        if needed := strategy.checkpoints_needed():  # (and those of trials in flight, prefetched ones too)
+            kept.keep = max(kept.keep, needed + 2 * executor.slots + 1)
         self.wait_epochs = frozenset(scheduler.rungs) if scheduler is not None else frozenset()
         self.reports = 0  # intermediate results handled
         self.report_seconds = 0.0  # driver time spent on them (journal, scheduler, decision), for the figures
