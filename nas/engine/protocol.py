@@ -122,8 +122,9 @@ class Checkpoints(Protocol):
     a promotion, PBT's exploit; ``inherit_from``: weight inheritance) and for the run directory's owner, which
     writes them to disk (:class:`nas.run.store.RunStore`): ``get`` the bytes of one while kept (None otherwise),
     ``put`` one back (read from the run directory on resume, or an earlier run's on a warm start). At most
-    ``keep`` are kept; past it the one ``victim`` names goes (given the kept trial ids, oldest first: a pausing
-    scheduler's :meth:`nas.core.scheduler.Scheduler.expendable`), else the oldest."""
+    ``keep`` are kept; past it the one ``victim`` names goes (given the kept trial ids, oldest first: the loop sets
+    a pausing scheduler's :meth:`nas.core.scheduler.Scheduler.expendable`, else the strategy's
+    :meth:`nas.core.strategy.Strategy.expendable`), else the oldest."""
 
     keep: int
     victim: Callable[[Sequence[int]], int | None] | None
