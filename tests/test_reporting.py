@@ -200,8 +200,20 @@ def exiting(ctx):
     sys.exit(3)  # (in this process: it ended the whole search, exit code 3, no message)
 
 
+def reporting_epoch(epoch):
+    def fn(ctx):
+        ctx.report(epoch=epoch, val_acc=0.5)
+
+    return fn
+
+
 @pytest.mark.parametrize(("fn", "kind", "error"), [
     (silent, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...)"),
+    # (int() took 1.5 and "2" as epochs 1 and 2; 10**30 ended the search: the journal's "exceeds 64-bit range")
+    (reporting_epoch(1.5), "ERROR", "ValueError: report epoch must be a whole number (an int below 2**63), got 1.5"),
+    (reporting_epoch("2"), "ERROR", "ValueError: report epoch must be a whole number (an int below 2**63), got '2'"),
+    (reporting_epoch(10**30), "ERROR", "ValueError: report epoch must be a whole number (an int below 2**63), got "
+                                       "1000000000000000000000000000000"),
     (returns_a_number, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...) "
      "(objective val_acc); nothing to score: it returned 0.93 (float); return a mapping of metrics such as "
      "{'val_acc': ...} or report them"),

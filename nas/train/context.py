@@ -41,6 +41,7 @@ import contextlib
 import inspect
 import io
 import math
+import numbers
 import reprlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -149,7 +150,12 @@ class TrialContext:
         """Record one epoch's metrics and send them on; True when the trial should stop now (the scheduler
         said STOP or PAUSE). ``epoch``: epochs trained in all, from 1 (default: the last one + 1)."""
         last = self.history[-1]["epoch"] if self.history else 0
-        epoch = last + 1 if epoch is None else int(epoch)
+        if epoch is None:
+            epoch = last + 1
+        elif isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or not within_int64(int(epoch)):
+            # (int() took 1.5 as 1 and "1" as 1; 10**30 crashed the driver's journal: "exceeds 64-bit range")
+            raise ValueError(f"report epoch must be a whole number (an int below 2**63), got {epoch!r}")
+        epoch = int(epoch)
         if epoch <= last:
             raise ValueError(f"report epochs must increase: got epoch {epoch} after {last}")
         metrics = {k: _within_64_bits(v) for k, v in metrics.items()}
