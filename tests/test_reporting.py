@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
 import pytest
 
 import nas
@@ -229,6 +230,23 @@ def test_training_functions_that_fail_are_failed_trials_and_the_search_goes_on(d
     loop = SearchLoop(RandomSearch(ToySpace(), seed=0), ex, budget=3, broken_space_trials=None)
     results = loop.run()
     assert len(results) == 3 and all(r.failure == kind and r.error.startswith(error) for _, r in results)
+
+
+def tensor_metrics(ctx):
+    import torch
+
+    ctx.report(epoch=1, val_acc=torch.tensor(0.5), correct=torch.tensor([12]), loss=np.float32(0.25))
+    return {"val_acc": (torch.arange(4) < 3).float().mean(), "curve": np.arange(3)}
+
+
+def test_one_number_in_a_tensor_or_array_is_a_number(tmp_path):
+    """(an accuracy computed as (pred == y).float().mean() failed its trial: "must be a number, got tensor(0.5000)")"""
+    df = nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=None, train=tensor_metrics,
+                    run_dir=tmp_path / "run")
+    assert (df["state"] == "COMPLETE").all() and (df["score"] == 0.75).all()
+    first = nas.load_results(tmp_path / "run")["history"].iloc[0][0]
+    assert first == {"epoch": 1, "val_acc": 0.5, "correct": 12, "loss": 0.25}
+    assert type(first["correct"]) is int and type(first["loss"]) is float
 
 
 def huge(ctx):

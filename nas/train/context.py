@@ -158,7 +158,7 @@ class TrialContext:
         epoch = int(epoch)
         if epoch <= last:
             raise ValueError(f"report epochs must increase: got epoch {epoch} after {last}")
-        metrics = {k: _within_64_bits(v) for k, v in metrics.items()}
+        metrics = {k: _journal_value(v) for k, v in metrics.items()}
         bad = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
         if bad:
             raise TrialFailure(FailureKind.NAN, f"metric {bad[0]} became {metrics[bad[0]]} in epoch {epoch}",
@@ -204,7 +204,7 @@ class TrialContext:
         when ``keep_checkpoint`` (or a paused trial's, always)."""
         final: dict[str, Any] = dict(self.history[-1]) if self.history else {}
         if isinstance(returned, Mapping):
-            final.update({k: _within_64_bits(v) for k, v in returned.items()})
+            final.update({k: _journal_value(v) for k, v in returned.items()})
         if not final:
             wanted = ", ".join(self.objectives.metrics)
             raise TrialFailure(FailureKind.OBJECTIVE_MISSING, _nothing_to_score(returned, wanted), dict(measured or {}))
@@ -244,15 +244,29 @@ def _nothing_to_score(returned: Any, wanted: str) -> str:
             f"{{{wanted.split(', ')[0]!r}: ...}} or report them")
 
 
-def _within_64_bits(value: Any) -> Any:
-    """An integer metric too large for the journal's 64-bit integers as a float (what a JSON reader would make of
-    it; beyond a float's range, infinite: a NAN failure); any other value as it is."""
+def _journal_value(value: Any) -> Any:
+    """A metric as the journal holds it: one number in a torch tensor or numpy array (an accuracy computed as
+    ``(pred == y).float().mean()``, which failed its trial: "must be a number, got tensor(0.5000)") as the Python
+    number; an integer too large for the journal's 64-bit integers as a float (what a JSON reader would make of it;
+    beyond a float's range, infinite: a NAN failure); any other value as it is."""
+    if _one_real_number(value):
+        value = value.item()
     if isinstance(value, int) and not isinstance(value, bool) and not within_int64(value):
         try:
             return float(value)
         except OverflowError:
             return math.inf if value > 0 else -math.inf
     return value
+
+
+def _one_real_number(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor or numpy array (or scalar) of one real number (bool, int or float)."""
+    module = type(value).__module__.partition(".")[0]
+    if module == "torch" and callable(getattr(value, "numel", None)):
+        return value.numel() == 1 and not value.dtype.is_complex
+    if module == "numpy" and hasattr(value, "dtype"):
+        return int(value.size) == 1 and value.dtype.kind in "biuf"
+    return False
 
 
 __all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure"]
