@@ -219,3 +219,17 @@ def test_a_ray_search_says_what_started_and_when_the_workers_are_ready_in_place_
     assert any(line.startswith(auth) for line in lines), lines
     assert any(line.startswith("1 worker ready (") for line in lines), lines
     assert "Token authentication is enabled for this Ray cluster" not in proc.stdout + proc.stderr
+
+
+def test_a_lock_taken_by_a_search_that_is_starting_is_said_so(tmp_path):
+    """(between taking the lock and writing .lock.json, after its checks, the holder read as "holder unknown")"""
+    lock = RunLock(tmp_path).acquire()
+    try:
+        with pytest.raises(ValueError, match=r"is in use by another search \(one that is starting: it has not written "
+                                             r"its pid yet\); wait for it to end"):
+            RunLock(tmp_path).acquire()
+        lock.write_holder()
+        with pytest.raises(ValueError, match=rf"is in use by another search \(pid {os.getpid()} on host "):
+            RunLock(tmp_path).acquire()
+    finally:
+        lock.release()

@@ -68,8 +68,8 @@ class RunLock:
 
     def holder_text(self) -> str:
         h = self.holder()
-        if h is None:
-            return "holder unknown"
+        if h is None:  # (it took the lock and has not written .lock.json yet, which it does once its checks pass)
+            return "one that is starting: it has not written its pid yet"
         return f"pid {h.get('pid')} on host {h.get('host')}, started {h.get('started')}"
 
     @property
