@@ -34,7 +34,7 @@ import pandas as pd
 from nas.core import registry
 from nas.core.scheduler import Scheduler
 from nas.core.space import SearchSpace
-from nas.core.spec import BUILTIN, CUSTOM, resolve_space_spec, space_from_spec, train_from_spec, train_spec
+from nas.core.spec import BUILTIN, CUSTOM, check_train, resolve_space_spec, space_from_spec, train_from_spec, train_spec
 from nas.core.strategy import Strategy
 from nas.core.types import Trial
 from nas.engine.cluster import workers_text
@@ -151,6 +151,7 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
     if given.train is not None:
         if not callable(given.train):
             raise ValueError(f"train must be a function train(ctx), got {given.train!r}")
+        check_train(given.train, train_spec(given.train))
         function, train = train_spec(given.train), given.train
     elif given.executor is not None:
         function, train = f"{CUSTOM} (the given executor's own)", None

@@ -123,6 +123,30 @@ def test_an_error_in_the_users_own_space_is_one_line_naming_where(tmp_path, nas_
     assert not (tmp_path / "r").exists()
 
 
+TRAIN_FUNCTIONS = {  # each failed every trial of the budget (a TypeError, or "nothing to score: it returned a
+    # coroutine"/"a generator")
+    "def train(ctx, data):\n    pass\n": r"'bad_train_0:train' cannot be called as train\(ctx\): it takes "
+                                         r"\(ctx, data\)",
+    "def train():\n    pass\n": r"'bad_train_1:train' cannot be called as train\(ctx\): it takes \(\)",
+    "async def train(ctx):\n    pass\n": r"'bad_train_2:train' is async \(async def\); it must be a plain def train",
+    "def train(ctx):\n    yield 1\n": r"'bad_train_3:train' is a generator \(it yields\); it must report with ctx",
+}
+
+
+def test_a_training_function_that_cannot_be_called_as_train_ctx_is_refused_before_anything(tmp_path, nas_cli,
+                                                                                           monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for i, (text, message) in enumerate(TRAIN_FUNCTIONS.items()):
+        (tmp_path / f"bad_train_{i}.py").write_text(text)
+        code, _, err = nas_cli("search", "--space", "toy", "--executor", "inprocess", "--quiet", "--dataset", "none",
+                               "--train-function", f"bad_train_{i}:train", "--run-dir", str(tmp_path / "r"))
+        assert code == 2 and re.search("nas search: error: training function " + message, err), err
+        assert not (tmp_path / "r").exists()
+    with pytest.raises(ValueError, match=r"cannot be called as train\(ctx\): it takes \(\)$"):
+        nas.search("toy", budget=2, executor="inprocess", data=None, train=lambda: None, run_dir=tmp_path / "api")
+    assert not (tmp_path / "api").exists()
+
+
 def test_an_error_of_ours_is_not_put_on_the_user():
     def users():
         check_seed(-1)  # (our code raises: the error is ours to word)

@@ -214,8 +214,29 @@ def train_from_spec(spec: str, *, outside: str | os.PathLike[str] | None = None)
     obj = _imported(spec, "training function", "module:function", _TRAIN_ALLOWED, outside)
     module_name = spec.partition(":")[0]
     if inspect.isfunction(obj) and obj.__module__ == module_name and not _stdlib(module_name):
+        check_train(obj, repr(spec))
         return obj  # type: ignore[no-any-return]
     raise ValueError(f"training function {spec!r} names a {type(obj).__name__}; allowed: {_TRAIN_ALLOWED}")
+
+
+def check_train(fn: Callable[..., Any], name: str) -> None:
+    """A one-line ValueError, before anything starts, unless ``fn`` can be called as ``train(ctx)`` and returns when
+    it is done: one positional argument, a plain function (every trial failed on a ``def train(ctx, data)`` or a
+    ``def train()``, an ``async def`` or a generator, the whole budget long). A callable without a signature to read
+    (a builtin) is taken as it is."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise ValueError(f"training function {name} is async (async def); it must be a plain def train(ctx)")
+    if inspect.isgeneratorfunction(fn):
+        raise ValueError(f"training function {name} is a generator (it yields); it must report with "
+                         "ctx.report(...) and return")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise ValueError(f"training function {name} cannot be called as train(ctx): it takes {signature}") from None
 
 
 def _stdlib(module: str) -> bool:
