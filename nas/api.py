@@ -29,7 +29,7 @@ import pandas as pd
 from nas.core import registry
 from nas.core.space import SearchSpace
 from nas.core.spec import space_from_spec
-from nas.core.strategy import Strategy
+from nas.core.strategy import Strategy, check_strategy
 from nas.core.types import python_numbers
 from nas.engine.interfaces import Callback
 from nas.engine.protocol import Executor
@@ -130,6 +130,8 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
             isinstance(value, kind) if kind is not None else all(hasattr(value, m) for m in EXECUTOR_METHODS))
         if not ok:
             raise TypeError(f"{key} must be {allowed}, got {value!r} ({type(value).__name__})")
+    if isinstance(strategy, Strategy):
+        check_strategy(strategy)
     if isinstance(keywords.get("objectives"), str):  # (one objective, as the command line's --objective)
         keywords["objectives"] = [keywords["objectives"]]
     optional = {leaf.name for leaf in leaves(RunConfig) if leaf.type.endswith("| None")}

@@ -188,8 +188,28 @@ def test_unknown_names_in_the_python_api_list_the_known_ones(tmp_path):
         nas.search("toy", "annealing", executor="inprocess", run_dir=tmp_path / "b")
 
 
+class NotSetUp(nas.Strategy):
+    def __init__(self, space):  # (no super().__init__: an AttributeError on rng at the first ask)
+        self.space = space
+
+    def ask(self):
+        return self.trial(self.space.sample(self.rng))
+
+    def tell(self, trial, result):
+        pass
+
+
+class NoTell(nas.Strategy):  # (a bare NotImplementedError after the first trial)
+    def ask(self):
+        return self.trial(self.space.sample(self.rng))
+
+
 @pytest.mark.parametrize(("given", "message"), [
     ({"space": 3}, "space must be a registered name, 'module:Class' or a nas.SearchSpace, got 3 (int)"),
+    ({"strategy": NotSetUp(ToySpace())}, "strategy NotSetUp was not set up as a nas.Strategy: its __init__ must call "
+                                         "super().__init__(space, seed=seed)"),
+    ({"strategy": NoTell(ToySpace())}, "strategy NoTell does not implement tell: a strategy implements ask() -> "
+                                       "Trial | None and tell(trial, result)"),
     ({"strategy": 3.5}, "strategy must be a registered name or a nas.Strategy, got 3.5 (float)"),
     ({"executor": object()}, "executor must be a registered name (inprocess, ray, simulated) or an Executor (with "
                              "checkpoints, slots, free_slots, submit, poll, stop, now, shutdown), got <object"),

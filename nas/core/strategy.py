@@ -138,6 +138,20 @@ def check_fraction(name: str, value: Any, *, low: float = 0.0, high: float = 1.0
     return f
 
 
+def check_strategy(strategy: Strategy) -> None:
+    """A TypeError, before anything is made, unless the Strategy object handed in can run: its ``__init__`` called
+    the base's (an AttributeError on ``rng`` at the first ask otherwise) and its class implements ``ask`` and
+    ``tell`` (a bare NotImplementedError after the first trial otherwise)."""
+    name = type(strategy).__name__
+    if not all(hasattr(strategy, attr) for attr in ("space", "rng", "_next_id")):
+        raise TypeError(f"strategy {name} was not set up as a nas.Strategy: its __init__ must call "
+                        "super().__init__(space, seed=seed)")
+    missing = [m for m in ("ask", "tell") if getattr(type(strategy), m) is getattr(Strategy, m)]
+    if missing:
+        raise TypeError(f"strategy {name} does not implement {' and '.join(missing)}: a strategy implements "
+                        "ask() -> Trial | None and tell(trial, result)")
+
+
 def check_asked(trial: object, strategy: str) -> None:
     """A TypeError or ValueError naming ``strategy`` unless what its :meth:`Strategy.ask` returned is a Trial the
     loop can run (a dict asked was an AttributeError on ``trial_id`` in the loop; ``epochs=-3`` trained nothing and
