@@ -128,6 +128,10 @@ class Bracket:
                     break
         return None
 
+    def highest(self, trial_id: int) -> int | None:
+        """The index of the highest rung ``trial_id`` reached, or None before its first."""
+        return next((k for k in range(len(self.levels) - 1, -1, -1) if trial_id in self.recorded[k]), None)
+
     def mark_promoted(self, k: int, trial_id: int) -> None:
         entry = self.recorded[k][trial_id]
         entry[1] = True
@@ -230,11 +234,12 @@ class ASHA(Scheduler):
             record = self.trials.get(trial_id)
             if record is None or record.phase in ENDED:
                 return trial_id
-            found = self.rung_result(trial_id) if record.phase in (Phase.PAUSING, Phase.PAUSED) else None
-            if found is not None:
-                bracket = self.brackets[self.bracket_of[trial_id]]
-                k = bracket.levels.index(found[0])
-                place = bracket.rank(k, found[1]) / len(bracket.recorded[k])
+            if record.phase not in (Phase.PAUSING, Phase.PAUSED):
+                continue
+            bracket = self.brackets[self.bracket_of.get(trial_id, 0)]
+            k = bracket.highest(trial_id)
+            if k is not None:
+                place = bracket.rank(k, bracket.recorded[k][trial_id][0]) / len(bracket.recorded[k])
                 if place > worst_place:
                     worst, worst_place = trial_id, place
         return worst
@@ -242,10 +247,8 @@ class ASHA(Scheduler):
     def rung_result(self, trial_id: int) -> tuple[int, float] | None:
         """(epoch, score) at the highest rung ``trial_id`` reached, or None before its first rung."""
         bracket = self.brackets[self.bracket_of.get(int(trial_id), 0)]
-        for level, recorded in zip(reversed(bracket.levels), reversed(bracket.recorded), strict=True):
-            if int(trial_id) in recorded:
-                return level, float(recorded[int(trial_id)][0])
-        return None
+        k = bracket.highest(int(trial_id))
+        return None if k is None else (bracket.levels[k], float(bracket.recorded[k][int(trial_id)][0]))
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
