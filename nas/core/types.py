@@ -10,7 +10,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import sys
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -261,19 +260,29 @@ def finite_score(value: Any) -> float | None:
 
 
 def python_numbers(value: Any) -> Any:
-    """``value`` with numpy's scalars (``np.int64(3)``, as ``np.arange`` and arrays give them) as Python's numbers and
-    booleans, in lists, tuples and mappings too: what a config holds and run.json writes. (They were refused as
-    "must be an integer, got np.int64(3)".)
+    """``value`` with every number numpy or torch holds as Python's number: numpy scalars (``np.int64(3)``, as
+    ``np.arange`` and arrays give them) and one-number arrays or tensors (``(pred == y).float().mean()``), in lists,
+    tuples and mappings too: what a config holds, run.json writes and the journal records. (A config refused them as
+    "must be an integer, got np.int64(3)"; a metric as "must be a number, got tensor(0.5000)".)
 
     >>> import numpy as np
-    >>> python_numbers({"population": np.int64(8), "p": [np.float32(0.5)], "on": np.bool_(True)})
-    {'population': 8, 'p': [0.5], 'on': True}
+    >>> python_numbers({"population": np.int64(8), "p": [np.float32(0.5)], "on": np.bool_(True), "n": np.array([2])})
+    {'population': 8, 'p': [0.5], 'on': True, 'n': 2}
     """
-    np = sys.modules.get("numpy")  # (a numpy scalar means numpy is loaded: it is not imported for this)
-    if np is not None and isinstance(value, np.generic) and value.dtype.kind in "biuf":
+    if _one_real_number(value):
         return value.item()
     if isinstance(value, Mapping):
         return {k: python_numbers(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if type(value) in (list, tuple):  # (not a subclass: a namedtuple is not built from one iterable)
         return type(value)(python_numbers(v) for v in value)
     return value
+
+
+def _one_real_number(value: Any) -> bool:
+    """Whether ``value`` is a numpy scalar or array, or a torch tensor, of one real number (bool, int or float)."""
+    module = type(value).__module__.partition(".")[0]
+    if module == "torch" and callable(getattr(value, "numel", None)):
+        return bool(value.numel() == 1 and not value.dtype.is_complex)
+    if module == "numpy" and hasattr(value, "dtype"):
+        return int(value.size) == 1 and value.dtype.kind in "biuf"
+    return False

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nas.core.objectives import Objectives
-from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, within_int64
+from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, python_numbers, within_int64
 
 if TYPE_CHECKING:
     import torch
@@ -245,28 +245,16 @@ def _nothing_to_score(returned: Any, wanted: str) -> str:
 
 
 def _journal_value(value: Any) -> Any:
-    """A metric as the journal holds it: one number in a torch tensor or numpy array (an accuracy computed as
-    ``(pred == y).float().mean()``, which failed its trial: "must be a number, got tensor(0.5000)") as the Python
-    number; an integer too large for the journal's 64-bit integers as a float (what a JSON reader would make of it;
-    beyond a float's range, infinite: a NAN failure); any other value as it is."""
-    if _one_real_number(value):
-        value = value.item()
+    """A metric as the journal holds it: numbers numpy or torch holds as Python's (:func:`python_numbers`); an
+    integer too large for the journal's 64-bit integers as a float (what a JSON reader would make of it; beyond a
+    float's range, infinite: a NAN failure); any other value as it is."""
+    value = python_numbers(value)
     if isinstance(value, int) and not isinstance(value, bool) and not within_int64(value):
         try:
             return float(value)
         except OverflowError:
             return math.inf if value > 0 else -math.inf
     return value
-
-
-def _one_real_number(value: Any) -> bool:
-    """Whether ``value`` is a torch tensor or numpy array (or scalar) of one real number (bool, int or float)."""
-    module = type(value).__module__.partition(".")[0]
-    if module == "torch" and callable(getattr(value, "numel", None)):
-        return value.numel() == 1 and not value.dtype.is_complex
-    if module == "numpy" and hasattr(value, "dtype"):
-        return int(value.size) == 1 and value.dtype.kind in "biuf"
-    return False
 
 
 __all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure"]
