@@ -11,6 +11,7 @@ from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.pbt import MISSING_CHECKPOINT, PopulationBasedTraining
+from tests.helpers import saving_curve
 
 
 def complete(trial, score, epoch=1):
@@ -100,12 +101,6 @@ def test_pbt_bad_arch_mutation_is_named():
         PopulationBasedTraining(ToySpace(), arch_mutation=1.5)
 
 
-def keeping(ctx):  # (no model to keep the weights of: it keeps its progress)
-    progress = (ctx.checkpoint.load() or ctx.inherited or {"progress": 0})["progress"] + 1
-    ctx.checkpoint.save({"progress": progress})
-    ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch) + progress)
-
-
 @pytest.mark.parametrize("strategy", [
     lambda: PopulationBasedTraining(ToySpace(), population=12, seed=0),
     lambda: RegularizedEvolution(ToySpace(), population=12, sample_size=3, inherit=True, seed=0),
@@ -115,7 +110,7 @@ def test_a_population_past_the_executors_bound_keeps_the_checkpoints_it_starts_f
     CHECKPOINT_MISSING (PBT's members restarted from scratch: 242 of 1,500 segments with 300 members and 256 kept;
     evolution's children: 286 of 1,500 with a population of 400). The bound now grows to the population and the
     trials in flight, and what goes first is what no trial will start from."""
-    executor = InProcessExecutor(ToySpace(), None, train=keeping, slots=3)
+    executor = InProcessExecutor(ToySpace(), None, train=saving_curve, slots=3)
     executor.checkpoints.keep = 8
     chosen = strategy()
     results = SearchLoop(chosen, executor, budget=120).run()

@@ -19,6 +19,7 @@ from nas.run.store import RunStore
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
 from nas.train.settings import TrainSettings
+from tests.helpers import saving_curve
 
 EPOCHS = 9
 
@@ -124,13 +125,6 @@ def test_a_paused_trial_keeps_its_checkpoint_past_the_bound_while_ended_ones_go(
     """The executor keeps at most `keep` checkpoints. They went oldest first, so a long run's late promotions (a
     rung grown past a paused trial into its top third) failed as CHECKPOINT_MISSING: 14 of 300 trials here (8 with
     hyperband). Now the scheduler names the one to drop: an ended trial's, else the paused one ranked lowest."""
-    def saving_curve(ctx):  # (no model to keep the weights of: it keeps its epoch)
-        start = (ctx.checkpoint.load() or {"epoch": 0})["epoch"]
-        for epoch in range(start + 1, start + ctx.epochs + 1):
-            ctx.checkpoint.save({"epoch": epoch})
-            if ctx.report(epoch=epoch, val_acc=quality(ctx.trial.arch) * (1 - 0.5**epoch)):
-                return
-
     executor = InProcessExecutor(ToySpace(), None, train=saving_curve)
     executor.checkpoints.keep = 16
     store = RunStore.create(tmp_path / "run", {"space": "toy", "budget": 300})
