@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nas.core import registry
@@ -120,6 +121,8 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if strategy:
         cls = strategy_class(s.strategy, s.strategy_options)
         check_objectives(cls, s.objectives)
+        if cls.state_file is not None and "storage" in s.strategy_options:
+            check_storage(s.strategy_options["storage"], config.run_dir, cls.state_file, resume=resume)
     registry.schedulers.check(s.scheduler)
     if s.scheduler != "none":
         if cls is not None:
@@ -142,6 +145,44 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
     for spec in e.log:
         check_log_dir(spec)
+
+
+def check_storage(path: Any, run_dir: str | os.PathLike[str] | None, state_file: str, *, resume: bool) -> None:
+    """A strategy's ``storage`` option (a file of its own state, e.g. Optuna's journal) named by the user: a file
+    that is not a folder, in a folder that exists, and not one of any run directory's own files (those the run
+    writes and a resume cuts back). A new run keeps the study in its own directory itself (``state_file``), so a
+    path inside that directory is refused; a resume may name the run's own ``state_file``. What the file holds
+    the strategy checks (:class:`nas.strategies.optuna_sampler.OptunaStrategy` refuses one that is not its
+    journal)."""
+    from nas.run.export import check_not_owned
+
+    if not isinstance(path, (str, os.PathLike)):
+        return  # (the strategy's constructor names the type it takes)
+    shown = os.fspath(path)
+    if shown == "":
+        raise ValueError("strategy option storage is empty; give a file path for the study's journal")
+    target = Path(path).expanduser()
+    try:
+        real = Path(os.path.realpath(target))
+        if run_dir is not None:
+            run = Path(os.path.realpath(Path(run_dir).expanduser()))
+            if resume and real == run / state_file:
+                return
+            if not resume and run in (real, *real.parents):
+                raise ValueError(f"strategy option storage={shown!r} lies in the new run's directory "
+                                 f"{os.fspath(run_dir)!r}, where the run keeps its study itself ({state_file}): "
+                                 f"leave the option out, or name a file outside it")
+        try:
+            check_not_owned(target)
+        except ValueError as e:
+            raise ValueError(f"strategy option storage: {e}") from None
+        if target.exists() and not target.is_file():
+            raise ValueError(f"strategy option storage={shown!r} is "
+                             f"{'a folder' if target.is_dir() else 'not a regular file'}; give a file path")
+        if not target.parent.is_dir():
+            raise ValueError(f"strategy option storage={shown!r}: its folder {str(target.parent)!r} does not exist")
+    except OSError as e:
+        raise ValueError(f"strategy option storage={shown!r}: {e.strerror or e}") from None
 
 
 def check_reported(objectives: Sequence[str], reported: Sequence[str]) -> None:
@@ -250,4 +291,5 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
 
 
 __all__ = ["build_scheduler", "build_strategy", "check_dataset", "check_inputs", "check_log_dir", "check_run_dir",
-           "composes", "connect", "executor_name", "keep_warm_weights", "make_strategy", "strategy_class"]
+           "check_storage", "composes", "connect", "executor_name", "keep_warm_weights", "make_strategy",
+           "strategy_class"]

@@ -87,6 +87,7 @@ from nas.core.types import FailureKind, Result, Trial
 from nas.strategies.optuna_storage import (
     DataCmaEsSampler,
     SnapshotJournalBackend,
+    check_journal,
     load_sampler,
     load_trials,
     sampler_state,
@@ -202,6 +203,7 @@ class OptunaStrategy(Strategy):
         directions = [StudyDirection.MAXIMIZE] * self.n_objectives  # scores are higher-is-better
         if self.storage_path is None:
             return optuna.create_study(directions=directions, sampler=smp)
+        check_journal(self.storage_path)
         self._backend = SnapshotJournalBackend(self.storage_path)
         storage = JournalStorage(self._backend)
         if any(s.study_name == STUDY_NAME for s in storage.get_all_studies()):  # load_if_exists would log

@@ -227,6 +227,33 @@ def cma_from_data(data: Mapping[str, Any]) -> Any:
     return optimizer
 
 
+RECORD_START = b'{"op_code":'  # how each record of the journal begins (SnapshotJournalBackend.append_logs)
+
+
+def check_journal(path: str) -> None:
+    """Refuse, before anything is written to it, a ``storage`` path that is a folder, or a file that is not an
+    Optuna journal: every whole line must be one of its records (a JSON object with an ``op_code``), and a last
+    line without its newline the start of one (what a crash cut short; a resume cuts it off). Optuna itself would
+    append to any file (after its last line, even one without a newline) and fail later, or take a JSON line of
+    another kind for a record."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ValueError(f"storage={path!r} is {'a folder' if os.path.isdir(path) else 'not a regular file'}; "
+                         f"give a file path for the study's journal")
+    if not os.path.exists(path):
+        return
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.endswith(b"\n") and (line.startswith(RECORD_START) or RECORD_START.startswith(line)):
+                break
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                record = None
+            if not isinstance(record, dict) or "op_code" not in record:
+                raise ValueError(f"storage={path!r} is not an Optuna journal (line {number} is not one of its "
+                                 f"records); give a new file, or one an earlier study of this strategy wrote")
+
+
 class SnapshotJournalBackend(JournalFileBackend):
     """Optuna's journal file, appended without an fsync (and without Optuna's file lock) per record: the
     strategy calls :meth:`sync` once per snapshot and a resume cuts the file back to the snapshot's

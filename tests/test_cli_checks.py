@@ -58,6 +58,11 @@ BAD = [
     (["--objective", "val_acc", "--objective", "energy:min"], "objective 'energy' is not a metric the built-in"),
     (["--run-dir", "locked"], "is in use by another search"),
     (["--run-dir", "notes"], "is not empty"),
+    (["--strategy", "optuna", "-o", "storage=notes/notes.txt"], "storage='notes/notes.txt' is not an Optuna journal"),
+    (["--strategy", "optuna", "-o", "storage=notes"], "strategy option storage='notes' is a folder"),
+    (["--strategy", "optuna", "-o", "storage=nowhere/s.journal"], "its folder 'nowhere' does not exist"),
+    (["--strategy", "optuna", "-o", "storage=new/s.journal", "--run-dir", "new"],
+     "storage='new/s.journal' lies in the new run's directory 'new', where the run keeps its study itself"),
 ]
 
 
@@ -81,6 +86,7 @@ def test_every_bad_input_is_refused_in_one_line_before_anything_is_made_or_ray_s
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "notes"]  # no run directory made
     assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["notes.txt"]
+    assert (tmp_path / "notes" / "notes.txt").read_text() == "mine"
 
 
 def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, capsys):

@@ -94,6 +94,18 @@ def test_no_export_writes_over_a_file_of_the_run(run_copy, tmp_path, capsys, mon
     assert tree(run_copy) == state
 
 
+@pytest.mark.parametrize("name", [*MANAGED, "optuna.journal", "checkpoints/1.pt"])
+def test_a_strategys_storage_is_never_a_file_of_a_run(run_copy, tmp_path, capsys, monkeypatch, name):
+    """Optuna's `-o storage=PATH` wrote its journal into any file: another run's snapshot, lost to its resume."""
+    (run_copy / "snapshot.json").exists() or (run_copy / "snapshot.json").write_text("{}")
+    state = tree(run_copy)
+    for path in spellings(run_copy, name, tmp_path, monkeypatch):
+        refused(capsys, ["search", "--strategy", "optuna", "-o", f"storage={path}", "--executor", "inprocess",
+                         "--run-dir", str(tmp_path / "new")], "strategy option storage: refusing to write",
+                f"it is {name} of the run directory")
+    assert tree(run_copy) == state and not (tmp_path / "new").exists()
+
+
 def test_checkpoints_and_temporary_files_of_the_run_are_its_own(run_copy):
     assert owned_by_run(run_copy / "checkpoints" / "1.pt") == os.path.join("checkpoints", "1.pt")
     assert owned_by_run(run_copy / ".run.json.abc123") == ".run.json.abc123"

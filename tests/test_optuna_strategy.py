@@ -139,6 +139,29 @@ def test_a_journal_shorter_than_its_snapshot_or_of_another_kind_is_refused(tmp_p
         OptunaStrategy(ToySpace(), seed=1, storage=other).load_state_dict(state)
 
 
+@pytest.mark.parametrize("text", [b"mine", b"mine\n", b'{"a": 1}', b'{"a": 1}\n', b"[]\n", b"{" * 10_000 + b"\n",
+                                  b'{"op_code":0}\nnotes\n', b"\xff\xfe\n"])
+def test_a_storage_file_that_is_not_an_optuna_journal_is_refused_unchanged(tmp_path, text):
+    """Optuna appends its records to any file (after a last line without a newline, too) and fails later, or
+    takes a JSON line of another kind for one of its records: a user's file named as the storage was changed."""
+    path = tmp_path / "notes"
+    path.write_bytes(text)
+    with pytest.raises(ValueError, match=r"storage='.*notes' is not an Optuna journal \(line \d is not one of its"):
+        OptunaStrategy(ToySpace(), seed=1, storage=path)
+    assert path.read_bytes() == text
+    with pytest.raises(ValueError, match=r"storage='.*' is a folder; give a file path"):
+        OptunaStrategy(ToySpace(), seed=1, storage=tmp_path)
+
+
+def test_a_journal_a_crash_cut_mid_record_is_still_its_storage(tmp_path):
+    journal = tmp_path / "optuna.journal"
+    steps(OptunaStrategy(ToySpace(), seed=1, storage=journal), [], 3)
+    whole = journal.read_bytes()
+    for cut in (1, 5, 40):
+        journal.write_bytes(whole + whole.splitlines(keepends=True)[-1][:cut])
+        OptunaStrategy(ToySpace(), seed=1, storage=journal)  # (a resume then cuts the journal back to its snapshot)
+
+
 class WritesMarker:
     """Loading this pickle creates a file: proof that loading ran code."""
 
