@@ -91,14 +91,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.handler(args) or 0)
     except Exception as e:
         where = your_code(e)
-        if where is None and not isinstance(e, ValueError | FileNotFoundError | PermissionError):
+        told = isinstance(e, ValueError) or (isinstance(e, OSError) and e.errno is not None)
+        if where is None and not told:
             raise  # (a bug of ours: its traceback is what we need to see)
         said = f"{type(e).__name__} in your code ({where}): " if where else ""
-        print(f"nas {args.command}: error: {said}{e}", file=sys.stderr)
+        print(f"nas {args.command}: error: {said}{_said(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\nnas {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _said(e: Exception) -> str:
+    """An error's line: an OSError met on a user's path (a missing file, a name too long for the file system, a
+    read-only one) as errno's text and the path, without Python's ``[Errno N]``."""
+    if isinstance(e, OSError) and e.errno is not None and e.strerror and e.filename is not None:
+        return f"{e.strerror}: {e.filename!r}" + (f" -> {e.filename2!r}" if e.filename2 is not None else "")
+    return str(e)
 
 
 def _refuse_unknown(parser: argparse.ArgumentParser, argv: list[str], unknown: list[str]) -> None:

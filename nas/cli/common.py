@@ -46,6 +46,8 @@ def path_arg(value: str) -> str:
         check_not_owned(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    except OSError as e:  # (e.g. a name past the file system's 255 bytes: Path.exists raises it on Python 3.11)
+        raise argparse.ArgumentTypeError(f"cannot use {value!r}: {e.strerror or e}") from None
     return value
 
 
