@@ -269,13 +269,50 @@ def test_a_front_is_never_exported_into_a_run(run_copy, supernet_dir, tmp_path, 
     assert tree(run_copy) == state and tree(supernet_dir) == sn_state
 
 
+def test_a_front_export_replaces_only_what_an_earlier_export_wrote(run_copy, tmp_path, capsys):
+    """`--pareto --export DIR` replaced a user's front.json and weights/<id>.pt in an existing folder."""
+    again = tmp_path / "again"
+    for _ in range(2):  # (a second export into the first one's folder replaces its files)
+        assert main(["best", str(run_copy), "--pareto", "--export", str(again)]) == 0
+    weights = [str(p.relative_to(again)) for p in (again / "weights").iterdir()]
+    assert len(weights) == 1 and len(list(again.rglob("*"))) == 3
+    capsys.readouterr()
+    for name in ("front.json", *weights):
+        out = tmp_path / name.replace("/", "-")
+        (out / "weights").mkdir(parents=True)
+        (out / name).write_text("mine")
+        refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(out)], "refusing to write",
+                f"{name}': a file of that name is there and", "choose a new or empty folder")
+        assert (out / name).read_text() == "mine" and len(list(out.rglob("*"))) == 2
+
+
+def test_a_failed_export_of_the_best_prints_only_its_error(run_copy, tmp_path, capsys):
+    """The best trial's block (27 lines) was printed before the export's error."""
+    for flag in ("--export-json", "--export-weights", "--draw"):
+        assert main(["best", str(run_copy), flag, "/dev/full" if flag != "--draw" else str(tmp_path / "no/x.dot")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1, (flag, out, err)
+
+
+@pytest.mark.parametrize("argv", [["search", "--executor", "inprocess", "--run-dir", "{long}"], ["results", "{long}"],
+                                  ["results", "{run}", "--csv", "{long}/x.csv"], ["report", "{run}", "--out", "{long}"],
+                                  ["best", "{run}", "--export-weights", "{long}.pt"], ["status", "{long}"],
+                                  ["best", "{run}", "--pareto", "--export", "{long}"], ["search", "--resume", "{long}"],
+                                  ["supernet", "train", "--executor", "inprocess", "--run-dir", "{long}"]])
+def test_a_name_too_long_for_the_file_system_is_one_line(run_copy, tmp_path, capsys, argv):
+    """A path part past 255 bytes: Path.exists raises ENAMETOOLONG on Python 3.11, a traceback in every command."""
+    long = str(tmp_path / ("a" * 300))
+    refused(capsys, [a.format(run=run_copy, long=long) for a in argv], "File name too long")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
 def test_a_front_export_on_a_full_disk_leaves_no_part_of_a_file(full_disk, run_copy, capsys):
     (full_disk / "front" / "weights").mkdir(parents=True)
-    (full_disk / "front" / "weights" / "1.pt").write_bytes(b"")  # (a user's file: kept as it was)
+    (full_disk / "front" / "weights" / "notes").write_bytes(b"")  # (a user's file: kept as it was)
     refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(full_disk / "front")],
             "No space left on device")
-    assert [p.name for p in (full_disk / "front" / "weights").iterdir()] == ["1.pt"]
-    assert (full_disk / "front" / "weights" / "1.pt").read_bytes() == b""
+    assert [p.name for p in (full_disk / "front" / "weights").iterdir()] == ["notes"]
+    assert (full_disk / "front" / "weights" / "notes").read_bytes() == b""
     refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(full_disk / "new" / "front")],
             "No space left on device")
     assert not (full_disk / "new").exists()  # (it left new/front/weights/, empty)

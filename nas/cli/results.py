@@ -111,24 +111,25 @@ def cmd_best(args: argparse.Namespace) -> int:
     records = {t.trial_id: t for t, _ in read_journal(args.run_dir)}
     trial = records[int(best.trial_id)]
     from nas.monitor.tables import best_block
-
-    print(best_block(best, dict(trial.hparams), cfg.search.objectives, terminal_width()))
     from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
 
+    wrote = []  # (the exports first: one that fails is the command's one line, not a line after the block)
     if args.draw:
         write_export(args.draw, draw_best(cfg, best, args.draw))
-        print(f"wrote {args.draw}")
-
+        wrote.append(f"wrote {args.draw}")
     if args.export_json:
         write_export(args.export_json, json.dumps(
             {"trial_id": int(best.trial_id), "arch": dict(trial.arch), "arch_str": best.arch,
              "score": float(best.score), "hparams": dict(trial.hparams)}, indent=2).encode())
-        print(f"wrote {args.export_json}")
+        wrote.append(f"wrote {args.export_json}")
     if args.export_weights:
         from nas.run.store import best_checkpoint  # (checked to be data: torch.load(weights_only=True))
 
         write_export(args.export_weights, best_checkpoint(Path(args.run_dir), int(best.trial_id)))
-        print(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
+        wrote.append(f"wrote {args.export_weights} (torch.load it: keys model, optimizer, epoch, arch, hparams)")
+    print(best_block(best, dict(trial.hparams), cfg.search.objectives, terminal_width()))
+    for line in wrote:
+        print(line)
     if args.evaluate_test:
         from nas.monitor.testset import evaluate_test
 

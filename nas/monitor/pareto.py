@@ -23,7 +23,7 @@ import pandas as pd
 from nas.core.front import DEFAULT_OBJECTIVES, objective_frame, pareto_front, reference_point, scores_of
 from nas.core.objectives import Objectives, hypervolume
 from nas.run.config import RunConfig
-from nas.run.export import check_export_dir, write_export
+from nas.run.export import check_export_dir, check_not_owned, write_export
 from nas.run.files import os_error_text
 from nas.run.layout import first_missing, remove_made
 
@@ -120,10 +120,11 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
     obj, front, ref, hv = run_front(run)
     out_dir = Path(out)
     check_export_dir(out_dir)
+    ours = earlier_export(out_dir)
     made = first_missing(out_dir / "weights")
     wrote: list[Path] = []  # (new files: a failed export takes them back, and the folders it made)
     try:
-        path, copied = _write_front(run, out_dir, obj, front, ref, hv, wrote)
+        path, copied = _write_front(run, out_dir, obj, front, ref, hv, wrote, ours)
     except BaseException:
         for p in wrote:
             p.unlink(missing_ok=True)
@@ -132,8 +133,26 @@ def export_front(run_dir: str | os.PathLike[str], out: str | os.PathLike[str]) -
     return path, copied
 
 
+def earlier_export(out_dir: Path) -> set[Path]:
+    """The files of an earlier export of a front in ``out_dir`` (its front.json and the weight files it lists),
+    which a new export may replace; a front.json there that is not one is refused (a user's file)."""
+    prior = out_dir / "front.json"
+    if not prior.is_file():
+        return set()
+    check_not_owned(prior)  # (a symlink to a run's own file: said as such)
+    try:
+        doc = json.loads(prior.read_bytes())
+    except (ValueError, RecursionError):
+        doc = None
+    if not (isinstance(doc, dict) and isinstance(doc.get("members"), list) and "objectives" in doc):
+        raise ValueError(f"refusing to write {str(prior)!r}: a file of that name is there and is no front this "
+                         f"command exported; choose a new or empty folder")
+    listed = [m.get("weights") for m in doc["members"] if isinstance(m, dict)]
+    return {prior, *(out_dir / w for w in listed if isinstance(w, str) and w.startswith("weights/"))}
+
+
 def _write_front(run: Path, out_dir: Path, obj: Objectives, front: pd.DataFrame, ref: Any, hv: float,
-                 wrote: list[Path]) -> tuple[Path, int]:
+                 wrote: list[Path], ours: set[Path]) -> tuple[Path, int]:
     from nas.run.reader import read_journal
     from nas.run.store import check_checkpoint
 
@@ -157,7 +176,7 @@ def _write_front(run: Path, out_dir: Path, obj: Objectives, front: pd.DataFrame,
                 raise ValueError(f"cannot create export directory {str(into)!r}: {os_error_text(e)}") from None
             data = weights.read_bytes()
             check_checkpoint(data, weights)
-            _write_new(into / f"{tid}.pt", data, wrote)
+            _write_new(into / f"{tid}.pt", data, wrote, ours)
             rel, copied = f"weights/{tid}.pt", copied + 1
         members.append({"trial_id": tid, "arch": dict(trial.arch), "arch_str": str(row["arch"]),
                         **{o.metric: float(row[o.metric]) for o in obj}, "metrics": row.get("metrics"),
@@ -165,13 +184,17 @@ def _write_front(run: Path, out_dir: Path, obj: Objectives, front: pd.DataFrame,
     doc = {"run": str(run), "objectives": obj.to_list(), "hypervolume": hv,
            "reference": obj.values(ref) if ref is not None else None, "members": members}
     path = out_dir / "front.json"
-    _write_new(path, (json.dumps(doc, indent=2, default=str) + "\n").encode(), wrote)
+    _write_new(path, (json.dumps(doc, indent=2, default=str) + "\n").encode(), wrote, ours)
     return path, copied
 
 
-def _write_new(path: Path, data: bytes, wrote: list[Path]) -> None:
-    """:func:`write_export`, noting ``path`` in ``wrote`` where it is a new file."""
+def _write_new(path: Path, data: bytes, wrote: list[Path], ours: set[Path]) -> None:
+    """:func:`write_export`, noting ``path`` in ``wrote`` where it is a new file; one already there is replaced
+    only where an earlier export wrote it (``ours``)."""
     new = not path.exists()
+    if not new and path not in ours:
+        raise ValueError(f"refusing to write {str(path)!r}: a file of that name is there and no earlier export of "
+                         f"a front wrote it; choose a new or empty folder")
     write_export(path, data)
     if new:
         wrote.append(path)
@@ -180,13 +203,14 @@ def _write_new(path: Path, data: bytes, wrote: list[Path]) -> None:
 def cmd_pareto(run_dir: str, export: str | None) -> int:
     """What ``nas best RUN_DIR --pareto [--export DIR]`` prints and writes."""
     obj, front, ref, hv = run_front(run_dir)
+    if export is not None:  # (first: an export that fails is the command's one line)
+        path, copied = export_front(run_dir, export)
     print(format_front(obj, front, ref, hv))
     if export is not None:
-        path, copied = export_front(run_dir, export)
         print(f"wrote {path} ({len(front)} members) and {copied} weight file{'s' if copied != 1 else ''} "
               f"in {Path(export) / 'weights'} (torch.load(..., weights_only=True))")
     return 0
 
 
-__all__ = ["cmd_pareto", "export_front", "format_front", "format_front_status", "front_status", "kept_weights",
-           "run_front", "run_objectives"]
+__all__ = ["cmd_pareto", "earlier_export", "export_front", "format_front", "format_front_status", "front_status",
+           "kept_weights", "run_front", "run_objectives"]
