@@ -34,7 +34,16 @@ import pandas as pd
 from nas.core import registry
 from nas.core.scheduler import Scheduler
 from nas.core.space import SearchSpace
-from nas.core.spec import BUILTIN, CUSTOM, check_train, resolve_space_spec, space_from_spec, train_from_spec, train_spec
+from nas.core.spec import (
+    BUILTIN,
+    CUSTOM,
+    check_space,
+    check_train,
+    resolve_space_spec,
+    space_from_spec,
+    train_from_spec,
+    train_spec,
+)
 from nas.core.strategy import Strategy
 from nas.core.types import Trial
 from nas.engine.cluster import workers_text
@@ -93,6 +102,10 @@ class Run:
                      data=given.data is None, executor=given.executor is None,
                      train=given.train is None)  # (names first: nothing built yet)
         config, space, data, train = _resolve(config, given, resume)
+        t = config.train
+        check_space(space, None if given.space is not None else config.search.space,
+                    builds=given.executor is None and t.function == BUILTIN and t.supernet is None
+                    and config.execution.executor in ("ray", "inprocess"))
         strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
                                   config.search.strategy_options, config.search.objectives)
         scheduler = build_scheduler(config, strategy)

@@ -89,6 +89,63 @@ def test_every_bad_input_is_refused_in_one_line_before_anything_is_made_or_ray_s
     assert (tmp_path / "notes" / "notes.txt").read_text() == "mine"
 
 
+BROKEN_SPACES = textwrap.dedent("""
+    import nas
+
+    class Empty(nas.SearchSpace):
+        def dims(self):
+            return {}
+
+    class Listed(nas.SearchSpace):
+        def dims(self):
+            return [1, 2]
+
+    class Unbuilt(nas.SearchSpace):
+        def dims(self):
+            return {"a": [1, 2]}
+
+    abstract = nas.SearchSpace()
+""")
+
+
+def test_a_space_that_cannot_search_is_refused_before_anything_is_made_or_ray_starts(tmp_path):
+    """Its dims() was first called at the first ask: after the run directory was made and Ray's workers started;
+    an instance of the abstract base was a bare NotImplementedError, and a space without build() failed every
+    trial of the budget."""
+    (tmp_path / "broken.py").write_text(BROKEN_SPACES)
+    expected = {"broken:Empty": "Empty.dims() declares no decisions",
+                "broken:Listed": "Listed.dims() must return a dict of decision names to lists of options, got [1, 2]",
+                "broken:Unbuilt": "space 'broken:Unbuilt' does not implement build(arch, task), which the built-in",
+                "broken:abstract": "space 'broken:abstract' declares no decisions (dims() is not implemented)"}
+    argvs = [["--space", space, "--budget", "2", "--executor", "ray"] for space in expected]
+    proc = nas_process(tmp_path, json.dumps(argvs), script=MAIN_EACH)
+    results = [json.loads(line.removeprefix("RESULT ")) for line in proc.stdout.splitlines()
+               if line.startswith("RESULT ")]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("nas search: error: ")]
+    assert results == [[2, False]] * len(expected) and len(errors) == len(expected), proc.stderr[-3000:]
+    for message, error in zip(expected.values(), errors):
+        assert message in error
+    assert "Traceback" not in proc.stderr and sorted(p.name for p in tmp_path.iterdir()) == ["broken.py"]
+
+
+def test_a_space_without_build_searches_with_a_training_function_that_builds_its_own(tmp_path, monkeypatch):
+    import nas
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.py").write_text(BROKEN_SPACES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import broken
+
+    with pytest.raises(ValueError, match="space Unbuilt does not implement build"):
+        nas.search(broken.Unbuilt(), "random", budget=2, executor="inprocess")
+    with pytest.raises(ValueError, match=r"space SearchSpace declares no decisions \(dims\(\) is not implemented\)"):
+        nas.search(broken.abstract, "random", budget=2, executor="inprocess")
+    assert list(tmp_path.iterdir()) == [tmp_path / "broken.py"]
+    df = nas.search(broken.Unbuilt(), "random", budget=2, executor="inprocess", data=None,
+                    train=lambda ctx: ctx.report(epoch=1, val_acc=ctx.trial.arch["a"] / 2))
+    assert sorted(df.score) == [0.5, 1.0]
+
+
 def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, capsys):
     """Ray's own ``ray.init`` retries such an address for minutes; `nas search` and `nas supernet train` say it in
     one line before anything is made. The port is bound and not listening (so refused) for the test's length."""

@@ -172,15 +172,30 @@ def space_from_spec(spec: str | Mapping[str, Any] | SearchSpace, args: Mapping[s
     if isinstance(found, SearchSpace):
         if args:
             raise ValueError(f"space {spec!r} is an instance: it takes no arguments, got {dict(args)!r}")
-        return found
+        return check_space(found, spec)
     try:
         space = found(**dict(args or {}))
-        space.dims()
-    except NotImplementedError:
-        raise ValueError(f"space {spec!r} declares no decisions (dims() is not implemented); allowed: "
-                         f"{ALLOWED}") from None
     except TypeError as e:
         raise ValueError(f"space {spec!r} cannot be built with arguments {dict(args or {})!r}: {e}") from None
+    return check_space(space, spec)
+
+
+def check_space(space: SearchSpace, name: str | None = None, *, builds: bool = False) -> SearchSpace:
+    """``space`` with its decisions checked (:attr:`nas.core.space.SearchSpace.decisions`: an empty, malformed or
+    unimplemented ``dims()`` is a one-line ValueError) and, where ``builds`` (the built-in trainer will build
+    its models), its ``build`` implemented: before anything is made, not at the first ask or the first trial."""
+    from nas.core.space import SearchSpace
+
+    shown = repr(name) if name is not None else type(space).__name__
+    try:
+        space.decisions  # noqa: B018  (checked once, then cached)
+    except NotImplementedError:
+        raise ValueError(f"space {shown} declares no decisions (dims() is not implemented); allowed: "
+                         f"{ALLOWED}") from None
+    if builds and type(space).build is SearchSpace.build:
+        raise ValueError(f"space {shown} does not implement build(arch, task), which the built-in trainer calls "
+                         f"for every trial; implement it, or give a training function of your own that builds "
+                         f"its models (--train-function MODULE:FUNCTION, train= in Python)")
     return space
 
 
