@@ -34,6 +34,7 @@ import nas.api
 from nas.core.space import SearchSpace
 from nas.core.types import Arch, check_seed, python_numbers
 from nas.engine.supernet_actor import EpochDone, SupernetFailed, SupernetGang, SupernetJob
+from nas.parts import check_device
 from nas.run.config import RunConfig
 from nas.run.supernet_store import SupernetStore
 from nas.strategies.fixed import FixedArchs
@@ -90,6 +91,8 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
 
         check_reachable(address or os.environ["RAY_ADDRESS"])  # (Ray retries a dead one for minutes: said now)
     settings = settings or TrainSettings(seed=seed)
+    if executor == "inprocess":  # (a Ray actor's GPUs are its own to see)
+        check_device(settings.device, executor, 0.0)
     dataset = load_dataset(data, seed=seed) if isinstance(data, str) else data
     settings.check_data(dataset)
     task = dataset.task

@@ -25,7 +25,7 @@ from nas.core.nearest import did_you_mean
 from nas.core.scheduler import Scheduler, make_scheduler
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy
-from nas.engine.protocol import Executor, check_executor_options
+from nas.engine.protocol import Executor, check_executor_options, prefetch_mode
 from nas.run.config import RunConfig
 from nas.run.config_tree import BUILTIN
 
@@ -131,6 +131,9 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if executor and e.executor_class is None:
         registry.executors.check(e.executor)
         check_executor_options(e.executor, e.executor_options, gang=e.trial_workers > 1)
+        if "prefetch" in e.executor_options:
+            prefetch_mode(e.executor_options["prefetch"])
+        check_device(t.settings.device, e.executor, e.gpus_per_trial)
         address = e.address or os.environ.get("RAY_ADDRESS")
         if address and e.executor == "ray":  # (Ray retries a dead address for minutes)
             from nas.engine.cluster import check_reachable
@@ -145,6 +148,22 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
     for spec in e.log:
         check_log_dir(spec)
+
+
+def check_device(device: str, executor: str, gpus_per_trial: float) -> None:
+    """``--device cuda`` where no trial can have a GPU: on Ray, with no GPU asked per trial (Ray hides the GPUs
+    from an actor that asks for none); in this process, on a machine without CUDA (torch imported for it only)."""
+    if device != "cuda":
+        return
+    if executor == "ray" and gpus_per_trial == 0:
+        raise ValueError("device='cuda' needs a GPU per trial: pass gpus_per_trial > 0 (--gpus-per-trial) on a Ray "
+                         "cluster with GPUs")
+    if executor == "inprocess":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError("device='cuda' was asked for, but this machine has no CUDA device (torch sees none); "
+                             "use device auto (CUDA where there is one) or cpu")
 
 
 def check_storage(path: Any, run_dir: str | os.PathLike[str] | None, state_file: str, *, resume: bool) -> None:
@@ -290,6 +309,6 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
     return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name, notify=notify)
 
 
-__all__ = ["build_scheduler", "build_strategy", "check_dataset", "check_inputs", "check_log_dir", "check_run_dir",
-           "check_storage", "composes", "connect", "executor_name", "keep_warm_weights", "make_strategy",
-           "strategy_class"]
+__all__ = ["build_scheduler", "build_strategy", "check_dataset", "check_device", "check_inputs", "check_log_dir",
+           "check_run_dir", "check_storage", "composes", "connect", "executor_name", "keep_warm_weights",
+           "make_strategy", "strategy_class"]

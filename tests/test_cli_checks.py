@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from nas.cli import build_parser
 from nas.run.lock import RunLock
@@ -58,6 +59,8 @@ BAD = [
     (["--objective", "val_acc", "--objective", "energy:min"], "objective 'energy' is not a metric the built-in"),
     (["--run-dir", "locked"], "is in use by another search"),
     (["--run-dir", "notes"], "is not empty"),
+    (["--executor-option", "prefetch=maybe"], "prefetch must be 'auto', True/1 or False/0, got 'maybe'"),
+    (["--device", "cuda"], "device='cuda' needs a GPU per trial: pass gpus_per_trial > 0 (--gpus-per-trial)"),
     (["--strategy", "optuna", "-o", "storage=notes/notes.txt"], "storage='notes/notes.txt' is not an Optuna journal"),
     (["--strategy", "optuna", "-o", "storage=notes"], "strategy option storage='notes' is a folder"),
     (["--strategy", "optuna", "-o", "storage=nowhere/s.journal"], "its folder 'nowhere' does not exist"),
@@ -144,6 +147,20 @@ def test_a_space_without_build_searches_with_a_training_function_that_builds_its
     df = nas.search(broken.Unbuilt(), "random", budget=2, executor="inprocess", data=None,
                     train=lambda ctx: ctx.report(epoch=1, val_acc=ctx.trial.arch["a"] / 2))
     assert sorted(df.score) == [0.5, 1.0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="refused only where there is no CUDA device")
+def test_cuda_in_this_process_without_a_cuda_device_is_one_line(tmp_path, capsys):
+    """It was a RuntimeError traceback from the first trial's data (after the run directory was made)."""
+    from nas.cli import main
+
+    for argv in (["search", "--executor", "inprocess", "--run-dir", str(tmp_path / "run")],
+                 ["supernet", "train", "--executor", "inprocess", "--epochs", "1", "--run-dir", str(tmp_path / "sn")]):
+        assert main([*argv, "--device", "cuda"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith("error: device='cuda' was asked for, but this machine has no CUDA device (torch "
+                                "sees none); use device auto (CUDA where there is one) or cpu") and len(err) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, capsys):

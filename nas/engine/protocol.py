@@ -268,6 +268,16 @@ def check_executor_options(executor: str, options: Mapping[str, Any], *, gang: b
                          f"allowed: {list(allowed)}")
 
 
+def prefetch_mode(value: object) -> bool | str:
+    """A ``prefetch`` option as :class:`PrefetchRule` takes it: "auto", True (or 1) or False (or 0); a ValueError
+    names anything else (checked with a search's inputs, before Ray starts)."""
+    if isinstance(value, bool) or value == "auto":
+        return value  # type: ignore[return-value]
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"prefetch must be 'auto', True/1 or False/0, got {value!r}")
+
+
 def build_executor(name: str, config: ExecutorConfig) -> Executor:
     """The executor registered as ``name``, built from ``config`` (a ValueError names unknown ones)."""
     cls: ExecutorClass = registry.executors.get(name)
@@ -348,4 +358,4 @@ class PrefetchRule:
 
 
 __all__ = ["GANG_STRATEGIES", "BoundedCheckpoints", "Checkpoints", "Event", "EventKind", "Executor", "ExecutorClass",
-           "ExecutorConfig", "KeepRule", "PrefetchRule", "TrainFn", "build_executor", "finished"]
+           "ExecutorConfig", "KeepRule", "PrefetchRule", "TrainFn", "build_executor", "finished", "prefetch_mode"]

@@ -49,7 +49,15 @@ import ray
 from nas.core.registry import register_executor
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
 from nas.engine.inprocess import DECISION_OF
-from nas.engine.protocol import BoundedCheckpoints, Event, ExecutorConfig, KeepRule, PrefetchRule, TrainFn
+from nas.engine.protocol import (
+    BoundedCheckpoints,
+    Event,
+    ExecutorConfig,
+    KeepRule,
+    PrefetchRule,
+    TrainFn,
+    prefetch_mode,
+)
 from nas.engine.ray_calls import TrialCalls
 from nas.engine.ray_workers import TrainerPool
 from nas.engine.retries import Retries, Retry
@@ -99,11 +107,7 @@ class RayExecutor:
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if isinstance(prefetch, int) and not isinstance(prefetch, bool):
-            if prefetch not in (0, 1):
-                raise ValueError(f"prefetch must be 'auto', True/1 or False/0, got {prefetch}")
-            prefetch = bool(prefetch)
-        self.prefetch = PrefetchRule(prefetch)
+        self.prefetch = PrefetchRule(prefetch_mode(prefetch))
         if not 0 < cpus_per_trial < float("inf"):
             raise ValueError(f"cpus_per_trial must be a finite number > 0, got {cpus_per_trial}")
         if gpus_per_trial < 0 or (gpus_per_trial > 1 and not float(gpus_per_trial).is_integer()):
