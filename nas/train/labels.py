@@ -12,6 +12,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 MAX_SANE_CLASSES = 100_000  # more than ImageNet-21k's; a label past it is most likely not a class index
+MAX_CLASSES = 10_000_000  # past it a head is refused: 8 features into it make 80M weights, past --max-params' default
 
 
 def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | None = None) -> None:
@@ -31,6 +32,14 @@ def check_labels(dataset: str, labels: dict[str, np.ndarray], classes: int | Non
         _non_negative(y, name, dataset)
     if classes is None:
         classes = int(labels["y_train"].max()) + 1
+    if classes > MAX_CLASSES:
+        i = int(np.argmax(labels["y_train"]))
+        raise ValueError(f"dataset {dataset!r}: y_train holds label {int(labels['y_train'][i])} (index {i}): "
+                         f"{classes:,} classes, past the {MAX_CLASSES:,} a classifier head here may have; labels "
+                         "are class indices 0..classes-1")
+    if len(np.unique(labels["y_train"])) < 2:
+        raise ValueError(f"dataset {dataset!r}: y_train holds one class ({int(labels['y_train'][0])}) only: a "
+                         "classifier needs examples of two classes or more")
     for name, y in labels.items():
         if len(y) and y.max() >= classes:
             i = int(np.argmax(y))
@@ -90,4 +99,4 @@ def _non_negative(y: np.ndarray, name: str, dataset: str) -> np.ndarray:
     return y
 
 
-__all__ = ["MAX_SANE_CLASSES", "as_labels", "check_held_out", "check_labels"]
+__all__ = ["MAX_CLASSES", "MAX_SANE_CLASSES", "as_labels", "check_held_out", "check_labels"]
