@@ -141,7 +141,10 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
         if isinstance(value, str):
             values[key] = value
     if data is not _UNSET and not isinstance(data, Dataset):
-        values["dataset"] = None if data is None else str(data)
+        if data is not None and not isinstance(data, str | os.PathLike):  # (str() of arrays: a 2 KB "name")
+            raise TypeError(f"data must be a dataset's name or .npz path, a nas Dataset or None, got "
+                            f"{type(data).__name__} (arrays: data=nas.Dataset.from_arrays(x, y))")
+        values["dataset"] = None if data is None else os.fspath(data)
     if settings is not None and not isinstance(settings, TrainSettings):
         raise TypeError(f"settings must be a nas TrainSettings (TrainSettings(epochs=..., lr=...)), got {settings!r} "
                         f"({type(settings).__name__}); its keys may also be given to search() by name")

@@ -32,6 +32,10 @@ Y = np.arange(40) % 4
     ({"y_test": np.array([True, False, True, True])}, "y_test holds booleans"),
     ({"y": np.where(np.arange(40) == 3, 2**63 + 5, Y).astype(np.uint64)},
      "y holds label 9223372036854775813 (index 3)"),
+    # (warned of, then every trial failed in torch: a head of 2**63 outputs)
+    ({"y": np.where(np.arange(40) == 3, 2**63 - 1, Y)}, "y_train holds label 9223372036854775807 (index 3): "
+                                                      "9,223,372,036,854,775,808 classes, past the 10,000,000"),
+    ({"y": np.zeros(40, int), "y_val": np.zeros(4, int)}, "y_train holds one class (0) only: a classifier needs"),
 ])
 def test_a_bad_label_is_one_line_naming_the_array_and_value(kw, message):
     arrays = {"x": X, "y": Y, "x_val": X[:4], "y_val": Y[:4], **kw}
@@ -39,6 +43,44 @@ def test_a_bad_label_is_one_line_naming_the_array_and_value(kw, message):
         arrays["x_test"] = X[:4]
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         Dataset.from_arrays(arrays.pop("x"), arrays.pop("y"), name="d", **arrays)
+
+
+def test_a_dataset_made_directly_is_checked_as_from_arrays_checks_it():
+    """Only from_arrays checked the inputs: nas.Dataset(...) of NaN inputs failed every trial as NAN, of lists
+    with an AttributeError on 'dtype'."""
+    with pytest.raises(ValueError, match=re.escape("dataset 'd': x_val holds a value that is not a finite float32")):
+        Dataset("d", X, Y, np.full((4, 1, 4, 4), np.nan, np.float32), Y[:4])
+    with pytest.raises(TypeError, match=re.escape("dataset 'd': x_train must be a numpy array, got list")):
+        Dataset("d", X.tolist(), Y, X[:4], Y[:4])
+    with pytest.raises(TypeError, match=re.escape("dataset 'd': y_val must be a numpy array, got list")):
+        Dataset("d", X, Y, X[:4], [0, 1, 2, 3])
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"val_fraction": "0.2"}, "val_fraction must be a number in (0, 1), got '0.2'"),
+    ({"val_fraction": True}, "val_fraction must be a number in (0, 1), got True"),
+    ({"seed": -1}, "seed must be an integer from 0 to 2**63 - 1, got -1"),
+    ({"seed": "a"}, "seed must be an integer from 0 to 2**63 - 1, got 'a'"),
+])
+def test_from_arrays_names_a_bad_argument(kw, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Dataset.from_arrays(X, Y, name="d", **kw)
+
+
+def test_an_npz_array_of_another_name_is_refused_not_ignored(tmp_path):
+    """x_valid/y_valid were never read: a random hold-out trained instead, their bad labels never seen."""
+    path = tmp_path / "d.npz"
+    np.savez(path, x=X, y=Y, x_valid=X[:4], y_valid=Y[:4] + 9)
+    with pytest.raises(ValueError, match=re.escape("holds arrays ['x_valid', 'y_valid'] this platform does not read "
+                                                   "(did you mean 'x_val' for 'x_valid', 'y_val' for 'y_valid'?); "
+                                                   "allowed: x, y, x_val, y_val, x_test, y_test")):
+        nas.load_dataset(str(path))
+
+
+@pytest.mark.parametrize("data", [(X, Y), X, {"x": X, "y": Y}])
+def test_arrays_handed_as_data_are_a_type_error_not_a_2kb_dataset_name(data):
+    with pytest.raises(TypeError, match=r"data must be a dataset's name or \.npz path, a nas Dataset or None, got "):
+        nas.search("toy", "random", data=data, budget=1, executor="inprocess")
 
 
 def test_whole_float_labels_are_accepted_as_integers():

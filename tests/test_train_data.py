@@ -174,6 +174,13 @@ def test_a_class_folder_the_hold_out_takes_whole_is_named(tmp_path):
     ("cifar10:{d}/empty", "has no file 'data_batch_1'"),
     ("imagefolder:{d}/empty", "has no class sub-folders; expected one sub-folder per class"),
     ("mnist:{d}", "unknown dataset"),
+    # (inf and 1e400 were an OverflowError traceback; nan "cannot convert float NaN to integer")
+    ("imagefolder:{d}/images?val=inf", "dataset option val must be a finite number, got 'inf'"),
+    ("imagefolder:{d}/images?val=1e400", "dataset option val must be a finite number, got '1e400'"),
+    ("imagefolder:{d}/images?val=nan", "dataset option val must be a finite number, got 'nan'"),
+    ("imagefolder:{d}/images?size=x", "dataset option size must be a number, got 'x'"),
+    ("imagefolder:{d}/images?val=0.2&val=0.3", "dataset option 'val' is given twice"),
+    ("cifar10:~nosuchuser/x", "names the home of a user this machine does not have"),  # (a RuntimeError)
 ])
 def test_bad_specs(tmp_path, spec, message):
     image_folder(tmp_path)

@@ -15,6 +15,7 @@ as uint8 on the device and normalises on the fly.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import zipfile
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from nas.core.nearest import did_you_mean
 from nas.core.space import Task
+from nas.core.types import check_seed
 from nas.train.labels import as_labels, check_held_out, check_labels
 
 BUILTIN = ("digits", "synthetic", "cifar10:DIR", "cifar100:DIR", "imagefolder:DIR")
@@ -47,6 +49,12 @@ class Dataset:
         if self.x_test is not None and self.y_test is not None:
             splits.append(("test", self.x_test, self.y_test))
         for split, x, y in splits:
+            for array, what in ((x, f"x_{split}"), (y, f"y_{split}")):
+                if not isinstance(array, np.ndarray):
+                    raise TypeError(f"dataset {self.name!r}: {what} must be a numpy array, got "
+                                    f"{type(array).__name__} (Dataset.from_arrays takes lists and converts them)")
+            if x.dtype.kind == "f":  # (from_arrays checked it already; a Dataset made directly was not)
+                _finite(x, f"x_{split}", self.name)
             if x.dtype != self.x_train.dtype:
                 raise ValueError(f"x_{split} is {x.dtype} but x_train is {self.x_train.dtype}; use one dtype")
             if x.ndim < 2:
@@ -102,8 +110,10 @@ class Dataset:
             raise ValueError(f"y must have shape ({len(x)},) to match x {x.shape}, got {y.shape}")
         y = as_labels(y, "y", name)
         if x_val is None or y_val is None:
-            if not 0.0 < val_fraction < 1.0:
-                raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+            if isinstance(val_fraction, bool) or not isinstance(val_fraction, numbers.Real) \
+                    or not 0.0 < val_fraction < 1.0:
+                raise ValueError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
+            check_seed(seed)
             order = np.random.default_rng(seed).permutation(len(x))
             n_val = max(1, int(round(len(x) * val_fraction)))
             val, train = order[:n_val], order[n_val:]
@@ -127,15 +137,19 @@ def _inputs(x: np.ndarray, name: str = "x", dataset: str = "arrays") -> np.ndarr
     if x.dtype != np.uint8:
         with np.errstate(over="ignore", invalid="ignore"):
             x = np.ascontiguousarray(x, dtype=np.float32)
-        bad = ~np.isfinite(x)
-        if bad.any():
-            i = np.unravel_index(int(np.argmax(bad)), x.shape)
-            raise ValueError(f"dataset {dataset!r}: {name} holds a value that is not a finite float32 (at index "
-                             f"{tuple(int(j) for j in i)}): NaN, infinite, or past float32's range")
-        return x
+        return _finite(x, name, dataset)
     if x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
         x = x.transpose(0, 3, 1, 2)  # (n, H, W, C) as images are usually stored
     return np.ascontiguousarray(x)
+
+
+def _finite(x: np.ndarray, name: str, dataset: str) -> np.ndarray:
+    bad = ~np.isfinite(x)
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(bad)), x.shape)
+        raise ValueError(f"dataset {dataset!r}: {name} holds a value that is not a finite float32 (at index "
+                         f"{tuple(int(j) for j in i)}): NaN, infinite, or past float32's range")
+    return x
 
 
 def load_dataset(name: str, *, seed: int = 0) -> Dataset:
@@ -166,10 +180,17 @@ def load_dataset(name: str, *, seed: int = 0) -> Dataset:
         arrays = _read_npz(path, name)
         if "x" not in arrays or "y" not in arrays:
             raise ValueError(f"dataset file {name!r} needs arrays 'x' and 'y', has {sorted(arrays)}")
+        unknown = sorted(set(arrays) - set(NPZ_ARRAYS))
+        if unknown:  # (x_valid: a validation split that was never used, its labels never checked)
+            raise ValueError(f"dataset file {name!r} holds arrays {unknown} this platform does not read"
+                             f"{did_you_mean(unknown, NPZ_ARRAYS)}; allowed: {', '.join(NPZ_ARRAYS)}")
         return Dataset.from_arrays(arrays["x"], arrays["y"], x_val=arrays.get("x_val"), y_val=arrays.get("y_val"),
                                    x_test=arrays.get("x_test"), y_test=arrays.get("y_test"), seed=seed, name=path.stem)
     near = did_you_mean(name, [b.partition(":")[0] for b in BUILTIN])
     raise ValueError(f"unknown dataset {name!r}{near}; known: {', '.join(BUILTIN)}, or a path to a .npz file")
+
+
+NPZ_ARRAYS = ("x", "y", "x_val", "y_val", "x_test", "y_test")  # what a .npz dataset may hold
 
 
 def _read_npz(path: Path, name: str) -> dict[str, np.ndarray]:

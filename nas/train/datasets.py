@@ -24,6 +24,7 @@ run code (the standard library's ``pickle.load`` would).
 from __future__ import annotations
 
 import codecs
+import math
 import pickle
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -98,15 +99,23 @@ def parse_spec(spec: str) -> tuple[str, Path, dict[str, str]]:
         if not sep or key not in OPTIONS[kind]:
             raise ValueError(f"dataset option {pair!r} in {spec!r} is not KEY=VALUE with KEY one of "
                              f"{', '.join(OPTIONS[kind])}")
+        if key in options:
+            raise ValueError(f"dataset option {key!r} is given twice in {spec!r}")
         options[key] = value
-    return kind, Path(path).expanduser(), options
+    try:
+        return kind, Path(path).expanduser(), options
+    except RuntimeError:  # ("~nobody/x": Python cannot find that user's home)
+        raise ValueError(f"dataset {spec!r}: {path!r} names the home of a user this machine does not have") from None
 
 
 def _number(text: str | float | int, what: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise ValueError(f"{what} must be a number, got {text!r}") from None
+        raise ValueError(f"dataset option {what} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"dataset option {what} must be a finite number, got {text!r}")
+    return value
 
 
 def val_indices(n: int, val: float | int, seed: int) -> tuple[np.ndarray, np.ndarray]:
