@@ -124,6 +124,12 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         if cls.state_file is not None and "storage" in s.strategy_options:
             check_storage(s.strategy_options["storage"], config.run_dir, cls.state_file, resume=resume)
     registry.schedulers.check(s.scheduler)
+    if s.scheduler == "none" and s.scheduler_options and not resume:  # (recorded in run.json, never used)
+        raise ValueError(f"scheduler options {sorted(s.scheduler_options)} given with no scheduler (none); give the "
+                         f"scheduler they are for (--scheduler asha, hyperband or median)")
+    if t.supernet is None and t.supernet_options and not resume:
+        raise ValueError(f"supernet options {sorted(t.supernet_options)} given with no supernet; they are for "
+                         f"evaluating sub-networks of one (--supernet RUN_DIR)")
     if s.scheduler != "none":
         if cls is not None:
             composes(s.scheduler, s.strategy, cls)

@@ -59,6 +59,8 @@ BAD = [
     (["--objective", "val_acc", "--objective", "energy:min"], "objective 'energy' is not a metric the built-in"),
     (["--run-dir", "locked"], "is in use by another search"),
     (["--run-dir", "notes"], "is not empty"),
+    (["--scheduler-option", "eta=2"], "scheduler options ['eta'] given with no scheduler (none); give the scheduler"),
+    (["--supernet-option", "bn_batches=4"], "supernet options ['bn_batches'] given with no supernet; they are for"),
     (["--executor-option", "prefetch=maybe"], "prefetch must be 'auto', True/1 or False/0, got 'maybe'"),
     (["--device", "cuda"], "device='cuda' needs a GPU per trial: pass gpus_per_trial > 0 (--gpus-per-trial)"),
     (["--strategy", "optuna", "-o", "storage=notes/notes.txt"], "storage='notes/notes.txt' is not an Optuna journal"),
