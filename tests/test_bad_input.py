@@ -13,6 +13,7 @@ import pytest
 
 import nas
 from nas.cli import your_code
+from nas.core.spec import train_spec
 from nas.core.types import check_seed
 from nas.run.reader import read_journal
 from nas.search_spaces.toy import ToySpace, toy_score
@@ -370,11 +371,12 @@ def test_cli_resume_takes_only_the_budget(finished_run, nas_cli, tmp_path):
     code, _, err = nas_cli("search", "--resume", str(finished_run), "--budget", "2")
     one_line_error(code, err, "budget may only be raised when resuming")  # (the budget is checked first)
     code, _, err = nas_cli("search", "--resume", str(finished_run), "--budget", "6")
-    one_line_error(code, err, "it trains with a function that is custom, not importable (scored('toy_score')); "
-                   "resume it from Python with the same one: nas.search(..., run_dir=")
+    one_line_error(code, err, "it trains with a function that is custom, not importable (scored('toy_score'); code ")
+    assert "); resume it from Python with the same one: nas.search(..., run_dir=" in err
     assert "resume=True, train=<that function>)" in err
     saved = json.loads((finished_run / "run.json").read_text())["train"]
-    assert (saved["dataset"], saved["function"]) == (None, "custom, not importable (scored('toy_score'))")
+    assert (saved["dataset"], saved["function"]) == (None, train_spec(TOY))
+    assert saved["function"].startswith("custom, not importable (scored('toy_score'); code ")
     with pytest.raises(ValueError, match=r"it trains with a function that is custom, not importable"):
         resume(finished_run, train=None)  # the API without the function: the same refusal
     code, _, err = nas_cli("search", "--resume", str(tmp_path))

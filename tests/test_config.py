@@ -5,6 +5,7 @@ function's identity. No search runs here: see test_cli.py and test_bad_input.py 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import textwrap
@@ -15,7 +16,7 @@ import pytest
 import nas
 from nas.cli import build_parser, main
 from nas.cli.flags import GROUPS, config_from_args, read_config_file
-from nas.core.spec import train_from_spec, train_spec
+from nas.core.spec import same_function, train_from_spec, train_spec
 from nas.run.config import RunConfig
 from nas.run.config_tree import leaves
 
@@ -155,13 +156,63 @@ def top_level(ctx):
 def test_the_training_function_is_recorded_by_what_can_import_it_again():
     assert train_spec(None) == train_spec(nas.fit) == "builtin"
     assert train_spec(top_level) == f"{__name__}:top_level" and train_from_spec(train_spec(top_level)) is top_level
-    assert train_spec(nas.scored(len)) == "custom, not importable (scored('len'))"
+    assert re.fullmatch(r"custom, not importable \(scored\('len'\); code [0-9a-f]{12}\)", train_spec(nas.scored(len)))
     assert train_spec(lambda ctx: None).startswith(f"custom, not importable ({__name__}:")
     for spec, message in [("os:system", "names a builtin_function_or_method"), ("json:dumps", "names a function"),
                           ("nas.core.space:SearchSpace", "names a type"), ("no_such_module:train", "cannot import"),
                           ("custom, not importable (x)", "the training function is custom, not importable")]:
         with pytest.raises(ValueError, match=message):
             train_from_spec(spec)
+
+
+def closure(k):
+    def train(ctx):
+        ctx.report(epoch=1, val_acc=k)
+    return train
+
+
+class Scaled:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, ctx):
+        ctx.report(epoch=1, val_acc=self.k)
+
+    def train(self, ctx):
+        ctx.report(epoch=1, val_acc=self.k)
+
+
+def scaled(ctx, k=1.0):
+    ctx.report(epoch=1, val_acc=k / 2)
+
+
+def test_a_custom_training_function_is_known_by_what_it_computes_with_and_no_address():
+    """A partial or a bound method was recorded with its address, so even the same one could not resume its run;
+    two closures of other values, two lambdas, two objects of one class were the same to a resume."""
+    pairs = [(closure(0.06), closure(0.6)), (lambda ctx: 0.1, lambda ctx: 0.9), (Scaled(0.4), Scaled(0.02)),
+             (functools.partial(scaled, k=1.5), functools.partial(scaled, k=2)), (Scaled(1).train, Scaled(2).train)]
+    for a, b in pairs:
+        assert train_spec(a) != train_spec(b) and " at 0x" not in train_spec(a)
+    for same in (lambda: closure(0.06), lambda: Scaled(0.4), lambda: functools.partial(scaled, k=1.5),
+                 lambda: Scaled(1).train, lambda: nas.scored(len)):
+        assert train_spec(same()) == train_spec(same())
+    assert same_function("custom, not importable (scored('len'))", train_spec(nas.scored(len)))  # (an older run)
+    assert not same_function("custom, not importable (scored('len'))", train_spec(nas.scored(abs)))
+
+
+def test_an_api_resume_goes_on_only_with_the_same_custom_function(tmp_path):
+    run = tmp_path / "run"
+    common = dict(strategy="random", executor="inprocess", data=None, run_dir=run)
+    nas.search("toy", budget=2, train=functools.partial(scaled, k=1.5), **common)
+    with pytest.raises(ValueError, match=r"it is a different search \(train_function: run has 'custom, not "
+                                         r"importable \(functools.partial of test_config:scaled; code "):
+        nas.search("toy", budget=3, train=functools.partial(scaled, k=2), resume=True, **common)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match="train_function: run has"):
+        nas.search("toy", budget=3, train=closure(0.5), resume=True, **common)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # (a refusal changes nothing)
+    df = nas.search("toy", budget=3, train=functools.partial(scaled, k=1.5), resume=True, **common)
+    assert len(df) == 3 and set(df.score) == {0.75}
 
 
 def test_one_seed_and_one_list_of_objectives(tmp_path):

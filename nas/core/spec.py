@@ -23,13 +23,14 @@ functions and other callables (``os:system``, ``sys:exit``, ``code:interact``) a
 
 A training function is recorded as ``builtin`` (:func:`nas.train.fit.fit`), as ``module:function`` when it is a
 top-level function that module defines (a resume imports it again), and otherwise as ``custom, not importable``
-with what it is (a closure, a lambda, an object such as ``scored(...)``, a function of ``__main__``): only a Python
-caller that hands in the same function again can resume such a run.
+with what it is (a closure, a lambda, an object such as ``scored(...)``, a function of ``__main__``) and a fingerprint
+of what it computes with (:func:`_digest`): only a Python caller that hands in the same function again can resume
+such a run, and another lambda or closure (other code, or other values captured) is refused.
 
 >>> train_spec(None), train_spec(plain_format)
 ('builtin', 'nas.core.spec:plain_format')
 >>> train_spec(lambda ctx: None)
-'custom, not importable (nas.core.spec:<lambda>)'
+'custom, not importable (nas.core.spec:<lambda>; code ...)'
 >>> train_from_spec("os:system")
 Traceback (most recent call last):
 ...
@@ -38,6 +39,8 @@ ValueError: training function 'os:system' names a builtin_function_or_method; al
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -206,16 +209,81 @@ def train_spec(fn: object) -> str:
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if (module, qualname) == ("nas.train.fit", "fit"):
         return BUILTIN
-    if inspect.isfunction(fn) and isinstance(module, str) and isinstance(qualname, str):
-        if _NAME.fullmatch(qualname) and module != "__main__" and not _stdlib(module) \
-                and getattr(sys.modules.get(module), qualname, None) is fn:
-            return f"{module}:{qualname}"
-        what = f"{module}:{qualname}"
-    elif type(fn).__repr__ is not object.__repr__:
-        what = repr(fn)
-    else:
-        what = f"a {type(fn).__module__}:{type(fn).__qualname__} object"
-    return f"{CUSTOM} ({what})"
+    if inspect.isfunction(fn) and isinstance(module, str) and isinstance(qualname, str) \
+            and _NAME.fullmatch(qualname) and module != "__main__" and not _stdlib(module) \
+            and getattr(sys.modules.get(module), qualname, None) is fn:
+        return f"{module}:{qualname}"
+    digest = hashlib.sha256(_digest(fn).encode()).hexdigest()[:12]
+    return f"{CUSTOM} ({_described(fn)}; {_CODE}{digest})"
+
+
+def same_function(recorded: str, current: str) -> bool:
+    """Whether a run that recorded the training function ``recorded`` may go on with ``current``: the same spec;
+    for a run recorded before custom functions had a fingerprint, the same description."""
+    if recorded == current:
+        return True
+    old = recorded.startswith(CUSTOM) and f"; {_CODE}" not in recorded
+    return old and current.startswith(CUSTOM) and recorded[:-1] == current.rpartition(f"; {_CODE}")[0]
+
+
+_CODE = "code "  # before a custom training function's fingerprint, in its spec
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _described(fn: object) -> str:
+    """What a custom training function is, in words that stay the same from one process to the next (no address)."""
+    if inspect.isfunction(fn):
+        return f"{fn.__module__}:{fn.__qualname__}"
+    if isinstance(fn, functools.partial):
+        return f"functools.partial of {_described(fn.func)}"
+    if inspect.ismethod(fn):
+        return f"method {_described(fn.__func__)} of a {type(fn.__self__).__qualname__} object"
+    if type(fn).__repr__ is not object.__repr__:
+        return _ADDRESS.sub("", repr(fn))
+    return f"a {type(fn).__module__}:{type(fn).__qualname__} object"
+
+
+def _digest(value: object, depth: int = 0) -> str:
+    """What a custom training function computes with, as text: its code (bytecode, constants, names; not its file
+    or lines, which a notebook's cell changes), its defaults, what its closure holds, a partial's arguments, an
+    object's attributes, as data (other objects by type, so that the same function in a new process is the same).
+    Two closures of other captured values, two lambdas, ``T(0.4)`` and ``T(0.02)`` differ here."""
+    if depth > 6:
+        return "..."
+    more = depth + 1
+    if value is None or isinstance(value, bool | int | float | complex | str | bytes):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return f"{type(value).__name__}[{','.join(_digest(v, more) for v in value)}]"
+    if isinstance(value, set | frozenset):
+        return f"set[{','.join(sorted(_digest(v, more) for v in value))}]"
+    if isinstance(value, dict):
+        return f"dict[{','.join(sorted(f'{_digest(k, more)}:{_digest(v, more)}' for k, v in value.items()))}]"
+    if inspect.iscode(value):
+        consts = ",".join(_digest(c, more) for c in value.co_consts)
+        return f"code[{value.co_code.hex()};{','.join(value.co_names)};{consts}]"
+    if inspect.isfunction(value):
+        cells = [c.cell_contents if c.cell_contents is not value else "<self>" for c in value.__closure__ or ()
+                 if _filled(c)]
+        return (f"function[{value.__qualname__};{_digest(value.__code__, more)};{_digest(value.__defaults__, more)};"
+                f"{_digest(value.__kwdefaults__, more)};{_digest(cells, more)}]")
+    if isinstance(value, functools.partial):
+        return f"partial[{_digest(value.func, more)};{_digest(value.args, more)};{_digest(value.keywords, more)}]"
+    if inspect.ismethod(value):
+        return f"method[{_digest(value.__func__, more)};{_digest(value.__self__, more)}]"
+    kind = f"{type(value).__module__}:{type(value).__qualname__}"
+    if depth > 1 or inspect.ismodule(value) or inspect.isclass(value) or not hasattr(value, "__dict__"):
+        return f"<{kind}>" if not (inspect.ismodule(value) or inspect.isclass(value)) else f"<{value.__name__}>"
+    call = inspect.getattr_static(type(value), "__call__", None)  # (a callable object: its code, attributes)
+    return f"object[{kind};{_digest(call, more) if inspect.isfunction(call) else ''};{_digest(vars(value), more)}]"
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018  (an empty cell raises)
+    except ValueError:
+        return False
+    return True
 
 
 def train_from_spec(spec: str, *, outside: str | os.PathLike[str] | None = None) -> Callable[..., Any] | None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from nas.core.fields import option
 from nas.core.objectives import Objectives
+from nas.core.spec import same_function
 from nas.engine.protocol import GANG_STRATEGIES
 from nas.run.config_tree import BUILTIN, check_type, leaves, plain, section_from_json, sections
 from nas.train.settings import TrainSettings
@@ -188,6 +189,8 @@ class RunIdentity:
         """Each field on which ``current`` differs from this (the run's), as ``key: run has X, this call Y``."""
         out = []
         for name, mine, theirs in _pairs(self, current):
+            if name == "train_function" and same_function(mine, theirs):
+                continue
             if plain(mine) != plain(theirs):
                 out.append(f"{name}: run has {mine!r}, this call {theirs!r}")
         return out
