@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 import nas.api
 from nas.core.space import SearchSpace
+from nas.core.spec import BUILTIN, CUSTOM, train_from_spec
 from nas.core.types import Arch, check_seed, python_numbers
 from nas.engine.supernet_actor import EpochDone, SupernetFailed, SupernetGang, SupernetJob
 from nas.parts import check_device
@@ -209,12 +210,13 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
             data: str | Dataset | None = None, out_dir: str | os.PathLike[str] | None = None,
             settings: TrainSettings | None = None, space: SearchSpace | None = None, out_flag: str = "out_dir",
             **search_options: Any) -> pd.DataFrame:
-    """Train the ``top`` architectures of the search in ``run_dir`` standalone, from scratch, with the built-in
-    training function (:func:`chosen` picks them): a search of its own (``out_dir``, default ``RUN/retrain``: a new
-    or empty folder, refused naming ``out_flag`` otherwise) whose strategy asks exactly those, for ``epochs`` epochs
-    each (default: the search's ``epochs`` setting) on the search's data (or ``data``), in the search's space
-    (rebuilt from its record; ``space``: the same space handed in, where it cannot be imported, as a class defined
-    in a script). ``search_options`` go to
+    """Train the ``top`` architectures of the search in ``run_dir`` standalone, from scratch, with the search's
+    training function (:func:`chosen` picks them; the built-in one, the ``module:function`` the run names, imported
+    again, or, for one that cannot be imported, the same one handed in as ``train=``): a search of its own
+    (``out_dir``, default ``RUN/retrain``: a new or empty folder, refused naming ``out_flag`` otherwise) whose
+    strategy asks exactly those, for ``epochs`` epochs each (default: the search's ``epochs`` setting) on the
+    search's data (or ``data``), in the search's space (rebuilt from its record; ``space``: the same space handed
+    in, where it cannot be imported, as a class defined in a script). ``search_options`` go to
     :func:`nas.api.search` (``executor``, ``workers``, ...). Returns its results."""
     from nas.parts import check_run_dir
 
@@ -235,6 +237,12 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
         data = cfg.train.dataset
         if data is None:
             raise ValueError(f"run {str(run_dir)!r} searched data given in Python (or none); pass data= to retrain")
+    function = cfg.train.function
+    if "train" not in search_options and function != BUILTIN:  # (the built-in trainer scored another task)
+        if function.startswith(CUSTOM):
+            raise ValueError(f"run {str(run_dir)!r} trained with a function that is {function}: retrain it from "
+                             f"Python with the same one: nas.retrain({str(run_dir)!r}, train=<that function>)")
+        search_options["train"] = train_from_spec(function, outside=run_dir)
     if settings is None:
         settings = dataclasses.replace(cfg.train.settings, objectives=tuple(cfg.search.objectives))
     if epochs is not None:

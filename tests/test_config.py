@@ -215,6 +215,25 @@ def test_an_api_resume_goes_on_only_with_the_same_custom_function(tmp_path):
     assert len(df) == 3 and set(df.score) == {0.75}
 
 
+def test_retrain_trains_with_the_searchs_own_function(tmp_path, capsys):
+    """It trained with the built-in trainer whatever the search trained with: digits accuracy in place of the
+    user's scores, with no word said."""
+    from nas.oneshot import retrain
+
+    common = dict(strategy="random", executor="inprocess", budget=2, data="digits")
+    nas.search("toy", train=top_level, run_dir=tmp_path / "a", **common)
+    out = retrain(tmp_path / "a", epochs=1, executor="inprocess")
+    assert list(out.score) == [0.5]
+    nas.search("toy", train=functools.partial(scaled, k=1.5), run_dir=tmp_path / "b", **common)
+    assert main(["retrain", str(tmp_path / "b"), "--executor", "inprocess"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trained with a function that is custom, not importable (functools.partial of " in err[0]
+    assert err[0].endswith(f"retrain it from Python with the same one: nas.retrain({str(tmp_path / 'b')!r}, "
+                           "train=<that function>)")
+    out = retrain(tmp_path / "b", epochs=1, executor="inprocess", train=functools.partial(scaled, k=1.5))
+    assert list(out.score) == [0.75]
+
+
 def test_one_seed_and_one_list_of_objectives(tmp_path):
     from nas.api import configure
 
