@@ -145,7 +145,8 @@ def test_crafted_best_weights_are_refused_not_exported(run_copy, tmp_path, capsy
 
 
 # -- a new run's folder, and a full disk ---------------------------------------------------------------------
-@pytest.mark.parametrize("files", [["best.pt"], ["best.json", "snapshot.json"], ["status.json"], ["notes.txt"]])
+@pytest.mark.parametrize("files", [["best.pt"], ["best.json", "snapshot.json"], ["status.json"], ["notes.txt"],
+                                   [".lock.json"], [".lock"]])  # (files of a lock's names, not a lock's: the user's)
 def test_a_new_run_refuses_a_folder_with_a_users_files(tmp_path, files):
     folder = tmp_path / "mine"
     folder.mkdir()

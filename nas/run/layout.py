@@ -93,7 +93,7 @@ def check_empty(path: Path, *, run_ok: bool = False, flag: str = "--run-dir") ->
         names = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
     except OSError as e:
         raise ValueError(f"cannot read run directory {str(path)!r}: {os_error_text(e)}") from None
-    names = [n for n in names if n not in (LOCK_FILE, HOLDER_FILE)]
+    names = [n for n in names if not _left_lock(path / n)]
     if JOURNAL in names or RUN_JSON in names:
         if run_ok:
             return
@@ -103,6 +103,20 @@ def check_empty(path: Path, *, run_ok: bool = False, flag: str = "--run-dir") ->
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise ValueError(f"run directory {str(path)!r} is not empty (it holds {shown}): a new run needs a new or "
                          f"empty directory, so that none of its files is overwritten; choose another {flag}")
+
+
+def _left_lock(path: Path) -> bool:
+    """Whether ``path`` is a lock file a search left (``.lock``, empty: the OS lock's; ``.lock.json``, the holder
+    record a search writes), not a user's file of the same name, which a new run would overwrite."""
+    try:
+        if path.name == LOCK_FILE:
+            return path.is_file() and path.stat().st_size == 0
+        if path.name == HOLDER_FILE and path.is_file() and path.stat().st_size < 4096:
+            record = json.loads(path.read_bytes())
+            return isinstance(record, dict) and set(record) == {"pid", "host", "started"}
+    except (OSError, ValueError, RecursionError):
+        return False
+    return False
 
 
 def undo_create(path: Path, lock: RunLock | None, wrote: list[Path], made: Path | None, made_lock: bool) -> None:
