@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.cli.common import folder_arg
+
 #: the strategy options of the NAS-Bench-201 protocol's runs where they apply (R-EA: population 10, tournament 3)
 PROTOCOL_OPTIONS: dict[str, dict[str, Any]] = {"evolution": {"population": 10, "sample_size": 3}}
 
@@ -219,7 +221,7 @@ def add_simulation_arguments(p: Any) -> None:
     p.add_argument("--noise", type=float, default=0.0,
                    help="std of Gaussian noise added to each reward, in accuracy points (default 0)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
-    p.add_argument("--out", default="bench-results", help="directory for the CSV and the plot")
+    p.add_argument("--out", default="bench-results", type=folder_arg, help="directory for the CSV and the plot")
 
 
 def parse_strategy_options(pairs: Sequence[str], defaults: Mapping[str, Mapping[str, Any]] | None = None

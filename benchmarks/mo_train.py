@@ -33,6 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nas.cli.common import path_arg
+from nas.run.export import make_export_dir
+
 from . import add_experiment
 from .harness import at_least, figure, text_table
 
@@ -142,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="timed forward passes whose median is a candidate's latency (default 25; the platform's 5 "
                         "move visibly under load)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 trials of 1 epoch per method")
-    p.add_argument("--out", default="bench-results/mo-train.png", help="the figure")
+    p.add_argument("--out", default="bench-results/mo-train.png", type=path_arg, help="the figure")
 
 
 def cmd_mo_train(args: argparse.Namespace) -> int:
@@ -154,7 +157,8 @@ def cmd_mo_train(args: argparse.Namespace) -> int:
         if m not in METHODS:
             raise ValueError(f"unknown method {m!r}; known: {', '.join(METHODS)}")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.parent.exists() and not out.parent.is_dir():  # (made only once there is a figure to put in it)
+        raise ValueError(f"cannot write {args.out!r}: {str(out.parent)!r} is a file, not a folder")
     frames, walls = {}, {}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nas-mo-train-") as tmp:
@@ -169,6 +173,7 @@ def cmd_mo_train(args: argparse.Namespace) -> int:
     print(text_table(summary_rows(frames, walls), rule=True))
     print()
     print(text_table(front_rows(frames), rule=True))
+    make_export_dir(out.parent)
     plot_fronts({m: values(df)[:, ::-1] for m, df in frames.items()},
                 {m: _front_values(df) for m, df in frames.items()}, out,
                 xlabel=f"latency_ms (batch 1, median of {args.cost_repeats}, measured on the worker; log scale)",

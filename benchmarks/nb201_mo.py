@@ -47,6 +47,7 @@ import numpy as np
 from nas.core import objectives as core
 from nas.core.front import reference_point
 from nas.core.objectives import Objectives
+from nas.run.export import make_export_dir
 
 from .harness import (
     Outcome,
@@ -192,8 +193,7 @@ def cmd_mo(args: Any) -> int:
         if m not in METHODS:
             raise ValueError(f"-o {m}.KEY=VALUE: {m!r} is not a method of --objective runs; "
                              f"known: {', '.join(METHODS)}")
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_export_dir(args.out)
     t0 = time.perf_counter()
     outcomes = run_seeds(run_mo, methods, range(args.seeds), jobs=args.jobs, options=options, objectives=specs,
                          dataset=args.dataset, search_dataset=args.search_dataset, time_budget=args.time_budget,

@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from nas.cli.common import path_arg
+from nas.cli.common import folder_arg, path_arg
+from nas.run.export import make_export_dir
 
 from . import add_experiment
 from .harness import pool_map, text_table, write_json
@@ -103,7 +104,7 @@ def collect(indices: Sequence[int], proxies: Sequence[str], *, out: str, channel
         rows = [r for part in pool_map(_score_chunk, [(c, kwargs) for c in chunks], jobs) for r in part]
         fresh = pd.DataFrame(rows).set_index("index")
         cached = fresh.combine_first(cached) if len(cached) else fresh
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_export_dir(path.parent)
         cached.sort_index().reset_index().to_csv(path, index=False)
     return cached.loc[list(indices)]
 
@@ -171,7 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=32, help="generated images in the minibatch (default 32)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample of cells (default 0)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
-    p.add_argument("--out", default="bench-results", help="directory of the cache (default bench-results)")
+    p.add_argument("--out", default="bench-results", type=folder_arg,
+                   help="directory of the cache (default bench-results)")
     p.add_argument("--json", type=path_arg, help="also write the figures to this JSON file")
 
 

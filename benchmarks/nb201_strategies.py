@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.run.export import make_export_dir
+
 from . import add_experiment
 from .harness import (
     PROTOCOL_OPTIONS,
@@ -251,8 +253,7 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
         return cmd_mo(args)
     names = strategy_names(args.strategies)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_export_dir(args.out)
     t0 = time.perf_counter()
     outcomes = run_seeds(run_search, names, range(args.seeds), jobs=args.jobs,
                          options=parse_strategy_options(args.option, PROTOCOL_OPTIONS), dataset=args.dataset,

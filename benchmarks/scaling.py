@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from nas.run.export import make_export_dir
+
 from . import add_experiment
 from .harness import (
     PROTOCOL_OPTIONS,
@@ -140,12 +142,10 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     rows = scaling_rows(args.strategy, workers, seeds=range(args.seeds), trials=args.trials, target=target,
                         jobs=args.jobs, search_dataset=args.search_dataset, options=options, noise=args.noise)
     print(format_rows(rows))
-    from pathlib import Path
 
     import pandas as pd
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_export_dir(args.out)
     write_out(out / f"scaling-{args.strategy}.csv", pd.DataFrame(rows).to_csv(index=False, float_format="%.4f"))
     print(f"wrote {out / f'scaling-{args.strategy}.csv'}")
     return 0

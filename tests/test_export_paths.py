@@ -370,6 +370,29 @@ def test_a_benchmarks_output_is_written_as_every_export(run_copy, tmp_path):
     assert json.loads((tmp_path / "b.json").read_text()) == {"x": 1} and tree(run_copy) == state
 
 
+@pytest.mark.parametrize("argv", [["bench", "strategies", "--strategies", "random", "--seeds", "1"],
+                                  ["bench", "strategies", "--objective", "val_acc", "--objective", "params:min"],
+                                  ["bench", "scaling"], ["bench", "proxies"]])
+def test_a_benchmarks_output_folder_is_checked_before_it_runs(run_copy, tmp_path, capsys, argv):
+    """--out of a file was a FileExistsError traceback after the benchmark ran; into a run directory it wrote its
+    CSV and plot there."""
+    (tmp_path / "afile").write_text("mine")
+    state = tree(run_copy)
+    for out, said in [(tmp_path / "afile", "it is a file; name a folder"), (run_copy, "it is the run directory"),
+                      (run_copy / "sub", "it is inside the run directory"), ("", "is an empty path")]:
+        refused(capsys, [*argv, "--out", str(out)], said)
+    assert tree(run_copy) == state and (tmp_path / "afile").read_text() == "mine"
+
+
+def test_a_multi_objective_benchmarks_figure_is_checked_before_it_runs(run_copy, tmp_path, capsys):
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "l.png").symlink_to(run_copy / "best.json")
+    base = ["bench", "mo-train", "--quick", "--methods", "random", "--executor", "inprocess", "--out"]
+    refused(capsys, [*base, str(tmp_path / "afile" / "x.png")], "afile' is a file, not a folder")
+    refused(capsys, [*base, str(tmp_path / "l.png")], "it is best.json of the run directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "l.png", "run"]
+
+
 @pytest.mark.parametrize("where", ["file", "run", "in-run", "checkpoints"])
 def test_a_log_directory_is_checked_before_the_run_is_made(run_copy, tmp_path, capsys, where):
     (tmp_path / "file").write_text("mine")

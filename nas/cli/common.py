@@ -51,6 +51,26 @@ def path_arg(value: str) -> str:
     return value
 
 
+def folder_arg(value: str) -> str:
+    """An argparse ``type`` for a folder the user names to write into (a benchmark's outputs): refused at once where
+    it is empty, a file, a run directory or inside one, before a benchmark runs for minutes only to be refused."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is an empty path; name a folder")
+    from pathlib import Path
+
+    from nas.run.export import check_export_dir
+
+    try:
+        check_export_dir(value, "write into")
+        if Path(value).expanduser().exists() and not Path(value).expanduser().is_dir():
+            raise ValueError(f"cannot write into {value!r}: it is a file; name a folder")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot use {value!r}: {e.strerror or e}") from None
+    return value
+
+
 def nonempty(value: str) -> str:
     """An argparse ``type`` for a value a flag must give: an empty one is refused, where it was read as "not given"
     and ignored (``--config ''`` searched the defaults; ``--resume ''`` started a new search)."""

@@ -75,6 +75,20 @@ def check_export_dir(path: str | os.PathLike[str], what: str = "export into") ->
     return target
 
 
+def make_export_dir(path: str | os.PathLike[str]) -> Path:
+    """The user's export folder ``path``, made where it is missing (its parents too): refused in one line where it is
+    a run directory or inside one (:func:`check_export_dir`), a file, or cannot be made (errno's text)."""
+    check_export_dir(path, "write into")
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"cannot write into {str(path)!r}: it is a file; name a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot make the folder {str(path)!r}: {os_error_text(e)}") from None
+    return folder
+
+
 def check_not_owned(path: str | os.PathLike[str]) -> None:
     """A one-line ValueError when a write to ``path`` would land on a run directory's own file (:func:`owned_by_run`),
     naming the file and the run directory."""
@@ -114,4 +128,4 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
         raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
 
 
-__all__ = ["check_export_dir", "check_not_owned", "is_run_dir", "owned_by_run", "write_export"]
+__all__ = ["check_export_dir", "check_not_owned", "is_run_dir", "make_export_dir", "owned_by_run", "write_export"]
