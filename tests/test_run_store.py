@@ -267,7 +267,8 @@ class FullAfter:
 def test_a_full_disk_stops_with_one_line_and_the_journal_resumes(tmp_path):
     reference = tmp_path / "ref"
     run(reference, budget=20)
-    with pytest.raises(DiskFull, match=r"no space left .* free some space, then resume with: nas search --resume"):
+    with pytest.raises(DiskFull, match=r"^No space left on device \(.*\): .* free some space, then resume with: nas "
+                                       r"search --resume"):
         run(tmp_path / "run", budget=20, run_options={"opener": lambda p: FullAfter(p, 25)})
     done = rows(tmp_path / "run")
     assert 0 < len(done) < 20 and done == rows(reference)[:len(done)]  # intact up to the failure

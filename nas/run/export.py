@@ -94,8 +94,9 @@ def check_not_owned(path: str | os.PathLike[str]) -> None:
     naming the file and the run directory."""
     owned = owned_by_run(path)
     if owned is not None:
-        run = Path(os.path.realpath(Path(path).expanduser())).parent
-        run = run.parent if owned.startswith(CHECKPOINTS + os.sep) else run
+        run = Path(os.path.realpath(Path(path).expanduser()))
+        for _ in Path(owned).parts:  # (checkpoints/new/x.csv: three folders up)
+            run = run.parent
         raise ValueError(f"refusing to write {str(path)!r}: it is {owned} of the run directory {str(run)!r}, which "
                          "the run owns; choose another path")
 

@@ -47,6 +47,7 @@ from typing import IO, Any, NamedTuple
 import msgspec
 
 from nas.core.types import Report, Result, Trial, legacy_outcome
+from nas.run.files import os_error_text
 from nas.run.schema import JOURNAL_DECODER, Finished, Reported, Submit, explain
 
 KINDS = ("submit", "result", "report")
@@ -88,7 +89,7 @@ class JournalWriter:
 
     def _error(self, e: OSError) -> Exception:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return DiskFull(f"no space left on the device of {self.path.parent}: {self.path.name} holds every "
+            return DiskFull(f"{os_error_text(e)} ({self.path.parent}): {self.path.name} holds every "
                             f"finished trial up to its last whole line; free some space, then resume with: "
                             f"nas search --resume {self.path.parent}")
         return e

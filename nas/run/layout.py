@@ -169,7 +169,6 @@ def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path], Callable[[], None
     writable. When the block raises, what it wrote (the list), the lock and the directories this made are taken
     back, and an OSError becomes one line (:func:`start_error`). On a normal exit the caller keeps the lock, held,
     and the function, for a run that fails before it holds anything (:meth:`nas.run.store.RunStore.discard`)."""
-    _check_not_in_checkpoints(path)
     made = first_missing(path)
     check_new(path)
     try:
@@ -195,24 +194,26 @@ def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path], Callable[[], None
         raise
 
 
-def _check_not_in_checkpoints(path: Path) -> None:
+def _check_not_in_checkpoints(path: Path, flag: str = "--run-dir") -> None:
     real = Path(os.path.realpath(path.expanduser()))
     for parent in (real, *real.parents):
         if parent.name == CHECKPOINTS and (parent.parent / RUN_JSON).exists():
             raise ValueError(f"run directory {str(path)!r} is in {str(parent)!r}, the kept checkpoints of the "
-                             "run directory there, which that run owns; choose another --run-dir")
+                             f"run directory there, which that run owns; choose another {flag}")
 
 
 def start_error(path: Path, e: OSError) -> ValueError:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFull(f"no space left on the device of {path}: the run was not started and nothing was written; "
+        return DiskFull(f"{os_error_text(e)} ({path}): the run was not started and nothing was written; "
                         f"free some space and start it again")
     return ValueError(f"cannot start a run in {str(path)!r}: {os_error_text(e)}; nothing was written")
 
 
 def check_new(path: Path, *, flag: str = "--run-dir") -> None:
     """What a new run's directory must be before its lock is taken: writable where it exists, and new or empty (one
-    that holds a run passes here: under the lock, :func:`check_empty` refuses it, or the lock names a live holder)."""
+    that holds a run passes here: under the lock, :func:`check_empty` refuses it, or the lock names a live holder),
+    and inside no run directory's ``checkpoints/``."""
+    _check_not_in_checkpoints(path, flag)
     if path.is_dir() and (probe := write_probe(path)) is not None:
         raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
     check_empty(path, run_ok=True, flag=flag)

@@ -341,7 +341,7 @@ class RunStore:
 
     def _disk_error(self, e: OSError) -> Exception:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return DiskFull(f"no space left on the device of {self.path}: the journal holds every finished trial; "
+            return DiskFull(f"{os_error_text(e)} ({self.path}): the journal holds every finished trial; "
                             f"free some space, then resume with: nas search --resume {self.path}")
         return ValueError(f"cannot write to run directory {str(self.path)!r}: {os_error_text(e)} ({e.filename or e})")
 

@@ -206,9 +206,9 @@ def _write_error(path: Path, e: OSError, kept: int | None) -> ValueError:
         return ValueError(f"cannot write to supernet run directory {str(path)!r}: {os_error_text(e)} "
                           f"({e.filename or e})")
     if kept is None:
-        return DiskFull(f"no space left on the device of {path}: the supernet's first epoch could not be written, "
+        return DiskFull(f"{os_error_text(e)} ({path}): the supernet's first epoch could not be written, "
                         "so nothing of the run is kept; free some space, then start it again")
-    return DiskFull(f"no space left on the device of {path}: the run keeps its epochs up to {kept}; free some space, "
+    return DiskFull(f"{os_error_text(e)} ({path}): the run keeps its epochs up to {kept}; free some space, "
                     f"then continue with: nas supernet train --resume --run-dir {path}")
 
 
