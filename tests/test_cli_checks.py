@@ -55,6 +55,7 @@ BAD = [
     (["--time-budget", "inf"], "config key 'time_budget' must be a finite number of seconds > 0 (or none)"),
     (["--executor-option", "prefetc=1"], "unknown options ['prefetc'] for executor 'ray' (did you mean 'prefetch'?)"),
     (["--dataset", "none"], "the built-in trainer needs data: --dataset none is for a training function of your own"),
+    (["--dataset", "none", "--train-function", "nas.train.fit:fit"], "the built-in trainer needs data: --dataset none"),
     (["--objective", "val_ac"], "objective 'val_ac' (did you mean 'val_acc'?) is not a metric the built-in trainer"),
     (["--objective", "val_acc", "--objective", "energy:min"], "objective 'energy' is not a metric the built-in"),
     (["--run-dir", "locked"], "is in use by another search"),

@@ -107,6 +107,8 @@ class TrainSection:
     def __post_init__(self) -> None:
         if self.dataset == "none":
             self.dataset = None
+        if self.function == "nas.train.fit:fit":  # (the built-in one by its import path: checked as the built-in)
+            self.function = BUILTIN
         check_fields(self)
         if not isinstance(self.settings, TrainSettings):
             raise ValueError(f"config key 'settings' must be a TrainSettings, got {self.settings!r}")
