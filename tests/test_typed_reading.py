@@ -59,11 +59,41 @@ def edit_result(run_dir, **fields):
     ({"epoch": 10**30}, "result.epoch: Expected `int` <= 9223372036854775807"),
     ({"metrics": [1]}, "result.metrics: Expected `object`, got `array`"),
     ({"outcome": None}, "result.outcome: Expected `str`, got `null`"),
+    # (each was a TypeError traceback from the table's or the report's number format)
+    ({"metrics": {"latency_ms": {"a": 1}}}, "result.metrics.latency_ms: expected a number or null, got dict"),
+    ({"metrics": {"params": [1, 2]}}, "result.metrics.params: expected a number or null, got list"),
+    ({"metrics": {"params": "big"}}, "result.metrics.params: expected a number or null, got str"),
+    # (a duration of inf: "Out of range float values are not JSON compliant" from --format json, naming nothing)
+    ({"start_time": -1e308, "end_time": 1e308}, "result.end_time: 1e+308 and start_time -1e+308 are no times"),
 ])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
 def test_a_wrongly_typed_journal_field_is_one_line_from_every_command(run_copy, capsys, fields, field, command):
     line = edit_result(run_copy, **fields)
     one_line(capsys, [*command, str(run_copy)], f"trials.jsonl line {line} ", field)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # (msgspec and json raise RecursionError, which no reader caught)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_json_nested_too_deeply_is_one_line_from_every_command(run_copy, capsys, command):
+    journal = run_copy / "trials.jsonl"
+    lines = journal.read_text().splitlines()
+    lines[1] = lines[1].replace('"hparams":{', f'"hparams":{{"deep":{DEEP},', 1)
+    journal.write_text("\n".join(lines) + "\n")
+    one_line(capsys, [*command, str(run_copy)], "trials.jsonl line 2 is not a journal record (nested too deeply)")
+
+
+def test_a_status_or_run_json_nested_too_deeply_is_one_line(run_copy, capsys):
+    status = run_copy / "status.json"
+    saved = status.read_text()
+    status.write_text(saved.replace("{", f'{{"x":{DEEP},', 1))
+    for command in (["status"], ["report"]):
+        one_line(capsys, [*command, str(run_copy)], "status.json: not a status (nested too deeply)")
+    status.write_text(saved)
+    (run_copy / "run.json").write_text(DEEP)
+    for command in COMMANDS:
+        one_line(capsys, [*command, str(run_copy)], "run.json is corrupt: maximum recursion depth exceeded")
 
 
 def test_a_list_arch_refuses_the_resume_naming_the_field(run_copy):

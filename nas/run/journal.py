@@ -38,6 +38,7 @@ import dataclasses
 import errno
 import gc
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -207,6 +208,9 @@ def _parse(path: Path, number: int, line: bytes) -> Record:
         rec = _legacy(path, number, line, e)
     except msgspec.DecodeError:
         raise ValueError(f"{path} line {number} is not a journal record (not JSON); the journal is corrupt") from None
+    except RecursionError:  # (msgspec's, and json's, on arrays nested a thousand deep)
+        raise ValueError(f"{path} line {number} is not a journal record (nested too deeply); the journal is "
+                         "corrupt") from None
     try:
         t = rec.trial
         trial = Trial(t.trial_id, t.arch, t.hparams, t.epochs, t.parent, t.checkpoint_from, t.save_checkpoint,
@@ -217,11 +221,16 @@ def _parse(path: Path, number: int, line: bytes) -> Record:
             p = rec.report
             if p.trial_id != t.trial_id:
                 raise ValueError(f"report.trial_id: a report of trial {p.trial_id} filed under trial {t.trial_id}")
+            _check_measured(p.metrics, "report.metrics")
             return Record("report", trial, None, number, Report(p.trial_id, p.epoch, p.metrics, p.score, p.time,
                                                                 p.worker))
         r = rec.result
         if r.trial_id != t.trial_id:
             raise ValueError(f"result.trial_id: a result of trial {r.trial_id} filed under trial {t.trial_id}")
+        _check_measured(r.metrics, "result.metrics")
+        if r.start_time is not None and r.end_time is not None and not math.isfinite(r.end_time - r.start_time):
+            raise ValueError(f"result.end_time: {r.end_time!r} and start_time {r.start_time!r} are no times a "
+                             f"duration can be taken of")  # (a clock stepped back by NTP is taken as it is)
         result = Result(r.trial_id, r.outcome, r.score, r.metrics, r.history, r.epoch, r.error, r.start_time,  # type: ignore[arg-type]
                         r.end_time, r.worker, r.node, r.scores, r.failure)  # (a NaN score was journaled as null)
         if result.ok and result.score is None:  # (a NaN or missing objective fails its trial: never journaled so)
@@ -236,12 +245,24 @@ def _kind(rec: Submit | Reported | Finished) -> str:
     return "submit" if type(rec) is Submit else "report" if type(rec) is Reported else "result"
 
 
+#: metrics the trainer measures as numbers (None where it could not): the tables and the report format them so
+MEASURED = ("params", "flops", "latency_ms", "latency_batch_ms", "peak_memory_mb", "train_seconds",
+            "samples_per_second", "epochs_trained", "batch_size", "threads")
+
+
+def _check_measured(metrics: dict[str, Any], where: str) -> None:
+    for key in MEASURED:
+        value = metrics.get(key)
+        if value is not None and (type(value) is bool or not isinstance(value, int | float)):
+            raise ValueError(f"{where}.{key}: expected a number or null, got {type(value).__name__}")
+
+
 def _legacy(path: Path, number: int, line: bytes, error: msgspec.ValidationError) -> Submit | Reported | Finished:
     """A record that does not fit today's schema: converted when it is of format 2, else the one-line error
     naming its field."""
     try:
         rec = _loads(line)
-    except ValueError:  # JSON that only the schema's parser reads (a number out of range): the schema's word
+    except (ValueError, RecursionError):  # JSON only the schema's parser reads (a number out of range): its word
         raise ValueError(f"{path} line {number} is a journal record of the wrong shape ({explain(error)}); the "
                          "journal is corrupt") from None
     kind = rec.get("kind") if type(rec) is dict else None

@@ -52,7 +52,7 @@ def read_run_json(path: Path) -> dict[str, Any]:
         raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
     try:
         cfg = json.loads(cfg_path.read_text())
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, RecursionError) as e:
         raise ValueError(f"{cfg_path} is corrupt: {e}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{cfg_path} is corrupt: it holds a {type(cfg).__name__}, not a table")

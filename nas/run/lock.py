@@ -62,7 +62,7 @@ class RunLock:
     def holder(self) -> dict[str, Any] | None:
         try:
             value = json.loads((self.dir / HOLDER_FILE).read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return value if isinstance(value, dict) else None
 

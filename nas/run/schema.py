@@ -163,6 +163,8 @@ def read_status(run_dir: str | os.PathLike[str]) -> Status | None:
         raise SchemaError(f"{path}: {explain(e)}") from None
     except msgspec.DecodeError as e:
         raise SchemaError(f"{path}: not JSON ({e})") from None
+    except RecursionError:
+        raise SchemaError(f"{path}: not a status (nested too deeply)") from None
 
 
 __all__ = ["JOURNAL_DECODER", "Finished", "ReportRecord", "Reported", "ResultRecord", "SchemaError", "Status",

@@ -79,7 +79,7 @@ def read_epochs(path: Path) -> list[dict[str, Any]]:
                 break
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 rec = None
             if not isinstance(rec, dict) or rec.get("kind") != "epoch" or not isinstance(rec.get("epoch"), int):
                 raise ValueError(f"{path} line {number} is not an epoch record; the journal is corrupt")
@@ -233,14 +233,14 @@ def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     path = Path(path)
     try:
         kind = json.loads((path / RUN_JSON).read_text()).get("kind")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     if kind != KIND:
         return None
     cfg, records = read_run(path), read_epochs(path / EPOCHS)
     try:
         status = json.loads((path / STATUS).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         status = {}
     state = str(status.get("state", "created"))
     if state in ("created", "running") and not held(path):

@@ -106,7 +106,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or None where there is none (missing, unreadable, not JSON, not an object)."""
     try:
         value = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
