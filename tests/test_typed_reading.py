@@ -6,6 +6,7 @@ whatever pid its status.json names: liveness is the run's lock."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -94,6 +95,25 @@ def test_a_status_or_run_json_nested_too_deeply_is_one_line(run_copy, capsys):
     (run_copy / "run.json").write_text(DEEP)
     for command in COMMANDS:
         one_line(capsys, [*command, str(run_copy)], "run.json is corrupt: maximum recursion depth exceeded")
+
+
+@pytest.mark.parametrize("name", ["trials.jsonl", "status.json", "snapshot.json"])
+@pytest.mark.parametrize("kind", ["a FIFO", "a folder"])
+def test_a_runs_file_that_is_no_regular_file_is_one_line_not_a_hang(run_copy, capsys, name, kind):
+    """A FIFO: every reader waited in open() for a writer, forever (a resume even ignored SIGTERM there); a folder:
+    an IsADirectoryError traceback."""
+    path = run_copy / name
+    path.unlink(missing_ok=True)
+    os.mkfifo(path) if kind == "a FIFO" else path.mkdir()
+    said = f"{name} is {kind}, not a regular file: a run directory's files are plain files"
+    readers = {"trials.jsonl": COMMANDS, "status.json": [["status"], ["report"]], "snapshot.json": []}[name]
+    for command in readers:
+        one_line(capsys, [*command, str(run_copy)], said)
+    if name == "status.json":
+        return  # (a resume writes it, never reads it: over a FIFO by a rename, and a folder is "Is a directory")
+    with pytest.raises(ValueError, match=said):
+        nas.search(ToySpace(), "random", budget=6, executor="inprocess", seed=0, run_dir=run_copy, data=None,
+                   train=scored(toy_score), resume=True)
 
 
 def test_a_list_arch_refuses_the_resume_naming_the_field(run_copy):

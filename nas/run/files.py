@@ -4,6 +4,7 @@ text of an OS error (every message that reports one names errno's text)."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -53,3 +54,21 @@ def os_error_text(e: OSError) -> str:
     if isinstance(e.errno, int):
         return os.strerror(e.errno)
     return str(e) or type(e).__name__
+
+
+def check_regular(path: str | os.PathLike[str]) -> None:
+    """A one-line ValueError where ``path`` exists and is no regular file: a folder, or a FIFO, whose open for
+    reading waits for a writer forever (every reader of a run hung, and a resume ignored SIGTERM there)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise ValueError(f"{os.fspath(path)} is {kind}, not a regular file: a run directory's files are plain files")
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """``path``'s bytes, where it is a regular file (:func:`check_regular`)."""
+    check_regular(path)
+    return Path(path).read_bytes()

@@ -48,7 +48,7 @@ from typing import IO, Any, NamedTuple
 import msgspec
 
 from nas.core.types import Report, Result, Trial, legacy_outcome
-from nas.run.files import os_error_text
+from nas.run.files import check_regular, os_error_text
 from nas.run.schema import JOURNAL_DECODER, Finished, Reported, Submit, explain
 
 KINDS = ("submit", "result", "report")
@@ -182,6 +182,7 @@ def cut_torn_tail(path: Path) -> int:
     """
     if not path.is_file():
         return 0
+    check_regular(path)
     with open(path, "rb+") as f:
         size = end = f.seek(0, os.SEEK_END)
         while end > 0:
@@ -295,6 +296,7 @@ def read_records(path: Path) -> Iterator[Record]:
     """Every record of the journal at ``path`` in order; a torn last line (no newline) is ignored."""
     if not path.exists():
         return
+    check_regular(path)
     with open(path, "rb") as f:
         for number, line in enumerate(f, 1):
             if not line.endswith(b"\n"):

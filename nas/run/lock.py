@@ -31,6 +31,8 @@ from typing import Any
 
 import filelock
 
+from nas.run.files import read_file
+
 LOCK_FILE = ".lock"
 HOLDER_FILE = ".lock.json"
 
@@ -61,7 +63,7 @@ class RunLock:
 
     def holder(self) -> dict[str, Any] | None:
         try:
-            value = json.loads((self.dir / HOLDER_FILE).read_text())
+            value = json.loads(read_file(self.dir / HOLDER_FILE))
         except (OSError, ValueError, RecursionError):
             return None
         return value if isinstance(value, dict) else None
@@ -86,7 +88,7 @@ def held(run_dir: str | os.PathLike[str]) -> bool:
     lock with the process). A read: it takes a shared lock for an instant where none is held, never blocks, and
     writes nothing (a missing lock file: never held)."""
     try:
-        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY | os.O_NONBLOCK)  # (a FIFO there: no wait)
     except OSError:
         return False
     try:

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import msgspec
 
 from nas.core.types import FailureKind, Outcome
-from nas.run.files import os_error_text
+from nas.run.files import os_error_text, read_file
 
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
@@ -152,7 +152,7 @@ def read_status(run_dir: str | os.PathLike[str]) -> Status | None:
     :class:`SchemaError` naming the file and field when it does not fit."""
     path = Path(run_dir) / "status.json"
     try:
-        raw = path.read_bytes()
+        raw = read_file(path)
     except FileNotFoundError:
         return None
     except OSError as e:

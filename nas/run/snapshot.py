@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nas.run.files import atomic_write
+from nas.run.files import atomic_write, read_file
 
 if TYPE_CHECKING:
     import torch
@@ -86,7 +86,7 @@ def read_snapshot(path: pathlib.Path) -> dict:
     missing, corrupt, a pickle, or of another format or version."""
     path = pathlib.Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_file(path)
     except OSError as e:
         raise ValueError(f"{path}: cannot read the snapshot ({e.strerror or e})") from None
     if raw[:1] == b"\x80":  # the PROTO opcode that starts every pickle of protocol 2 and later
@@ -120,7 +120,7 @@ def _read_tensors(path: pathlib.Path, meta: Any) -> dict[str, torch.Tensor]:
         raise ValueError(f"{path}: the tensor file {name!r} must be a .safetensors file beside the snapshot")
     tpath = path.parent / name
     try:
-        blob = tpath.read_bytes()
+        blob = read_file(tpath)
     except OSError as e:
         raise ValueError(f"{tpath}: the snapshot's tensor file cannot be read ({e.strerror or e})") from None
     if hashlib.sha256(blob).hexdigest() != meta["sha256"]:

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nas.run.files import atomic_write, os_error_text
+from nas.run.files import atomic_write, check_regular, os_error_text, read_file
 from nas.run.journal import DiskFull, JournalWriter, cut_torn_tail
 from nas.run.layout import CHECKPOINT, EPOCHS, RUN_JSON, STATUS, new_run, read_run_json, take_back
 from nas.run.lock import RunLock
@@ -73,6 +73,7 @@ def read_epochs(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     out = []
+    check_regular(path)
     with open(path, "rb") as f:
         for number, line in enumerate(f, 1):
             if not line.endswith(b"\n"):
@@ -232,14 +233,14 @@ def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
     path = Path(path)
     try:
-        kind = json.loads((path / RUN_JSON).read_text()).get("kind")
+        kind = json.loads(read_file(path / RUN_JSON)).get("kind")
     except (OSError, ValueError, AttributeError, RecursionError):
         return None
     if kind != KIND:
         return None
     cfg, records = read_run(path), read_epochs(path / EPOCHS)
     try:
-        status = json.loads((path / STATUS).read_text())
+        status = json.loads(read_file(path / STATUS))
     except (OSError, ValueError, RecursionError):
         status = {}
     state = str(status.get("state", "created"))

@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nas.run.files import os_error_text
+from nas.run.files import os_error_text, read_file
 
 BEST_JSON, BEST_PT, CHECKPOINTS = "best.json", "best.pt", "checkpoints"
 
@@ -48,7 +48,7 @@ def check_checkpoint(data: bytes, where: object) -> bytes:
 def read_checkpoint(path: Path) -> bytes:
     """The bytes of the weights file ``path``, checked to be data (a ValueError naming it otherwise)."""
     try:
-        data = path.read_bytes()
+        data = read_file(path)
     except OSError as e:
         raise ValueError(f"cannot read {str(path)!r}: {os_error_text(e)}") from None
     return check_checkpoint(data, path)
@@ -97,7 +97,7 @@ def weights_match(path: Path, best: dict[str, Any]) -> bool:
     if best.get("weights") is None:
         return not pt.exists()
     try:
-        return hashlib.sha256(pt.read_bytes()).hexdigest() == best.get("weights_sha256")
+        return hashlib.sha256(read_file(pt)).hexdigest() == best.get("weights_sha256")
     except OSError:
         return False
 
@@ -105,7 +105,7 @@ def weights_match(path: Path, best: dict[str, Any]) -> bool:
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or None where there is none (missing, unreadable, not JSON, not an object)."""
     try:
-        value = json.loads(path.read_text())
+        value = json.loads(read_file(path))
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
