@@ -14,6 +14,7 @@ import os
 import pickle
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -140,8 +141,14 @@ def test_crafted_best_weights_are_refused_not_exported(run_copy, tmp_path, capsy
     (run_copy / "best.pt").write_bytes(crafted)
     best = json.loads((run_copy / "best.json").read_text())
     (run_copy / "best.json").write_text(json.dumps({**best, "weights_sha256": hashlib.sha256(crafted).hexdigest()}))
-    refused(capsys, ["best", str(run_copy), "--export-weights", str(tmp_path / "w.pt")], "is not a plain checkpoint")
-    assert not (tmp_path / "w.pt").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (torch's "Detected pickle protocol 4" warning was printed before the line)
+        refused(capsys, ["best", str(run_copy), "--export-weights", str(tmp_path / "w.pt")],
+                "is not a plain checkpoint")
+        # (--pareto --export skipped them without a word: "wrote front.json (1 members) and 0 weight files")
+        refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(tmp_path / "front")],
+                "best.pt is not a plain checkpoint")
+    assert not (tmp_path / "w.pt").exists() and not (tmp_path / "front").exists()
 
 
 # -- a new run's folder, and a full disk ---------------------------------------------------------------------

@@ -101,14 +101,14 @@ def format_front(obj: Objectives, front: pd.DataFrame, reference: list[float] | 
 
 def kept_weights(run_dir: Path, trial_id: int) -> Path | None:
     """The kept weights of ``trial_id`` in a run directory, or None."""
-    from nas.run.store import CHECKPOINTS, best_weights
+    from nas.run.weights import CHECKPOINTS, best_weights_path
 
     ckpt = run_dir / CHECKPOINTS / f"{trial_id}.pt"
     if ckpt.is_file():
         return ckpt
-    try:
-        return best_weights(run_dir, trial_id)
-    except ValueError:
+    try:  # (whether they load as data is checked as they are copied: weights that do not are refused, not skipped)
+        return best_weights_path(run_dir, trial_id)
+    except ValueError:  # (none kept, or best.pt holds another trial's)
         return None
 
 

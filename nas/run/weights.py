@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ def check_checkpoint(data: bytes, where: object) -> bytes:
     import torch
 
     try:
-        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # (torch warns of a pickle protocol it then refuses: our one line says it)
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # any failure: not a plain checkpoint, refuse it
         raise ValueError(f"{where} is not a plain checkpoint (torch.load(weights_only=True) refused it: "
                          f"{type(e).__name__})") from None
