@@ -51,11 +51,23 @@ def test_best_is_a_readable_block(macro_run, capsys, monkeypatch):
 
 def test_no_broken_pipe_traceback(macro_run):
     env = {**os.environ, "COLUMNS": "80"}
-    for args in (["results", "--view", "arch"], ["results", "--format", "json"], ["best"]):
+    for args in (["results", "--view", "arch"], ["results", "--format", "json"], ["best"], ["status"],
+                 ["best", "--pareto"]):
         proc = subprocess.run(f"{sys.executable} -m nas.cli {args[0]} {macro_run} {' '.join(args[1:])} | head -1",
                               shell=True, capture_output=True, text=True, env=env, timeout=120)
         assert proc.returncode == 0 and proc.stdout.count("\n") == 1, proc
         assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_a_reader_gone_before_the_first_line_ends_the_command_quietly(macro_run):
+    """The pipe's reader closed before the command wrote (it imports for a second first): every write fails, as
+    `nas status RUN | head -3` made it fail with a BrokenPipeError traceback."""
+    for args in (["status"], ["results"], ["best"]):
+        proc = subprocess.Popen([sys.executable, "-m", "nas.cli", args[0], str(macro_run)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0 and err == "", (args, err)
 
 
 def test_best_draw_writes_the_macro_module_graph(macro_run, tmp_path, capsys):

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import importlib
 import importlib.util
+import os
 import signal
 import sys
 import sysconfig
@@ -88,7 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv
     try:
         with _sigterm_as_ctrl_c():
-            return int(args.handler(args) or 0)
+            rc = int(args.handler(args) or 0)
+            sys.stdout.flush()  # (here, where a reader that left is caught, not in the interpreter's exit)
+            return rc
+    except BrokenPipeError:  # (`nas status RUN | head`: the reader left; end quietly, as Python's docs advise)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (so the exit's flush has somewhere to go)
+        return 0
     except Exception as e:
         where = your_code(e)
         told = isinstance(e, ValueError) or (isinstance(e, OSError) and e.errno is not None)

@@ -4,32 +4,14 @@ architecture, its export, its test accuracy, the Pareto front). Both only read t
 from __future__ import annotations
 
 import argparse
-import functools
 import io
 import json
-import os
 import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nas.cli.common import UsageError, nonempty, path_arg
-
-
-def quiet_pipe(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """A command whose reader went away (``nas results RUN | head``) ends quietly, as Python's docs advise:
-    stdout is pointed at /dev/null so that the interpreter's final flush cannot fail again."""
-    @functools.wraps(command)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            rc = command(args)
-            sys.stdout.flush()
-            return rc
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-    return run
 
 
 def terminal_width() -> int:
@@ -37,7 +19,6 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
-@quiet_pipe
 def cmd_results(args: argparse.Namespace) -> int:
     from nas.monitor.tables import arch_view, export_frame, results_table, to_json
     from nas.run.reader import registered_space
@@ -89,7 +70,6 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
-@quiet_pipe
 def cmd_best(args: argparse.Namespace) -> int:
     from nas.run.reader import load_run, read_journal
 
