@@ -282,6 +282,12 @@ def test_one_objective_may_be_given_as_a_string(tmp_path):
     ("run.json", "{}", "must end in .toml, .yaml or .yml"),
     ("latin1.toml", "", "config file '{d}/latin1.toml' is not UTF-8 text (byte 16)"),
     ("folder.toml", "", "config file '{d}/folder.toml' is a directory; name a .toml, .yaml or .yml file"),
+    # (nine aliases of nine: 30 s and gigabytes before "population must be an integer", with a 2 GB error line)
+    ("bomb.yaml", "strategy_options: {population: [&a [x, x], &b [*a, *a]]}\n",
+     "config file '{d}/bomb.yaml' line 1: the alias *a is refused (an alias can expand a small file into gigabytes)"),
+    ("twice.yaml", "budget: 1\nspace: toy\nbudget: 2\n", "config file '{d}/twice.yaml' line 3: key 'budget' is given "
+                                                           "twice"),  # (the last one silently won)
+    ("tag.yaml", "!!python/object/apply:os.system [touch {d}/ran]\n", "could not determine a constructor for the tag"),
 ])
 def test_malformed_config_files(tmp_path, nas_cli, name, text, message):
     (tmp_path / name).write_text(text)
@@ -294,8 +300,11 @@ def test_malformed_config_files(tmp_path, nas_cli, name, text, message):
     if name == "list.toml":
         (tmp_path / name).write_text("[[runs]]\nspace = 'toy'\n")
         message = "unknown config keys ['runs']"
+    if name == "tag.yaml":
+        (tmp_path / name).write_text(text.format(d=tmp_path))
     code, _, err = nas_cli("search", "--config", str(tmp_path / name))
     one_line_error(code, err, message)
+    assert not (tmp_path / "ran").exists()
 
 
 def test_run_directories_that_cannot_be_written(tmp_path, nas_cli):
