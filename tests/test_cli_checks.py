@@ -45,7 +45,8 @@ BAD = [
     (["-o", "populaton=3"], "unknown options ['populaton'] for strategy 'evolution' (did you mean 'population'?)"),
     (["--space", "toyy"], "unknown search space 'toyy' (did you mean 'toy'?)"),
     (["--space", "nas.core.space:SearchSpace"], "declares no decisions"),
-    (["--space", "nosuchmodule:Tiny"], "cannot import module 'nosuchmodule'"),
+    (["--space", "nosuchmodule:Tiny"], "cannot import module 'nosuchmodule' for space 'nosuchmodule:Tiny': No module "
+                                       "named 'nosuchmodule'; run nas from the folder that holds nosuchmodule, or put"),
     (["--space", "os:system"], "names a builtin_function_or_method"),
     (["--scheduler", "ashaa"], "unknown scheduler 'ashaa' (did you mean 'asha'?)"),
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),

@@ -108,7 +108,11 @@ def _imported(spec: str, what: str, form: str, allowed: str, outside: str | os.P
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise ValueError(f"cannot import module {module_name!r} for {what} {spec!r}: {e}") from None
+        where = ""
+        if e.name == module_name.partition(".")[0] or e.name == module_name:  # (the module itself is not found)
+            where = (f"; run nas from the folder that holds {module_name.partition('.')[0]}, or put that folder on "
+                     "PYTHONPATH")
+        raise ValueError(f"cannot import module {module_name!r} for {what} {spec!r}: {e}{where}") from None
     except SyntaxError as e:  # (its traceback holds no frame of the file: it was never run)
         raise ValueError(f"cannot import module {module_name!r} for {what} {spec!r}: SyntaxError: {e.msg} "
                          f"({e.filename}, line {e.lineno})") from None
