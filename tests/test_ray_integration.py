@@ -119,8 +119,8 @@ def test_cuda_without_a_gpu_request_is_refused(ray_local):
 
 
 def test_actors_that_cannot_start_fail_the_search_with_their_error(ray_local):
-    tabular = Dataset("tabular", np.zeros((8, 4), np.float32), np.zeros(8, np.int64), np.zeros((4, 4), np.float32),
-                      np.zeros(4, np.int64))  # flips on inputs that are no images: each worker refuses to start
+    tabular = Dataset("tabular", np.zeros((8, 4), np.float32), np.arange(8) % 2, np.zeros((4, 4), np.float32),
+                      np.arange(4) % 2)  # flips on inputs that are no images: each worker refuses to start
     with pytest.raises(RuntimeError, match="(?s)trainer actors failed to start: .*needs image inputs"):
         RayExecutor(ToySpace(), tabular, TrainSettings(flip=True), workers=1)
 
