@@ -116,6 +116,18 @@ def test_a_runs_file_that_is_no_regular_file_is_one_line_not_a_hang(run_copy, ca
                    train=scored(toy_score), resume=True)
 
 
+@pytest.mark.parametrize("section", ["search", "train", "execution"])
+def test_a_run_json_without_a_section_is_one_line_not_the_defaults(run_copy, capsys, section):
+    """It was read as the defaults: the readers showed the default space and objectives, and a resume said
+    "has budget 24" (the default) of a run of budget 3, or resumed and wrote the default execution back."""
+    cfg = json.loads((run_copy / "run.json").read_text())
+    del cfg[section]
+    (run_copy / "run.json").write_text(json.dumps(cfg))
+    for command in [*COMMANDS, ["search", "--resume"]]:
+        one_line(capsys, [*command, str(run_copy)], f"run.json: missing section '{section}'; format 3 has 'search', "
+                                                     "'train', 'execution'")
+
+
 def test_a_list_arch_refuses_the_resume_naming_the_field(run_copy):
     journal = run_copy / "trials.jsonl"
     lines = journal.read_text().splitlines()

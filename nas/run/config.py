@@ -256,6 +256,10 @@ class RunConfig:
         unknown = sorted(set(saved) - set(top) - {"format"})
         if unknown:
             raise ValueError(f"unknown keys {unknown}; format {FORMAT_VERSION} has {sorted(top)}")
+        missing = [name for name in sections(cls) if name not in saved]
+        if missing:  # (every format-3 run.json has its sections: one without is damaged, never "the defaults")
+            raise ValueError(f"missing section{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}; format "
+                             f"{FORMAT_VERSION} has {', '.join(map(repr, sections(cls)))}")
         values = {name: section_from_json(sections(cls)[name], saved[name], name) if name in sections(cls)
                   else saved[name] for name in top if name in saved}
         return cls(**values)
