@@ -47,7 +47,9 @@ BAD = [
     (["--space", "nas.core.space:SearchSpace"], "declares no decisions"),
     (["--space", "nosuchmodule:Tiny"], "cannot import module 'nosuchmodule' for space 'nosuchmodule:Tiny': No module "
                                        "named 'nosuchmodule'; run nas from the folder that holds nosuchmodule, or put"),
-    (["--space", "os:system"], "names a builtin_function_or_method"),
+    (["--space", "os:system"], "names a module of Python's standard library, which is not imported"),
+    (["--space", "this:s"], "names a module of Python's standard library"),  # (its import prints the Zen)
+    (["--space", "nas.__main__:X"], "names a program's entry point (__main__), which is not imported"),
     (["--scheduler", "ashaa"], "unknown scheduler 'ashaa' (did you mean 'asha'?)"),
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),
     (["--dataset", "digitz"], "unknown dataset 'digitz' (did you mean 'digits'?)"),

@@ -158,7 +158,8 @@ def test_the_training_function_is_recorded_by_what_can_import_it_again():
     assert train_spec(top_level) == f"{__name__}:top_level" and train_from_spec(train_spec(top_level)) is top_level
     assert re.fullmatch(r"custom, not importable \(scored\('len'\); code [0-9a-f]{12}\)", train_spec(nas.scored(len)))
     assert train_spec(lambda ctx: None).startswith(f"custom, not importable ({__name__}:")
-    for spec, message in [("os:system", "names a builtin_function_or_method"), ("json:dumps", "names a function"),
+    for spec, message in [("os:system", "names a module of Python's standard library"),
+                          ("json:dumps", "names a module of Python's standard library"),
                           ("nas.core.space:SearchSpace", "names a type"), ("no_such_module:train", "cannot import"),
                           ("custom, not importable (x)", "the training function is custom, not importable")]:
         with pytest.raises(ValueError, match=message):

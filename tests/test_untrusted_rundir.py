@@ -105,6 +105,22 @@ def test_resume_refuses_a_space_that_is_no_searchspace_class(run_copy, tmp_path,
     assert saved["search"]["budget"] == 3  # refused before anything was written
 
 
+@pytest.mark.parametrize("key", ["space", "function"])
+@pytest.mark.parametrize("argv", [["search", "--resume", "{run}", "--budget", "4"],
+                                  ["retrain", "{run}", "--executor", "inprocess", "--out", "{out}"]],
+                         ids=["resume", "retrain"])
+def test_a_standard_library_module_named_by_run_json_is_refused_before_its_import(run_copy, tmp_path, key, argv):
+    """`this:s` printed The Zen of Python before the refusal: importing a module runs it, and the standard library's
+    (`this`, `antigravity`) are refused as spaces or training functions only once imported."""
+    cfg = json.loads((run_copy / "run.json").read_text())
+    cfg["search" if key == "space" else "train"][key] = "this:s"
+    cfg["train"]["dataset"] = "digits"  # (retrain's data is checked before its training function)
+    (run_copy / "run.json").write_text(json.dumps(cfg))
+    proc = nas_cli(*[a.format(run=run_copy, out=tmp_path / "out") for a in argv], cwd=tmp_path)
+    assert proc.returncode == 2 and "names a module of Python's standard library, which is not imported" in proc.stderr
+    assert "Zen" not in proc.stdout + proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("name", [SNAPSHOT, "strategy.pkl"])
 def test_resume_unpickles_no_strategy_state(run_copy, tmp_path, name):
     marker = tmp_path / "unpickled"

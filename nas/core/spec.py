@@ -5,7 +5,8 @@ A spec is a registered space name (``nb201``) or ``module:Class`` naming a :clas
 Read-only commands (results, best, status, report) call with ``allow_import=False``: a ``module:Class`` spec is then
 refused without importing anything. Running or resuming a search (the user points at the run) calls with
 ``allow_import=True``: the module is imported and its attribute must be a SearchSpace subclass (or instance);
-functions and other callables (``os:system``, ``sys:exit``, ``code:interact``) are refused, never called.
+functions and other callables (``nas.cli:main``) are refused, never called; a module of Python's standard library
+(``os:system``, ``this:s``, whose import alone prints) or a ``__main__`` is refused before anything is imported.
 
 >>> resolve_space_spec("toy", allow_import=False).__name__
 'ToySpace'
@@ -14,8 +15,10 @@ functions and other callables (``os:system``, ``sys:exit``, ``code:interact``) a
 ...         resolve_space_spec(spec, allow_import=allow_import)
 ...     except ValueError as e:
 ...         return str(e).split(";")[0]
+>>> refusal("nas.cli:main", allow_import=True)
+"space 'nas.cli:main' names a function"
 >>> refusal("os:system", allow_import=True)
-"space 'os:system' names a builtin_function_or_method"
+"space 'os:system' names a module of Python's standard library, which is not imported"
 >>> refusal("mymodule:Tiny", allow_import=False)
 "space 'mymodule:Tiny' is user code"
 >>> space_from_spec({"class": "nb201", "args": {"channels": 4}}).channels
@@ -34,7 +37,7 @@ such a run, and another lambda or closure (other code, or other values captured)
 >>> train_from_spec("os:system")
 Traceback (most recent call last):
 ...
-ValueError: training function 'os:system' names a builtin_function_or_method; allowed: builtin, or module:function...
+ValueError: training function 'os:system' names a module of Python's standard library, which is not imported; ...
 """
 
 from __future__ import annotations
@@ -105,6 +108,10 @@ def _imported(spec: str, what: str, form: str, allowed: str, outside: str | os.P
         raise ValueError(f"{what} {spec!r} is not {form}; allowed: {allowed}")
     if outside is not None:
         check_outside(module_name, outside, f"{what} {spec!r}")
+    if _stdlib(module_name) or module_name.rpartition(".")[2] == "__main__":  # (refused before import: importing
+        kind = "a program's entry point (__main__)" if module_name.endswith("__main__") else \
+            "a module of Python's standard library"  # `this`, `antigravity` or a __main__ runs code on its own)
+        raise ValueError(f"{what} {spec!r} names {kind}, which is not imported; allowed: {allowed}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
