@@ -151,6 +151,16 @@ def test_crafted_best_weights_are_refused_not_exported(run_copy, tmp_path, capsy
     assert not (tmp_path / "w.pt").exists() and not (tmp_path / "front").exists()
 
 
+def test_a_front_members_checkpoint_that_is_a_folder_is_refused_not_skipped(run_copy, tmp_path, capsys):
+    best = json.loads((run_copy / "best.json").read_text())["trial_id"]
+    kept = run_copy / "checkpoints" / f"{best}.pt"
+    kept.unlink(missing_ok=True)
+    kept.mkdir(parents=True)
+    refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(tmp_path / "front")],
+            f"checkpoints/{best}.pt is a folder, not a regular file")
+    assert not (tmp_path / "front").exists()
+
+
 # -- a new run's folder, and a full disk ---------------------------------------------------------------------
 @pytest.mark.parametrize("files", [["best.pt"], ["best.json", "snapshot.json"], ["status.json"], ["notes.txt"],
                                    [".lock.json"], [".lock"]])  # (files of a lock's names, not a lock's: the user's)

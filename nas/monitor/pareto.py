@@ -24,7 +24,7 @@ from nas.core.front import DEFAULT_OBJECTIVES, objective_frame, pareto_front, re
 from nas.core.objectives import Objectives, hypervolume
 from nas.run.config import RunConfig
 from nas.run.export import check_export_dir, check_not_owned, write_export
-from nas.run.files import os_error_text
+from nas.run.files import check_regular, os_error_text
 from nas.run.layout import first_missing, remove_made
 
 
@@ -104,7 +104,8 @@ def kept_weights(run_dir: Path, trial_id: int) -> Path | None:
     from nas.run.weights import CHECKPOINTS, best_weights_path
 
     ckpt = run_dir / CHECKPOINTS / f"{trial_id}.pt"
-    if ckpt.is_file():
+    if ckpt.exists():
+        check_regular(ckpt)  # (a folder in its place is refused, not taken as no weights)
         return ckpt
     try:  # (whether they load as data is checked as they are copied: weights that do not are refused, not skipped)
         return best_weights_path(run_dir, trial_id)
