@@ -229,7 +229,7 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     out_dir = out_dir or Path(run_dir) / "retrain"
     check_run_dir(out_dir, resume=False, flag=out_flag)  # (as the caller names it, before anything starts)
     if space is None:
-        space = nas.api.space_from_spec(cfg.search.space, cfg.search.space_args)
+        space = nas.api.space_from_spec(cfg.search.space, cfg.search.space_args, outside=run_dir)
     elif space.spec() != {"class": cfg.search.space, "args": dict(cfg.search.space_args)}:
         raise ValueError(f"space {space.spec()} is not the space run {str(run_dir)!r} searched "
                          f"({ {'class': cfg.search.space, 'args': dict(cfg.search.space_args)} })")

@@ -121,6 +121,24 @@ def test_a_standard_library_module_named_by_run_json_is_refused_before_its_impor
     assert "Zen" not in proc.stdout + proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv", [["best", "{run}", "--draw", "{out}.html"],
+                                  ["retrain", "{run}", "--executor", "inprocess", "--epochs", "1", "--out", "{out}"],
+                                  ["search", "--resume", "{run}", "--budget", "4"]], ids=["draw", "retrain", "resume"])
+def test_a_space_module_planted_in_the_run_directory_is_never_imported(run_copy, tmp_path, argv):
+    """With the run directory on PYTHONPATH (or the current folder), a resume refused the planted module, but
+    `nas best --draw` and `nas retrain` imported it: its code ran."""
+    marker = tmp_path / "imported"
+    (run_copy / "planted.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).touch()\n"
+                                         "from nas.search_spaces.toy import ToySpace as Space\n")
+    set_space(run_copy, "planted:Space")
+    cfg = json.loads((run_copy / "run.json").read_text())
+    cfg["train"]["dataset"] = "digits"  # (retrain's data is checked before its space)
+    (run_copy / "run.json").write_text(json.dumps(cfg))
+    proc = nas_cli(*[a.format(run=run_copy, out=tmp_path / "out") for a in argv], cwd=run_copy)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("name", [SNAPSHOT, "strategy.pkl"])
 def test_resume_unpickles_no_strategy_state(run_copy, tmp_path, name):
     marker = tmp_path / "unpickled"

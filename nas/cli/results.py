@@ -95,7 +95,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 
     wrote = []  # (the exports first: one that fails is the command's one line, not a line after the block)
     if args.draw:
-        write_export(args.draw, draw_best(cfg, best, args.draw))
+        write_export(args.draw, draw_best(cfg, best, args.draw, args.run_dir))
         wrote.append(f"wrote {args.draw}")
     if args.export_json:
         write_export(args.export_json, json.dumps(
@@ -119,12 +119,13 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
-def draw_best(cfg: object, best: object, path: str) -> bytes:
-    """The picture of the best trial's architecture: an HTML page (plotly's JavaScript inside) or DOT text."""
+def draw_best(cfg: object, best: object, path: str, run_dir: str) -> bytes:
+    """The picture of the best trial's architecture: an HTML page (plotly's JavaScript inside) or DOT text (its
+    space's module imported, never from inside ``run_dir``)."""
     from nas.monitor.archdraw import Drawer
     from nas.monitor.archgraph import to_dot
 
-    drawer = Drawer(cfg, allow_import=True)  # type: ignore[arg-type]
+    drawer = Drawer(cfg, allow_import=True, outside=run_dir)  # type: ignore[arg-type]
     title = f"trial {best.trial_id}: {best.arch}"  # type: ignore[attr-defined]
     if path.endswith(".dot"):
         graph = drawer.graph(best.arch)  # type: ignore[attr-defined]

@@ -168,11 +168,12 @@ def check_outside(module_name: str, run_dir: str | os.PathLike[str], what: str =
 
 
 def space_from_spec(spec: str | Mapping[str, Any] | SearchSpace, args: Mapping[str, Any] | None = None, *,
-                    allow_import: bool = True) -> SearchSpace:
+                    allow_import: bool = True, outside: str | os.PathLike[str] | None = None) -> SearchSpace:
     """The space ``spec`` names, built with its constructor arguments: a SearchSpace (returned as it is), a registered
     name or ``module:Class`` (with ``args``), or a recorded spec ``{"class": ..., "args": {...}}``
     (:meth:`nas.core.space.SearchSpace.spec`). Every path that rebuilds a space comes here; a space that cannot be
-    built, or that declares no decisions (an abstract one), is a ValueError."""
+    built, or that declares no decisions (an abstract one), is a ValueError. ``outside``: the run directory the spec
+    was read from, whose code is never imported (:func:`check_outside`)."""
     from nas.core.space import SearchSpace
 
     if isinstance(spec, SearchSpace):
@@ -182,7 +183,7 @@ def space_from_spec(spec: str | Mapping[str, Any] | SearchSpace, args: Mapping[s
         if not isinstance(name, str) or not isinstance(recorded, Mapping):
             raise ValueError(f"space spec {dict(spec)!r} is not a space specification ({{'class': ..., 'args': ...}})")
         spec, args = name, {**recorded, **(args or {})}
-    found = resolve_space_spec(spec, allow_import=allow_import)
+    found = resolve_space_spec(spec, allow_import=allow_import, outside=outside)
     if isinstance(found, SearchSpace):
         if args:
             raise ValueError(f"space {spec!r} is an instance: it takes no arguments, got {dict(args)!r}")

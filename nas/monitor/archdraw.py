@@ -9,6 +9,7 @@ code); ``nas best --draw FILE`` rebuilds a ``module:Class`` space as ``--evaluat
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,8 +78,9 @@ class Drawer:
     a ``module:Class`` space's module may be imported) and its task once (from the run's dataset spec); None
     for what cannot be drawn (user code not allowed, no dataset, a build that fails)."""
 
-    def __init__(self, cfg: RunConfig, *, allow_import: bool = False) -> None:
-        self.cfg, self.allow_import = cfg, allow_import
+    def __init__(self, cfg: RunConfig, *, allow_import: bool = False,
+                 outside: str | os.PathLike[str] | None = None) -> None:
+        self.cfg, self.allow_import, self.outside = cfg, allow_import, outside
         self._space: SearchSpace | None = None
         self._task: Task | None = None
         self._tried = False
@@ -90,7 +92,8 @@ class Drawer:
         from nas.core.spec import space_from_spec
 
         try:
-            self._space = space_from_spec(self.cfg.search.space_spec(), allow_import=self.allow_import)
+            self._space = space_from_spec(self.cfg.search.space_spec(), allow_import=self.allow_import,
+                                          outside=self.outside)
         except Exception:  # (user code not allowed here, or another version's arguments)
             return
         if self._space.registered_name != "nb201" and self.cfg.train.dataset:
