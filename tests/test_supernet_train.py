@@ -237,3 +237,87 @@ def test_nas_status_says_what_a_supernet_run_is(tmp_path, capsys):
         main(["supernet", "train", "--executor", "inprocess", "--seed", "-1", "--run-dir", str(tmp_path / "y")])
     assert e.value.code == 2 and not (tmp_path / "y").exists()
     assert "argument --seed: the seed must be an integer from 0 to 2**63 - 1, got -1" in capsys.readouterr().err
+
+
+# -- a damaged supernet run directory: one line, nothing written ----------------------------------------------------
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory):
+    run = tmp_path_factory.mktemp("sn") / "sn"
+    train_supernet("macro", "synthetic", run, epochs=1, settings=TrainSettings(device="cpu", threads=1),
+                   executor="inprocess", progress=False)
+    return run
+
+
+@pytest.fixture
+def sn_copy(one_epoch, tmp_path):
+    import shutil
+
+    shutil.copytree(one_epoch, tmp_path / "sn")
+    return tmp_path / "sn"
+
+
+def files_of(run):
+    return {p.name: p.read_bytes() for p in sorted(run.iterdir()) if p.is_file()}
+
+
+def refused_in_one_line(capsys, argv, *fragments):
+    from nas.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and all(f in err[0] for f in fragments), err
+
+
+def with_metadata(path, **changes):
+    """The weights file with ``changes`` in its header's metadata (the tensors as they were)."""
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    header["__metadata__"].update(changes)
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + n:])
+
+
+@pytest.mark.parametrize("changes", [{"space_spec": "[" * 100_000 + "]" * 100_000},  # (RecursionError)
+                                     {"task": '{"input_shape": [1e400], "num_classes": 10}'},  # (OverflowError)
+                                     {"task": '{"input_shape": [-5, 8, 8], "num_classes": -3}'}])  # (torch's error)
+def test_a_weights_header_that_lies_is_one_line(sn_copy, tmp_path, capsys, changes):
+    with_metadata(sn_copy / WEIGHTS, **changes)
+    refused_in_one_line(capsys, ["search", "--supernet", str(sn_copy), "--executor", "inprocess", "--budget", "2",
+                                 "--dataset", "synthetic", "--run-dir", str(tmp_path / "s")],
+                        f"{WEIGHTS} is not a supernet weights file of this version")
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("value", ["null", '"x"', "[1]"])
+def test_an_epoch_record_of_the_wrong_type_is_one_line_naming_its_line(sn_copy, capsys, value):
+    journal = sn_copy / EPOCHS
+    record = json.loads(journal.read_text().splitlines()[0])
+    journal.write_text(json.dumps({**record, "train_loss": "@@"}).replace('"@@"', value) + "\n")
+    refused_in_one_line(capsys, ["status", str(sn_copy)], f"{EPOCHS} line 1 is an epoch record of the wrong shape "
+                                                          "(train_loss: expected a number")
+
+
+@pytest.mark.parametrize("damage", ["fifo journal", "folder journal", "folder weights", "checkpoint state"])
+def test_a_damaged_supernet_resume_is_refused_before_anything_is_written(sn_copy, capsys, damage):
+    """A FIFO journal hung the resume; a folder in the journal's or the weights' place was found only once it wrote
+    (after an epoch's training, for the weights), a checkpoint state of {} was a KeyError traceback: each after
+    run.json and .lock.json had been rewritten."""
+    import os
+
+    if damage.endswith("journal"):
+        (sn_copy / EPOCHS).unlink()
+        os.mkfifo(sn_copy / EPOCHS) if damage.startswith("fifo") else (sn_copy / EPOCHS).mkdir()
+    elif damage == "folder weights":
+        (sn_copy / WEIGHTS).unlink()
+        (sn_copy / WEIGHTS).mkdir()
+    else:
+        checkpoint = json.loads((sn_copy / "checkpoint.json").read_text())
+        checkpoint["payload"]["state"] = {}
+        (sn_copy / "checkpoint.json").write_text(json.dumps(checkpoint))
+    before = files_of(sn_copy)
+    said = "is not a supernet checkpoint" if damage == "checkpoint state" else "not a regular file"
+    refused_in_one_line(capsys, ["supernet", "train", "--resume", "--run-dir", str(sn_copy), "--executor", "inprocess",
+                                 "--epochs", "2", "--quiet"], said)
+    assert files_of(sn_copy) == before

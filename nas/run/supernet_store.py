@@ -70,10 +70,10 @@ class EpochJournal(JournalWriter):
 
 def read_epochs(path: Path) -> list[dict[str, Any]]:
     """The epoch records of ``path``; a torn last line is ignored, any other bad line is a ValueError."""
+    check_regular(path)  # (a FIFO was "no records", then the resume waited on it forever)
     if not path.is_file():
         return []
     out = []
-    check_regular(path)
     with open(path, "rb") as f:
         for number, line in enumerate(f, 1):
             if not line.endswith(b"\n"):
@@ -84,6 +84,10 @@ def read_epochs(path: Path) -> list[dict[str, Any]]:
                 rec = None
             if not isinstance(rec, dict) or rec.get("kind") != "epoch" or not isinstance(rec.get("epoch"), int):
                 raise ValueError(f"{path} line {number} is not an epoch record; the journal is corrupt")
+            for key in ("train_loss", "train_acc"):  # (what `nas status` shows of the last epoch, as numbers)
+                if key in rec and type(rec[key]) not in (int, float):
+                    raise ValueError(f"{path} line {number} is an epoch record of the wrong shape ({key}: expected a "
+                                     f"number, got {type(rec.get(key)).__name__}); the journal is corrupt")
             out.append(rec)
     return out
 
@@ -115,6 +119,10 @@ class SupernetStore:
         """Continue the run in ``path`` as ``config``; every check runs before anything is written."""
         path = Path(path)
         prior = read_run(path)
+        from nas.train.supernet_io import WEIGHTS
+
+        for name in (EPOCHS, CHECKPOINT, WEIGHTS, STATUS):  # (a folder there failed only after an epoch's training)
+            check_regular(path / name)
         lock = RunLock(path).acquire()
         try:
             diffs = [f"{k}: {there!r} there, {here!r} here" for k, there, here in _differences(prior, config)
@@ -252,7 +260,8 @@ def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     st = {"kind": KIND, "run_dir": str(path), "state": state, "epochs_done": last.get("epoch", 0),
           "epochs": cfg.get("epochs"), "train_loss": last.get("train_loss"), "train_acc": last.get("train_acc"),
           "ranks": cfg.get("ranks", 1)}
-    figures = "" if not last else f", last epoch: train loss {last['train_loss']:.4f}, accuracy {last['train_acc']:.4f}"
+    figures = "" if not {"train_loss", "train_acc"} <= set(last) else \
+        f", last epoch: train loss {last['train_loss']:.4f}, accuracy {last['train_acc']:.4f}"
     st["text"] = (f"supernet  {path}  ({cfg.get('space')} on {cfg.get('dataset')}, {cfg.get('sampling')} sampling, "
                   f"{st['ranks']} rank{'s' if st['ranks'] != 1 else ''})\n"
                   f"state     {state}\nepochs    {st['epochs_done']}/{st['epochs']}{figures}")
@@ -280,7 +289,9 @@ def _read_checkpoint(path: Path) -> dict[str, Any] | None:
     if not (path / CHECKPOINT).exists():
         return None
     payload = read_snapshot(path / CHECKPOINT)  # JSON + safetensors: a pickle is refused unread
-    if payload.get("format") != FORMAT or not isinstance(payload.get("epoch"), int) or "state" not in payload:
+    state, record = payload.get("state"), payload.get("record")
+    if payload.get("format") != FORMAT or not isinstance(payload.get("epoch"), int) or not isinstance(state, dict) \
+            or state.get("epoch") != payload["epoch"] or not isinstance(record, dict):
         raise ValueError(f"{path / CHECKPOINT} is not a supernet checkpoint of this version")
     return payload
 

@@ -97,7 +97,9 @@ def read_info(run_dir: str | os.PathLike[str]) -> SupernetInfo:
         info = SupernetInfo(file, hashlib.sha256(data).hexdigest(), json.loads(meta["space_spec"]),
                             Task(tuple(int(d) for d in task["input_shape"]), int(task["num_classes"])),
                             int(meta["epoch"]), shapes)
-    except (SafetensorError, ValueError, KeyError, TypeError, OSError) as e:
+        if not all(d >= 1 for d in info.task.input_shape) or info.task.num_classes < 2 or info.epoch < 0:
+            raise ValueError(f"task {task!r}, epoch {info.epoch}: sizes must be >= 1, classes >= 2")
+    except (SafetensorError, ValueError, KeyError, TypeError, OSError, OverflowError, RecursionError) as e:
         raise ValueError(f"{file} is not a supernet weights file of this version ({FORMAT} {VERSION}): "
                          f"{type(e).__name__}: {e}") from None
     if not isinstance(info.space_spec, dict) or not isinstance(info.space_spec.get("class"), str):
