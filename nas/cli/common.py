@@ -56,14 +56,10 @@ def folder_arg(value: str) -> str:
     it is empty, a file, a run directory or inside one, before a benchmark runs for minutes only to be refused."""
     if not value.strip():
         raise argparse.ArgumentTypeError(f"{value!r} is an empty path; name a folder")
-    from pathlib import Path
-
-    from nas.run.export import check_export_dir
+    from nas.run.export import check_export_folder
 
     try:
-        check_export_dir(value, "write into")
-        if Path(value).expanduser().exists() and not Path(value).expanduser().is_dir():
-            raise ValueError(f"cannot write into {value!r}: it is a file; name a folder")
+        check_export_folder(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     except OSError as e:

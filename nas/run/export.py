@@ -75,13 +75,20 @@ def check_export_dir(path: str | os.PathLike[str], what: str = "export into") ->
     return target
 
 
-def make_export_dir(path: str | os.PathLike[str]) -> Path:
-    """The user's export folder ``path``, made where it is missing (its parents too): refused in one line where it is
-    a run directory or inside one (:func:`check_export_dir`), a file, or cannot be made (errno's text)."""
+def check_export_folder(path: str | os.PathLike[str]) -> Path:
+    """The user's folder ``path`` to write into (as given, ``~`` expanded): refused in one line where it is a run
+    directory or inside one (:func:`check_export_dir`), or a file."""
     check_export_dir(path, "write into")
     folder = Path(path).expanduser()
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"cannot write into {str(path)!r}: it is a file; name a folder")
+    return folder
+
+
+def make_export_dir(path: str | os.PathLike[str]) -> Path:
+    """The user's export folder ``path`` (:func:`check_export_folder`), made where it is missing (its parents too); one
+    that cannot be made is refused with errno's text."""
+    folder = check_export_folder(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -129,4 +136,5 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
         raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
 
 
-__all__ = ["check_export_dir", "check_not_owned", "is_run_dir", "make_export_dir", "owned_by_run", "write_export"]
+__all__ = ["check_export_dir", "check_export_folder", "check_not_owned", "is_run_dir", "make_export_dir",
+           "owned_by_run", "write_export"]
