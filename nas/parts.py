@@ -147,13 +147,20 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
             check_reachable(address)
     if data and t.dataset is not None:
         check_dataset(t.dataset)
-    if train and executor and t.function == BUILTIN and t.supernet is None and e.executor in ("ray", "inprocess"):
+    if train and executor and builtin_trains(config):
         if data and t.dataset is None:
             raise ValueError("the built-in trainer needs data: --dataset none is for a training function of your own "
                              "that needs none (--train-function MODULE:FUNCTION)")
         check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
     for spec in e.log:
         check_log_dir(spec)
+
+
+def builtin_trains(config: RunConfig) -> bool:
+    """Whether the built-in trainer trains each trial of ``config``: its function, no supernet to evaluate with, on an
+    executor that trains (not the simulated one, which answers from a table)."""
+    t = config.train
+    return t.function == BUILTIN and t.supernet is None and config.execution.executor in ("ray", "inprocess")
 
 
 def check_device(device: str, executor: str, gpus_per_trial: float) -> None:
@@ -315,6 +322,6 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
     return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name, notify=notify)
 
 
-__all__ = ["build_scheduler", "build_strategy", "check_dataset", "check_device", "check_inputs", "check_log_dir",
-           "check_run_dir", "check_storage", "composes", "connect", "executor_name", "keep_warm_weights",
-           "make_strategy", "strategy_class"]
+__all__ = ["build_scheduler", "build_strategy", "builtin_trains", "check_dataset", "check_device", "check_inputs",
+           "check_log_dir", "check_run_dir", "check_storage", "composes", "connect", "executor_name",
+           "keep_warm_weights", "make_strategy", "strategy_class"]

@@ -51,7 +51,15 @@ from nas.engine.interfaces import Callback
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import Executor, ExecutorConfig, build_executor
 from nas.engine.stop import StopSignal
-from nas.parts import build_scheduler, build_strategy, check_inputs, connect, executor_name, keep_warm_weights
+from nas.parts import (
+    build_scheduler,
+    build_strategy,
+    builtin_trains,
+    check_inputs,
+    connect,
+    executor_name,
+    keep_warm_weights,
+)
 from nas.run.config import RunConfig
 from nas.run.journal import bulk_load
 from nas.run.reader import results_frame
@@ -102,10 +110,8 @@ class Run:
                      data=given.data is None, executor=given.executor is None,
                      train=given.train is None)  # (names first: nothing built yet)
         config, space, data, train = _resolve(config, given, resume)
-        t = config.train
         check_space(space, None if given.space is not None else config.search.space,
-                    builds=given.executor is None and t.function == BUILTIN and t.supernet is None
-                    and config.execution.executor in ("ray", "inprocess"))
+                    builds=given.executor is None and builtin_trains(config))
         strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
                                   config.search.strategy_options, config.search.objectives)
         scheduler = build_scheduler(config, strategy)
