@@ -30,7 +30,7 @@ from nas.core.types import Trial
 from nas.run.config import RunConfig
 from nas.run.files import os_error_text
 from nas.run.journal import DiskFull, Record, bulk_load, latest_results, read_records
-from nas.run.lock import HOLDER_FILE, LOCK_FILE, RunLock
+from nas.run.lock import HOLDER_FILE, HOLDER_KEYS, LOCK_FILE, RunLock
 from nas.run.snapshot import read_snapshot
 from nas.run.weights import BEST_JSON, BEST_PT, CHECKPOINTS
 
@@ -113,7 +113,7 @@ def _left_lock(path: Path) -> bool:
             return path.is_file() and path.stat().st_size == 0
         if path.name == HOLDER_FILE and path.is_file() and path.stat().st_size < 4096:
             record = json.loads(path.read_bytes())
-            return isinstance(record, dict) and set(record) == {"pid", "host", "started"}
+            return isinstance(record, dict) and set(record) == set(HOLDER_KEYS)
     except (OSError, ValueError, RecursionError):
         return False
     return False

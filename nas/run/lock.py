@@ -35,6 +35,7 @@ from nas.run.files import read_file
 
 LOCK_FILE = ".lock"
 HOLDER_FILE = ".lock.json"
+HOLDER_KEYS = ("pid", "host", "started")  # what .lock.json says of the search that holds the lock
 
 
 class RunLock:
@@ -56,10 +57,8 @@ class RunLock:
         """Say who holds the lock (called once the writer's checks have passed)."""
         from nas.run.files import atomic_write
 
-        atomic_write(self.dir / HOLDER_FILE, json.dumps({
-            "pid": os.getpid(), "host": socket.gethostname(),
-            "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        }).encode())
+        said = (os.getpid(), socket.gethostname(), datetime.datetime.now().isoformat(timespec="seconds"))
+        atomic_write(self.dir / HOLDER_FILE, json.dumps(dict(zip(HOLDER_KEYS, said, strict=True))).encode())
 
     def holder(self) -> dict[str, Any] | None:
         try:
