@@ -48,7 +48,7 @@ from typing import Any
 
 from nas.run.files import atomic_write, check_regular, os_error_text, read_file
 from nas.run.journal import DiskFull, JournalWriter, cut_torn_tail
-from nas.run.layout import CHECKPOINT, EPOCHS, RUN_JSON, STATUS, new_run, read_run_json, take_back
+from nas.run.layout import CHECKPOINT, EPOCHS, RUN_JSON, STATUS, SUPERNET_WEIGHTS, new_run, read_run_json, take_back
 from nas.run.lock import RunLock
 from nas.run.snapshot import read_snapshot, write_snapshot
 
@@ -119,9 +119,7 @@ class SupernetStore:
         """Continue the run in ``path`` as ``config``; every check runs before anything is written."""
         path = Path(path)
         prior = read_run(path)
-        from nas.train.supernet_io import WEIGHTS
-
-        for name in (EPOCHS, CHECKPOINT, WEIGHTS, STATUS):  # (a folder there failed only after an epoch's training)
+        for name in (EPOCHS, CHECKPOINT, SUPERNET_WEIGHTS, STATUS):  # (a folder there: found after an epoch trained)
             check_regular(path / name)
         lock = RunLock(path).acquire()
         try:
