@@ -111,8 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _said(e: Exception) -> str:
     """An error's line: an OSError met on a user's path (a missing file, a name too long for the file system, a
     read-only one) as errno's text and the path, without Python's ``[Errno N]``."""
-    if isinstance(e, OSError) and e.errno is not None and e.strerror and e.filename is not None:
-        return f"{e.strerror}: {e.filename!r}" + (f" -> {e.filename2!r}" if e.filename2 is not None else "")
+    if isinstance(e, OSError) and e.errno is not None and e.filename is not None:
+        from nas.run.files import os_error_text
+
+        return f"{os_error_text(e)}: {e.filename!r}" + (f" -> {e.filename2!r}" if e.filename2 is not None else "")
     return str(e)
 
 
