@@ -321,3 +321,22 @@ def test_a_damaged_supernet_resume_is_refused_before_anything_is_written(sn_copy
     refused_in_one_line(capsys, ["supernet", "train", "--resume", "--run-dir", str(sn_copy), "--executor", "inprocess",
                                  "--epochs", "2", "--quiet"], said)
     assert files_of(sn_copy) == before
+
+
+def test_an_interrupt_while_the_first_epoch_is_journaled_keeps_the_run(tmp_path, monkeypatch):
+    """SIGTERM (as Ctrl-C) landing after the first epoch's journal line was written, before the store had noted the
+    record, made the store take the whole new run back: its run.json, checkpoint and journaled epoch deleted (CI saw
+    it once in test_sigterm). The epoch's checkpoint on disk now keeps the run."""
+    from nas.run.supernet_store import EpochJournal
+
+    store = SupernetStore.create(tmp_path / "s", {"space": "macro", "epochs": 2})
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(EpochJournal, "sync", interrupted)  # (the line is written; its fsync is interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.on_epoch({"epoch": 1, "train_loss": 1.5, "train_acc": 0.5}, {"epoch": 1, "w": np.arange(3)}, b"w")
+    store.discard()
+    assert [r["epoch"] for r in read_epochs(tmp_path / "s" / EPOCHS)] == [1]
+    assert (tmp_path / "s" / "run.json").is_file() and (tmp_path / "s" / "checkpoint.json").is_file()

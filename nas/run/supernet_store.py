@@ -197,8 +197,9 @@ class SupernetStore:
     def discard(self) -> None:
         """Close a new run that failed before its first epoch (Ray did not start, too few CPUs for its ranks) and
         take it back, as :meth:`nas.run.store.RunStore.discard` does; one with an epoch, or resumed, is only
-        closed."""
-        if self._undo is None or self.records:
+        closed. An epoch counts once its checkpoint is on disk: a Ctrl-C (or SIGTERM) between that write and the
+        epoch's record in memory took back a trained, journaled epoch."""
+        if self._undo is None or self.records or (self.path / CHECKPOINT).exists():
             self.close()
             return
         self.journal.close()
