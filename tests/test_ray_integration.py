@@ -21,7 +21,6 @@ from nas.strategies.random import RandomSearch
 from nas.train.data import Dataset
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
-from tests.helpers import wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -158,21 +157,32 @@ def test_cli_search_subprocess(tmp_path):
 
 
 class WaitsForGo:
-    """Trial 0 waits until the ``go`` file exists; the others report at once."""
+    """Trial 0 says it started on the ``started`` FIFO (a :class:`tests.conftest.Signal`), then waits until the
+    test writes a line into the ``go`` FIFO; the others report at once."""
 
-    def __init__(self, go):
-        self.go = go
+    def __init__(self, started, go):
+        self.started, self.go = started, go
 
     def __call__(self, ctx):
-        while ctx.trial.trial_id == 0 and not os.path.exists(self.go):
-            threading.Event().wait(0.01)
+        if ctx.trial.trial_id == 0:
+            with open(self.started, "w") as f:  # waits until the test reads
+                f.write("0\n")
+            with open(self.go) as f:  # waits until the test opens it to write, then for its line
+                f.readline()
         ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch))
 
 
-def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ray_local, tmp_path):
-    go = tmp_path / "go"
+def go(path):
+    """Let trial 0 of :class:`WaitsForGo` go on (it opens ``path`` to read right after its started signal)."""
+    with open(path, "w") as f:
+        f.write("go\n")
+
+
+def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ray_local, tmp_path, signals):
+    started, gate = signals("started"), tmp_path / "go"
+    os.mkfifo(gate)
     ex = RayExecutor(ToySpace(), None, workers=1, prefetch=True, namespace="nas-test-started",
-                     train=WaitsForGo(str(go)))
+                     train=WaitsForGo(started.path, str(gate)))
     try:
         strategy = RandomSearch(ToySpace(), seed=0)
         first, second = strategy.ask(), strategy.ask()
@@ -185,11 +195,12 @@ def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ra
         assert [(e.kind.value, e.trial.trial_id) for e in events] == [("started", 0)]
         assert events[0].worker == "nas-trainer-0" and events[0].time is not None
         # "started" is the driver's (the worker was idle); the actor names its trial once its training thread took
-        # it, which the answer to info can precede: asked until then
-        current = wait_until(lambda: ray.get(ex.actor(0).info.remote())["current"], "the actor to name trial 0")
+        # it, before the training function runs, which says so
+        assert started.wait() == "0"
+        current = ray.get(ex.actor(0).info.remote())["current"]
         assert current["trial_id"] == 0 and current["arch"] == ToySpace().format(first.arch)
         assert ex.poll(timeout=0.5) == []  # trial 1 is queued behind trial 0: it has not started
-        go.touch()
+        go(gate)
         while len(events) < 6:
             events += ex.poll(timeout=30)
         assert [(e.kind.value, e.trial.trial_id) for e in events] == [
@@ -199,14 +210,16 @@ def test_the_actor_says_when_a_trial_starts_and_a_prefetched_one_waits_queued(ra
         ex.shutdown()
 
 
-def test_a_cancelled_queued_trial_ends_cancelled_without_training_and_the_worker_goes_on(ray_local, tmp_path):
+def test_a_cancelled_queued_trial_ends_cancelled_without_training_and_the_worker_goes_on(ray_local, tmp_path,
+                                                                                          signals):
     """The actor hears the cancel of the trial queued behind its running one: that trial never trains (no report)
     and ends CANCELLED in its turn; the trial sent after it runs as usual."""
     from nas.core.types import Outcome
 
-    go = tmp_path / "go"
+    started, gate = signals("started"), tmp_path / "go"
+    os.mkfifo(gate)
     ex = RayExecutor(ToySpace(), None, workers=1, prefetch=True, namespace="nas-test-cancel",
-                     train=WaitsForGo(str(go)))
+                     train=WaitsForGo(started.path, str(gate)))
     try:
         strategy = RandomSearch(ToySpace(), seed=0)
         first, second, third = strategy.ask(), strategy.ask(), strategy.ask()
@@ -215,7 +228,8 @@ def test_a_cancelled_queued_trial_ends_cancelled_without_training_and_the_worker
         ex.stop(second.trial_id, Outcome.CANCELLED)
         # the cancel is in before the first trial may end: the monitor group runs one call at a time, in order
         ray.get(ex.actor(0).info.remote())
-        go.touch()
+        assert started.wait() == "0"
+        go(gate)
         events = []
         while sum(e.kind.value == "finished" for e in events) < 2:
             events += ex.poll(timeout=30)
