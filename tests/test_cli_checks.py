@@ -187,6 +187,40 @@ def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, ca
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("address", "said"), [
+    ("http://127.0.0.1:8265", "'http://127.0.0.1:8265' is not a Ray cluster's address: give its head's host:port (port "
+                              "6379 by default), not the dashboard's URL"),
+    ("127.0.0.1:99999", "the port of the Ray cluster's address '127.0.0.1:99999' is out of range: 1 to 65535"),
+    ("ray://127.0.0.1:0", "the port of the Ray cluster's address 'ray://127.0.0.1:0' is out of range: 1 to 65535")])
+def test_an_address_that_cannot_be_a_clusters_is_refused_in_one_line(tmp_path, capsys, address, said):
+    """(The dashboard's URL was Ray's five-line advice about RAY_ADDRESS; port 99999 was tried and 'refused'.)"""
+    from nas.cli import main
+
+    assert main(["search", "--space", "toy", "--budget", "2", "--run-dir", str(tmp_path / "run"),
+                 "--address", address]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"nas search: error: {said}"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a PID namespace (unshare) that hides the machine's "
+                                              "other Ray clusters, which 'auto' would join")
+def test_address_auto_where_no_cluster_runs_is_one_line(tmp_path):
+    """``--address auto`` with no cluster on the machine was Ray's ConnectionError traceback (exit 1). Ray's
+    'auto' joins any GCS process it sees, so the command runs in a PID namespace of its own, with an empty Ray
+    temporary folder (no recorded cluster)."""
+    (tmp_path / "ray-tmp").mkdir()
+    env = {**os.environ, "RAY_TMPDIR": str(tmp_path / "ray-tmp")}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "nas.cli", "search",
+                           "--space", "toy", "--budget", "2", "--run-dir", "run", "--address", "auto"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "nas search: error: no Ray cluster runs on this machine for the address 'auto': start one (ray start --head) "
+        "or give its head's address (host:port)"), done.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ray-tmp"]
+
+
 @pytest.mark.parametrize("argv", [["search", "--config"], ["search", "--resume"], ["search", "--address"],
                                   ["search", "--recipe"], ["search", "--space"], ["supernet", "train", "--address"],
                                   ["results"], ["report"], ["retrain"], ["serve"]])

@@ -173,9 +173,14 @@ def check_reachable(address: str, *, timeout: float = 10.0) -> None:
     ``ray.init`` would retry for minutes before it gave up. ``auto``, ``local`` and other forms are Ray's to read."""
     import socket
 
+    if "://" in address and not address.startswith("ray://"):
+        raise ValueError(f"{address!r} is not a Ray cluster's address: give its head's host:port (port 6379 by "
+                         f"default), not the dashboard's URL")
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not host or not port.isdigit() or "://" in host:
         return
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"the port of the Ray cluster's address {address!r} is out of range: 1 to 65535")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as e:
@@ -192,9 +197,15 @@ def join(address: str, *, run_name: str | None = None) -> str | None:
 
     loopback = "://" not in address and address.rsplit(":", 1)[0] in (LOOPBACK, "localhost")
     single = _single_node() if loopback else contextlib.nullcontext()  # (else Ray swaps 127.0.0.1 for this host's IP)
-    with single, _keeping_sigterm():
-        ctx = ray.init(address=address, job_config=job_config(run_name), logging_level=logging.WARNING,
-                       log_to_driver=False)
+    try:
+        with single, _keeping_sigterm():
+            ctx = ray.init(address=address, job_config=job_config(run_name), logging_level=logging.WARNING,
+                           log_to_driver=False)
+    except ConnectionError as e:  # (``auto`` where no cluster runs here: Ray's words name its own flags)
+        if address == "auto":
+            raise ValueError("no Ray cluster runs on this machine for the address 'auto': start one (ray start "
+                             "--head) or give its head's address (host:port)") from None
+        raise ValueError(f"cannot join the Ray cluster at {address!r}: {str(e).splitlines()[0]}") from None
     return dashboard_url(ctx)
 
 
