@@ -202,8 +202,51 @@ def reporting_epoch(epoch):
     return fn
 
 
+def returning_epoch(epoch):
+    def fn(ctx):
+        return {"val_acc": 0.5, "epoch": epoch}
+
+    return fn
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("cannot format me")
+
+
+def unprintable(ctx):
+    raise Unprintable()
+
+
+def generator_exit(ctx):
+    raise GeneratorExit  # (a BaseException, as some libraries' own aborts are: it ended the whole search)
+
+
+def nested_too_deep(ctx):
+    deep: list = []
+    for _ in range(300):
+        deep = [deep]
+    ctx.report(epoch=1, val_acc=0.5, deep=deep)
+
+
+def named_by_a_tuple(ctx):
+    return {"val_acc": 0.5, ("per", "class"): 0.1}
+
+
 @pytest.mark.parametrize(("fn", "kind", "error"), [
     (silent, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...)"),
+    # a returned epoch as a reported one: 2**70 ended the search (journal), 2.5 was trained as 2, "x" int()'s words
+    (returning_epoch(2**70), "ERROR", "ValueError: the returned metric epoch must be a whole number (an int below "
+                                      "2**63), got 1180591620717411303424"),
+    (returning_epoch(2.5), "ERROR", "ValueError: the returned metric epoch must be a whole number (an int below "
+                                    "2**63), got 2.5"),
+    (returning_epoch("x"), "ERROR", "ValueError: the returned metric epoch must be a whole number (an int below "
+                                    "2**63), got 'x'"),
+    (unprintable, "ERROR", "Unprintable (its message could not be made: RuntimeError)"),
+    (generator_exit, "ERROR", "GeneratorExit"),
+    (nested_too_deep, "ERROR", "ValueError: metric 'deep' nests lists or mappings deeper than 32 levels"),
+    (named_by_a_tuple, "ERROR", "ValueError: the training function returned a metric named ('per', 'class') "
+                                "(tuple): metric names are strings"),
     # (int() took 1.5 and "2" as epochs 1 and 2; 10**30 ended the search: the journal's "exceeds 64-bit range")
     (reporting_epoch(1.5), "ERROR", "ValueError: report epoch must be a whole number (an int below 2**63), got 1.5"),
     (reporting_epoch("2"), "ERROR", "ValueError: report epoch must be a whole number (an int below 2**63), got '2'"),
@@ -245,6 +288,19 @@ def test_one_number_in_a_tensor_or_array_is_a_number(tmp_path):
 
 def huge(ctx):
     ctx.report(epoch=1, val_acc=10**40, steps=-(10**30))
+
+
+def nested_huge(ctx):
+    ctx.report(epoch=1, val_acc=0.5, counts=[2**64, {"n": -(2**70)}], by_class={0: 3, 1: (2**65,)})
+
+
+def test_an_integer_beyond_64_bits_inside_a_metric_is_journaled_as_a_float(tmp_path):
+    """(Only a metric's own integer was made a float: one inside a list or mapping ended the search.)"""
+    nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=None, train=nested_huge,
+               run_dir=tmp_path / "run")
+    history = nas.load_results(tmp_path / "run")["history"]
+    assert history.map(lambda h: h[0]["counts"]).map(lambda c: c == [2.0**64, {"n": -(2.0**70)}]).all()
+    assert history.map(lambda h: h[0]["by_class"]).map(lambda c: c == {"0": 3, "1": [2.0**65]}).all()
 
 
 def test_an_integer_metric_beyond_64_bits_is_journaled_as_a_float(tmp_path):

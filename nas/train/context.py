@@ -150,15 +150,10 @@ class TrialContext:
         """Record one epoch's metrics and send them on; True when the trial should stop now (the scheduler
         said STOP or PAUSE). ``epoch``: epochs trained in all, from 1 (default: the last one + 1)."""
         last = self.history[-1]["epoch"] if self.history else 0
-        if epoch is None:
-            epoch = last + 1
-        elif isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or not within_int64(int(epoch)):
-            # (int() took 1.5 as 1 and "1" as 1; 10**30 crashed the driver's journal: "exceeds 64-bit range")
-            raise ValueError(f"report epoch must be a whole number (an int below 2**63), got {epoch!r}")
-        epoch = int(epoch)
+        epoch = last + 1 if epoch is None else _whole_epoch(epoch, "report epoch")
         if epoch <= last:
             raise ValueError(f"report epochs must increase: got epoch {epoch} after {last}")
-        metrics = {k: _journal_value(v) for k, v in metrics.items()}
+        metrics = {k: _journal_value(v, k) for k, v in metrics.items()}
         bad = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
         if bad:
             raise TrialFailure(FailureKind.NAN, f"metric {bad[0]} became {metrics[bad[0]]} in epoch {epoch}",
@@ -204,7 +199,7 @@ class TrialContext:
         when ``keep_checkpoint`` (or a paused trial's, always)."""
         final: dict[str, Any] = dict(self.history[-1]) if self.history else {}
         if isinstance(returned, Mapping):
-            final.update({k: _journal_value(v) for k, v in returned.items()})
+            final.update(_returned_metrics(returned))
         if not final:
             wanted = ", ".join(self.objectives.metrics)
             raise TrialFailure(FailureKind.OBJECTIVE_MISSING, _nothing_to_score(returned, wanted), dict(measured or {}))
@@ -244,10 +239,41 @@ def _nothing_to_score(returned: Any, wanted: str) -> str:
             f"{{{wanted.split(', ')[0]!r}: ...}} or report them")
 
 
-def _journal_value(value: Any) -> Any:
+#: how deep a metric's lists and mappings may nest (the journal's JSON writer stops at 255 levels)
+MAX_NESTING = 32
+
+
+def _whole_epoch(epoch: Any, what: str) -> int:
+    """``epoch`` as an int where it is a whole number the journal holds; else a ValueError naming ``what``.
+    (int() took 1.5 as 1 and "1" as 1; 10**30 crashed the driver's journal: "exceeds 64-bit range")."""
+    if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or not within_int64(int(epoch)):
+        raise ValueError(f"{what} must be a whole number (an int below 2**63), got {reprlib.repr(epoch)}")
+    return int(epoch)
+
+
+def _returned_metrics(returned: Mapping[Any, Any]) -> dict[str, Any]:
+    """The final metrics a training function returned, as the journal holds them (an ``epoch`` among them checked
+    as a report's is)."""
+    bad = next((k for k in returned if not isinstance(k, str)), None)
+    if bad is not None:
+        raise ValueError(f"the training function returned a metric named {reprlib.repr(bad)} "
+                         f"({type(bad).__name__}): metric names are strings")
+    return {k: _whole_epoch(python_numbers(v), "the returned metric epoch") if k == "epoch" else _journal_value(v, k)
+            for k, v in returned.items()}
+
+
+def _journal_value(value: Any, name: str, depth: int = 0) -> Any:
     """A metric as the journal holds it: numbers numpy or torch holds as Python's (:func:`python_numbers`); an
     integer too large for the journal's 64-bit integers as a float (what a JSON reader would make of it; beyond a
-    float's range, infinite: a NAN failure); any other value as it is."""
+    float's range, infinite: a NAN failure at the top level), in lists and mappings too (a tuple as a list, a
+    mapping's keys as strings); any other value as it is. A ValueError naming the metric where it nests deeper
+    than :data:`MAX_NESTING` (each of these crashed the driver's journal writer, and with it the search)."""
+    if isinstance(value, Mapping) or type(value) in (list, tuple):
+        if depth == MAX_NESTING:
+            raise ValueError(f"metric {name!r} nests lists or mappings deeper than {MAX_NESTING} levels")
+        if isinstance(value, Mapping):
+            return {str(k): _journal_value(v, name, depth + 1) for k, v in value.items()}
+        return [_journal_value(v, name, depth + 1) for v in value]
     value = python_numbers(value)
     if isinstance(value, int) and not isinstance(value, bool) and not within_int64(value):
         try:

@@ -25,6 +25,7 @@ the training function with no model, data or device, and never imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -72,10 +73,11 @@ def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], wo
                node: str) -> tuple[Result, bytes | None]:
     """Run ``body``; any exception becomes a FAILED result with the error text and its typed reason
     (:func:`failure_kind`). Stamps times and worker."""
-    start = time.time()
+    start, cwd = time.time(), _cwd()
     try:
         result, ckpt = body()
-    except (Exception, SystemExit) as e:  # a candidate's failure is data, not a crash (its sys.exit() too)
+    except (Exception, SystemExit, GeneratorExit) as e:  # a candidate's failure is data, not a crash (its sys.exit()
+        # too); KeyboardInterrupt and the other BaseExceptions are orders to stop the whole process, as Python means
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(e, torch.OutOfMemoryError) and torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -83,12 +85,37 @@ def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], wo
         if isinstance(e, TrialFailure):  # an expected failure: its one line says it all
             result = Result.failed(trial.trial_id, f"{kind.value}: {e}", kind, metrics=e.metrics)
         else:
-            tb = traceback.format_exc(limit=-3)
-            result = Result.failed(trial.trial_id, f"{type(e).__name__}: {e}\n{tb}", kind)
+            result = Result.failed(trial.trial_id, f"{error_text(e)}\n{_traceback(e)}", kind)
         ckpt = None
+    finally:
+        if cwd is not None and _cwd() != cwd:  # a training function's os.chdir ends with its trial
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)
     result.start_time, result.end_time = start, time.time()
     result.worker, result.node = worker, node
     return result, ckpt
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # (the folder was deleted)
+        return None
+
+
+def error_text(e: BaseException) -> str:
+    """``Type: message`` of ``e``, where even its ``__str__`` raises (a candidate's own exception class)."""
+    try:
+        return f"{type(e).__name__}: {e}"
+    except Exception as inner:  # noqa: BLE001 - the text of a failure must not fail the search
+        return f"{type(e).__name__} (its message could not be made: {type(inner).__name__})"
+
+
+def _traceback(e: BaseException) -> str:
+    try:
+        return traceback.format_exc(limit=-3)
+    except Exception:  # noqa: BLE001 - (format_exc calls str(e) too)
+        return "".join(traceback.format_tb(e.__traceback__, limit=-3))
 
 
 class TrialRunner:
@@ -213,4 +240,4 @@ class TrialRunner:
         return ctx.outcome(returned, measured=measured, keep_checkpoint=keep)
 
 
-__all__ = ["TrialRunner", "failure_kind", "run_safely", "worker_identity"]
+__all__ = ["TrialRunner", "error_text", "failure_kind", "run_safely", "worker_identity"]
