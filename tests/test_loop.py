@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -227,3 +229,68 @@ def test_run_files_are_readable_like_any_new_file(tmp_path, toy_train):
     os.umask(umask)
     for name in ("run.json", "snapshot.json", "best.json", "status.json"):
         assert stat.S_IMODE((tmp_path / "r" / name).stat().st_mode) == 0o666 & ~umask
+
+
+def test_an_inprocess_trial_that_never_reports_leaves_poll_to_its_timeout(toy_space):
+    """(``poll`` waited for the trial's next message without a limit: a trial that never reported kept a time budget
+    from ending the search, forever.) What happened before the wait comes back; the next poll waits on."""
+    release = threading.Event()
+
+    def stuck(ctx):
+        release.wait()
+        ctx.report(epoch=1, val_acc=0.5)
+
+    executor = InProcessExecutor(toy_space, None, train=stuck)
+    executor.submit(RandomSearch(toy_space, seed=0).ask(), keep=KeepRule())
+    try:
+        assert [e.kind.value for e in executor.poll(timeout=0.05)] == ["started"]
+        assert executor.poll(timeout=0.05) == [] and executor.in_flight() == 1
+    finally:
+        release.set()
+    assert [e.kind.value for e in executor.poll()] == ["report"]
+    assert [e.kind.value for e in executor.poll()] == ["finished"] and executor.in_flight() == 0
+
+
+def test_a_time_budget_ends_an_inprocess_search_whose_trial_never_reports(tmp_path, toy_space):
+    release = threading.Event()
+
+    def stuck(ctx):
+        release.wait()
+
+    try:
+        df = nas.search(toy_space, "random", budget=3, time_budget=0.2, executor="inprocess", data=None, train=stuck,
+                        run_dir=tmp_path / "r", progress=False)
+    finally:
+        release.set()
+    assert len(df) == 0 and read_journal(tmp_path / "r") == []
+
+
+def test_a_training_function_cannot_change_the_search_around_it(tmp_path, monkeypatch, digits):
+    """In-process, a training function that wrote into ``ctx.trial.arch`` changed the strategy's own record
+    (evolution's mutate then failed: "tuple.index(x): x not in tuple"); one that changed the working folder moved
+    a relative run directory (the search failed writing best.json); one that set torch's default dtype to float64
+    failed every later trial ("mat1 and mat2 must have the same dtype") and left the caller in float64."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+
+    class Linear(SearchSpace):
+        def dims(self):
+            return {"width": [4, 8, 16], "bias": [True, False]}
+
+        def build(self, arch, task):
+            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, arch["width"], bias=arch["bias"]),
+                                       torch.nn.ReLU(), torch.nn.Linear(arch["width"], task.num_classes))
+
+    def careless(ctx):
+        ctx.trial.arch["width"] = 999
+        os.chdir(tmp_path / "elsewhere")
+        torch.set_default_dtype(torch.float64)
+        x, y = next(iter(ctx.data.train_batches(16)))
+        ctx.report(epoch=1, val_acc=-torch.nn.functional.cross_entropy(ctx.model(x), y).item())
+
+    df = nas.search(Linear(), "evolution", budget=6, executor="inprocess", seed=0, data=digits, train=careless,
+                    strategy_options={"population": 3, "sample_size": 2}, settings=TrainSettings(epochs=1),
+                    measure_costs=False, run_dir="run", progress=False)
+    assert (df["state"] == "COMPLETE").all() and len(df) == 6
+    assert {t.arch["width"] for t, _ in read_journal(tmp_path / "run")} <= {4, 8, 16}
+    assert os.getcwd() == str(tmp_path) and torch.get_default_dtype() == torch.float32

@@ -11,6 +11,9 @@ trained, always at the same point.
 from __future__ import annotations
 
 import collections
+import copy
+import dataclasses
+import queue
 import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
@@ -52,6 +55,7 @@ class InProcessExecutor:
         self.checkpoints = BoundedCheckpoints()
         self._queue: collections.deque[tuple[Trial, KeepRule, frozenset[int]]] = collections.deque()
         self._current: tuple[Trial, TrialChannel] | None = None
+        self._waiting = False  # the current trial was let go on and its next message has not come yet
         self._cancelled: set[int] = set()
 
     @classmethod
@@ -84,7 +88,8 @@ class InProcessExecutor:
             self._current[1].decide(DECISION_OF[outcome])
 
     def poll(self, timeout: float | None = None) -> list[Event]:
-        """The next step of the trial in progress, or the start of the next queued one."""
+        """The next step of the trial in progress, or the start of the next queued one; where that step takes
+        longer than ``timeout`` seconds, what happened before it (the next poll waits on)."""
         events: list[Event] = []
         if self._current is None:
             if not self._queue:
@@ -101,13 +106,20 @@ class InProcessExecutor:
                 return [Event.finished(trial, failed)]
             events.append(Event.started(trial, time=time.time(), worker=self.runner.worker))
             channel = TrialChannel(lockstep=True)
-            channel.start(lambda: self.runner.run(trial, self.space, source, report=channel.report,
+            own = dataclasses.replace(trial, arch=copy.deepcopy(trial.arch), hparams=copy.deepcopy(trial.hparams))
+            # (the training function's own copy: one that wrote into ctx.trial.arch changed the strategy's record)
+            channel.start(lambda: self.runner.run(own, self.space, source, report=channel.report,
                                                   inherit=inherit, keep=keep))
-            self._current = (trial, channel)
-        else:
+            self._current, self._waiting = (trial, channel), True
+        elif not self._waiting:
             self._current[1].go_on()
+            self._waiting = True
         trial, channel = self._current
-        message = channel.next()
+        try:
+            message = channel.next(timeout)
+        except queue.Empty:  # (a trial that never reports leaves a time budget to end the search)
+            return events
+        self._waiting = False
         if not isinstance(message, Done | Crashed):
             report = Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time,
                             self.runner.worker)
@@ -129,7 +141,7 @@ class InProcessExecutor:
     def shutdown(self) -> None:
         if self._current is not None:  # let a trial in training end at its next report
             self._current[1].decide(Decision.STOP)
-            self._current = None
+            self._current, self._waiting = None, False
         self._queue.clear()
 
     def __enter__(self) -> InProcessExecutor:

@@ -120,7 +120,7 @@ class RunStore:
         """A new run of ``config`` (a :class:`nas.run.config.RunConfig`, or a mapping of its keys) in ``path``, which
         must be a new or empty directory (refused, naming what it holds, otherwise). Nothing is left behind when it
         fails (a full disk included): one line says why."""
-        path, config = Path(path), RunConfig.coerce(config)
+        path, config = Path(path).absolute(), RunConfig.coerce(config)  # (a trial's os.chdir moves no file)
         with new_run(path) as (lock, wrote, undo):
             atomic_write(path / RUN_JSON, _json(config.to_json()))
             wrote.append(path / RUN_JSON)
@@ -138,7 +138,7 @@ class RunStore:
         """Continue the run in ``path`` as ``config`` (its run.json as this call would write it). Every check
         runs before anything is written; the store writes from the resumed search's first write on (run.json's
         new budget, the lock's holder, a torn last journal line cut), so a refused resume changes no byte."""
-        path, config = Path(path), RunConfig.coerce(config)
+        path, config = Path(path).absolute(), RunConfig.coerce(config)  # (a trial's os.chdir moves no file)
         prior = read_config(path)
         lock = RunLock(path).acquire()
         try:

@@ -68,8 +68,10 @@ class DeviceSide:
 
     @contextlib.contextmanager
     def flags(self) -> Iterator[None]:
-        """Thread count (CPU) and cuDNN autotuning + TF32 matmuls (CUDA) for the duration of a trial."""
-        threads = torch.get_num_threads()
+        """Thread count (CPU) and cuDNN autotuning + TF32 matmuls (CUDA) for the duration of a trial; torch's
+        default dtype and grad mode as they were before it (a training function's ``set_default_dtype(float64)``
+        failed every later trial of its worker, in-process the caller's own code too)."""
+        threads, dtype, grad = torch.get_num_threads(), torch.get_default_dtype(), torch.is_grad_enabled()
         benchmark, precision = torch.backends.cudnn.benchmark, torch.get_float32_matmul_precision()
         if self.settings.threads is not None:
             torch.set_num_threads(self.settings.threads)
@@ -81,6 +83,9 @@ class DeviceSide:
         finally:
             if torch.get_num_threads() != threads:
                 torch.set_num_threads(threads)
+            if torch.get_default_dtype() != dtype:
+                torch.set_default_dtype(dtype)
+            torch.set_grad_enabled(grad)
             torch.backends.cudnn.benchmark = benchmark
             torch.set_float32_matmul_precision(precision)
 
