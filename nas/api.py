@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from nas.core import registry
+from nas.core.objectives import objective_specs
 from nas.core.space import SearchSpace
 from nas.core.spec import space_from_spec
 from nas.core.strategy import Strategy, check_strategy
@@ -132,8 +133,8 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
             raise TypeError(f"{key} must be {allowed}, got {value!r} ({type(value).__name__})")
     if isinstance(strategy, Strategy):
         check_strategy(strategy)
-    if isinstance(keywords.get("objectives"), str):  # (one objective, as the command line's --objective)
-        keywords["objectives"] = [keywords["objectives"]]
+    if "objectives" in keywords:  # (one, as the command line's --objective; several; or {metric: mode})
+        keywords["objectives"] = [str(o) for o in objective_specs(keywords["objectives"])]
     optional = {leaf.name for leaf in leaves(RunConfig) if leaf.type.endswith("| None")}
     values: dict[str, Any] = {k: python_numbers(v) for k, v in keywords.items()
                               if v is not None or k in optional}  # None: default
@@ -168,7 +169,7 @@ def configure(config: RunConfig | str | SearchSpace | None = None, strategy: str
             raise TypeError(f"warm_start must be a run directory or a list of them, got {values['warm_start']!r}")
         values["warm_start"] = [os.fspath(p) for p in runs]
     if "objectives" in values:
-        values["objectives"] = list(values["objectives"])
+        values["objectives"] = [str(o) for o in objective_specs(values["objectives"])]
     cfg = config.updated(values) if config is not None else RunConfig.from_mapping(values)
     return cfg, Given(space=space if isinstance(space, SearchSpace) else None,
                       strategy=strategy if isinstance(strategy, Strategy) else None, train=train,

@@ -275,6 +275,14 @@ def test_one_objective_may_be_given_as_a_string(tmp_path):
     assert len(df) == 2 and nas.load_run(tmp_path / "run")[0].search.objectives == ["val_acc:min"]
 
 
+def test_objectives_may_be_given_as_a_mapping_of_metric_to_mode(tmp_path):
+    """(``{"loss": "min"}`` was read as ``["loss"]``: the search maximised loss, run.json said 'loss:max'.)"""
+    df = nas.search("toy", "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop,
+                    run_dir=tmp_path / "run", objectives={"val_acc": "min"},
+                    settings=nas.TrainSettings(objectives={"val_acc": "min"}))
+    assert len(df) == 2 and nas.load_run(tmp_path / "run")[0].search.objectives == ["val_acc:min"]
+
+
 @pytest.mark.parametrize(("name", "text", "message"), [
     ("bad.yaml", "space: [toy\n", "is malformed"),
     ("list.toml", "", "must hold a table of options"),

@@ -19,6 +19,8 @@ def test_parsing():
     assert obj.to_list() == ["val_acc:max", "latency_ms:min", "params:max"]
     assert Objectives(obj.to_list()) == obj and len(obj) == 3
     assert Objectives("loss:min").metrics == ("loss",)
+    # (list({"loss": "min"}) is ["loss"]: the mode was dropped, and loss maximised)
+    assert Objectives({"val_acc": "max", "loss": "min"}).to_list() == ["val_acc:max", "loss:min"]
 
 
 @pytest.mark.parametrize(("specs", "message"), [
@@ -28,6 +30,9 @@ def test_parsing():
     (["a:min:max"], "objective mode for 'a' must be max or min, got 'min:max'"),
     ([3], "an objective is a string like 'val_acc' or 'loss:min', got 3"),
     ([], "at least one objective is needed, got none"),
+    ({"loss": 3}, "objectives as a mapping name each metric's mode, as {'loss': 'min'}; got 'loss': 3"),
+    ({"loss": "least"}, "objective mode for 'loss' must be max or min, got 'least'"),
+    (3, "objectives are a string like 'val_acc' or 'loss:min', a list of them or a mapping of metric to mode; got 3"),
 ])
 def test_bad_objectives_are_one_line_errors(specs, message):
     with pytest.raises(ValueError) as err:

@@ -66,13 +66,32 @@ class Objective:
         return f"{self.metric}:{self.mode}"
 
 
+def objective_specs(given: Any) -> list[str | Objective]:
+    """The objectives ``given`` as a list: one (``"loss:min"``), several, or a mapping of metric to mode
+    (``{"loss": "min"}``, whose modes ``list()`` dropped: loss was maximised).
+
+    >>> objective_specs({"val_acc": "max", "latency_ms": "min"}), objective_specs("loss:min")
+    (['val_acc:max', 'latency_ms:min'], ['loss:min'])
+    """
+    if isinstance(given, str | Objective):
+        return [given]
+    if isinstance(given, Mapping):
+        bad = next(((m, v) for m, v in given.items() if not isinstance(m, str) or not isinstance(v, str)), None)
+        if bad is not None:
+            raise ValueError(f"objectives as a mapping name each metric's mode, as {{'loss': 'min'}}; got "
+                             f"{bad[0]!r}: {bad[1]!r}")
+        return [f"{m}:{v}" for m, v in given.items()]
+    if not isinstance(given, Sequence):
+        raise ValueError(f"objectives are a string like 'val_acc' or 'loss:min', a list of them or a mapping of "
+                         f"metric to mode; got {given!r}")
+    return list(given)
+
+
 class Objectives:
     """One or more objectives, in order; each metric at most once (default: ``val_acc`` maximised)."""
 
-    def __init__(self, specs: Sequence[str | Objective] | str = ("val_acc",)) -> None:
-        if isinstance(specs, str | Objective):
-            specs = [specs]
-        parsed = [Objective.parse(s) for s in specs]
+    def __init__(self, specs: Sequence[str | Objective] | Mapping[str, str] | str = ("val_acc",)) -> None:
+        parsed = [Objective.parse(s) for s in objective_specs(specs)]
         if not parsed:
             raise ValueError("at least one objective is needed, got none")
         seen: set[str] = set()

@@ -74,7 +74,7 @@ class SearchSection:
         if self.time_budget is not None and not 0 < self.time_budget < math.inf:  # (inf: say none; it is not JSON)
             raise ValueError(f"config key 'time_budget' must be a finite number of seconds > 0 (or none), got "
                              f"{self.time_budget!r}")
-        self.objectives = Objectives(list(self.objectives)).to_list()  # a ValueError names a bad one
+        self.objectives = Objectives(self.objectives).to_list()  # a ValueError names a bad one
         self.warm_start = [str(p) for p in self.warm_start]
 
     def space_spec(self) -> dict[str, Any]:

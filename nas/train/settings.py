@@ -95,7 +95,7 @@ class TrainSettings:
         if self.data_budget_mb is not None and not (isinstance(self.data_budget_mb, (int, float))
                                                     and self.data_budget_mb >= 0):
             raise ValueError(f"data_budget_mb must be None (automatic) or a number >= 0, got {self.data_budget_mb!r}")
-        object.__setattr__(self, "objectives", tuple(Objectives(list(self.objectives)).to_list()))
+        object.__setattr__(self, "objectives", tuple(Objectives(self.objectives).to_list()))
         Constraints(max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)  # a ValueError names a bad one
         if self.proxy_screen is not None:
             parse_screen(self.proxy_screen)
