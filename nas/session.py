@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -185,9 +186,15 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
                              "executor you build")
         e = dataclasses.replace(e, trial_workers=own,
                                 gang_strategy=getattr(given.executor, "gang_strategy", e.gang_strategy))
+        built_for = getattr(given.executor, "space", None)
+        if isinstance(built_for, SearchSpace) and built_for.dims() != space.dims():
+            raise ValueError(f"the executor you built runs the space {built_for.spec()['class']!r}, not this "
+                             f"search's {spec['class']!r}: build it with the search's space")
     else:
         executor, executor_class = e.executor, e.executor_class
         _check_executor(config, resume)
+        if executor == "simulated":
+            _check_simulated(config, spec["class"], trains=function != BUILTIN)
     data: Dataset | None = given.data
     if data is None and t.dataset is not None:
         data = load_dataset(t.dataset, seed=s.seed)
@@ -276,6 +283,20 @@ def _check_executor(config: RunConfig, resume: bool) -> None:
         raise ValueError(_python_only(config, resume, f"ran on an executor object of class {e.executor_class}, "
                                       "which is not registered", "executor=<that executor>"))
     registry.executors.check(e.executor)  # a ValueError naming the known ones
+
+
+def _check_simulated(config: RunConfig, space: str, *, trains: bool) -> None:
+    """The simulated executor answers each trial from its table, of one space, and runs no training function (one
+    handed in was never called; another space's trials all failed: "architecture keys do not match")."""
+    name = config.execution.executor_options.get("benchmark", "nb201-cifar10")
+    table = registry.tables.get(name) if isinstance(name, str) else name
+    answers = getattr(table.func if isinstance(table, functools.partial) else table, "space", None)
+    if trains:
+        raise ValueError(f"the simulated executor answers each trial from its table ({name}) and runs no training "
+                         f"function: leave train out, or run it on the inprocess or ray executor")
+    if answers is not None and space != answers:
+        raise ValueError(f"the simulated executor's table {name} answers the space {answers!r}, not {space!r}: "
+                         f"search {answers!r}, or run this space on the inprocess or ray executor")
 
 
 def _python_only(config: RunConfig, resume: bool, what: str, keyword: str) -> str:

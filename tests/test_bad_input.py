@@ -234,6 +234,33 @@ def test_objects_of_the_wrong_kind_are_refused_before_anything_is_made(tmp_path,
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("space", "kw", "message"), [
+    # (train was never called; every trial of another space failed: "architecture keys do not match")
+    ("nb201", {"train": nas.train.simple.noop}, "the simulated executor answers each trial from its table "
+     "(nb201-cifar10) and runs no training function: leave train out, or run it on the inprocess or ray executor"),
+    ("toy", {}, "the simulated executor's table nb201-cifar10 answers the space 'nb201', not 'toy': search 'nb201', "
+                "or run this space on the inprocess or ray executor"),
+])
+def test_what_the_simulated_executor_cannot_answer_is_refused_before_anything(tmp_path, space, kw, message):
+    with pytest.raises(ValueError) as info:
+        nas.search(space, "random", budget=2, executor="simulated", data=None, run_dir=tmp_path / "run", **kw)
+    assert str(info.value) == message
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_executor_built_for_another_space_is_refused_before_anything(tmp_path):
+    """(Every trial failed, as an ERROR: "architecture keys do not match the space".)"""
+    from nas.engine.inprocess import InProcessExecutor
+    from nas.search_spaces.nb201 import NB201Space
+
+    with pytest.raises(ValueError) as info:
+        nas.search("toy", "random", budget=2, executor=InProcessExecutor(NB201Space(), None), data=None,
+                   run_dir=tmp_path / "run")
+    assert str(info.value) == ("the executor you built runs the space 'nb201', not this search's 'toy': build it "
+                               "with the search's space")
+    assert not (tmp_path / "run").exists()
+
+
 def test_numpy_numbers_are_numbers_to_the_python_api(tmp_path):
     """(np.int64(3), as np.arange and arrays give them, was refused: "budget must be an integer, got np.int64(3)")"""
     df = nas.search("toy", "evolution", budget=np.int64(4), seed=np.int64(3), workers=np.int32(1), data=None,
