@@ -261,6 +261,20 @@ def test_an_executor_built_for_another_space_is_refused_before_anything(tmp_path
     assert not (tmp_path / "run").exists()
 
 
+def test_a_strategy_object_serves_one_search(tmp_path):
+    """(Handed to a second search it went on from its state: trial ids from 4, proposals other than its seed's,
+    while run.json recorded the seed.)"""
+    strategy = nas.make_strategy("random", ToySpace(), seed=0)
+    nas.search("toy", strategy, budget=4, executor="inprocess", data=None, train=nas.train.simple.noop,
+               run_dir=tmp_path / "a")
+    with pytest.raises(ValueError) as info:
+        nas.search("toy", strategy, budget=4, executor="inprocess", data=None, train=nas.train.simple.noop,
+                   run_dir=tmp_path / "b")
+    assert str(info.value) == ("strategy RandomSearch has proposed 4 trials already (in an earlier search): a search "
+                               "starts from a strategy that has proposed none; make a new one")
+    assert not (tmp_path / "b").exists()
+
+
 def test_numpy_numbers_are_numbers_to_the_python_api(tmp_path):
     """(np.int64(3), as np.arange and arrays give them, was refused: "budget must be an integer, got np.int64(3)")"""
     df = nas.search("toy", "evolution", budget=np.int64(4), seed=np.int64(3), workers=np.int32(1), data=None,

@@ -141,7 +141,8 @@ def check_fraction(name: str, value: Any, *, low: float = 0.0, high: float = 1.0
 def check_strategy(strategy: Strategy) -> None:
     """A TypeError, before anything is made, unless the Strategy object handed in can run: its ``__init__`` called
     the base's (an AttributeError on ``rng`` at the first ask otherwise) and its class implements ``ask`` and
-    ``tell`` (a bare NotImplementedError after the first trial otherwise)."""
+    ``tell`` (a bare NotImplementedError after the first trial otherwise); a ValueError where it has proposed trials
+    already (an object handed to a second search)."""
     name = type(strategy).__name__
     if not all(hasattr(strategy, attr) for attr in ("space", "rng", "_next_id")):
         raise TypeError(f"strategy {name} was not set up as a nas.Strategy: its __init__ must call "
@@ -150,6 +151,9 @@ def check_strategy(strategy: Strategy) -> None:
     if missing:
         raise TypeError(f"strategy {name} does not implement {' and '.join(missing)}: a strategy implements "
                         "ask() -> Trial | None and tell(trial, result)")
+    if strategy._next_id != 0:  # (its state went on: ids from 4, other proposals than the seed's, in a new run)
+        raise ValueError(f"strategy {name} has proposed {strategy._next_id} trials already (in an earlier search): "
+                         f"a search starts from a strategy that has proposed none; make a new one")
 
 
 def check_asked(trial: object, strategy: str) -> None:
