@@ -474,3 +474,23 @@ def test_connect_refuses_an_address_that_is_no_string_before_ray_starts():
                                         r"or None, got 6379 \(int\)$"):
         nas.connect(6379)
     assert ray.is_initialized() is before
+
+
+@pytest.mark.parametrize(("name", "obj", "error", "message"), [
+    # (register_space(3) was accepted, then every later search failed listing the names: "'<' not supported")
+    (3, None, ValueError, "a search space is registered under a name, a non-empty string without ':' or spaces; "
+                          "got 3"),
+    ("", None, ValueError, "a search space is registered under a name, a non-empty string without ':' or spaces; "
+                           "got ''"),
+    ("my:space", None, ValueError, "a search space is registered under a name, a non-empty string without ':' or "
+                                   "spaces; got 'my:space'"),
+    ("mine", int, TypeError, "search space 'mine': <class 'int'> cannot be registered (it takes no attributes); "
+                             "register a class of your own"),
+])
+def test_a_registration_that_cannot_work_is_refused_and_registers_nothing(name, obj, error, message):
+    from nas.core.registry import register_space, spaces
+
+    before = spaces.names()
+    with pytest.raises(error) as info:
+        register_space(name)(obj)
+    assert str(info.value) == message and spaces.names() == before

@@ -33,11 +33,22 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
+        """A decorator registering its class (or function) as ``name``: a non-empty name without ':' or spaces, which
+        the command line's ``module:Class`` and a listing's columns keep apart (``register(3)`` broke every later
+        search's listing of names)."""
+        if not isinstance(name, str) or not name or ":" in name or name != "".join(name.split()):
+            raise ValueError(f"a {self.kind} is registered under a name, a non-empty string without ':' or spaces; "
+                             f"got {name!r}")
+
         def add(obj: T) -> T:
             if name in self._entries and self._entries[name] is not obj:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
+            try:
+                setattr(obj, "registered_name", name)  # noqa: B010
+            except (AttributeError, TypeError):
+                raise TypeError(f"{self.kind} {name!r}: {obj!r} cannot be registered (it takes no attributes); "
+                                f"register a class of your own") from None
             self._entries[name] = obj
-            setattr(obj, "registered_name", name)  # noqa: B010
             return obj
 
         return add
