@@ -494,3 +494,32 @@ def test_a_registration_that_cannot_work_is_refused_and_registers_nothing(name, 
     with pytest.raises(error) as info:
         register_space(name)(obj)
     assert str(info.value) == message and spaces.names() == before
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    # (threads=2**40 was kept, then torch's "Overflow when unpacking long" in the middle of the search)
+    ({"threads": 2**40}, "threads must be None (the worker's CPU share) or an integer from 1 to 4096, got "
+                         "1099511627776"),
+    ({"threads": 0}, "threads must be None (the worker's CPU share) or an integer from 1 to 4096, got 0"),
+    # (kept, then nas.search said "settings.seed 1 and seed 0 differ", blaming a conflict for a wrong type)
+    ({"seed": "1"}, "seed must be an integer from 0 to 2**63 - 1, got '1'"),
+    ({"seed": -1}, "seed must be an integer from 0 to 2**63 - 1, got -1"),
+    ({"seed": True}, "seed must be an integer from 0 to 2**63 - 1, got True"),
+])
+def test_train_settings_refuse_what_cannot_train(kw, message):
+    with pytest.raises(ValueError) as info:
+        nas.TrainSettings(**kw)
+    assert str(info.value) == message
+
+
+def test_a_config_mapping_takes_numpy_numbers_and_names_what_is_wrong():
+    """(``from_mapping({'epochs': np.int64(3)})`` was "must be an integer, got np.int64(3)" where nas.search took it;
+    None an AttributeError on 'items'; a key of another type str.join's TypeError.)"""
+    from nas.run.config import RunConfig
+
+    assert RunConfig.from_mapping({"epochs": np.int64(3)}).train.settings.epochs == 3
+    assert nas.TrainSettings(seed=np.int64(3), epochs=np.int32(2)).seed == 3
+    with pytest.raises(TypeError, match=r"^a config is a mapping of option names to values, got None \(NoneType\)$"):
+        RunConfig.from_mapping(None)
+    with pytest.raises(ValueError, match=r"^unknown config keys \['1'\]; known: "):
+        RunConfig.from_mapping({1: 2})

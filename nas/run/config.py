@@ -32,6 +32,7 @@ from typing import Any
 from nas.core.fields import option
 from nas.core.objectives import Objectives
 from nas.core.spec import same_function
+from nas.core.types import python_numbers
 from nas.engine.protocol import GANG_STRATEGIES
 from nas.run.config_tree import BUILTIN, check_type, leaves, plain, section_from_json, sections
 from nas.train.settings import TrainSettings
@@ -238,7 +239,10 @@ class RunConfig:
         ``[execution]``), rejecting unknown keys by name. A ``recipe`` fills the settings not given."""
         from nas.run.config_tree import flat_values
 
-        return _from_flat(flat_values(cls, values))
+        if not isinstance(values, Mapping):
+            raise TypeError(f"a config is a mapping of option names to values, got {values!r} "
+                            f"({type(values).__name__})")
+        return _from_flat(flat_values(cls, python_numbers(values)))  # (np.int64(3): "must be an integer")
 
     @classmethod
     def from_json(cls, saved: Mapping[str, Any]) -> RunConfig:

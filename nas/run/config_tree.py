@@ -137,7 +137,7 @@ def flat_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
                 check_type(".".join(path), "dict[str, Any]", value)
                 take(path, value)
             else:
-                unknown.append(".".join(path))
+                unknown.append(".".join(map(str, path)))  # (a key of another type: {1: 2})
         if unknown:
             raise ValueError(f"unknown config keys {sorted(unknown)}{did_you_mean(sorted(unknown), known)}; "
                              f"known: {known}")

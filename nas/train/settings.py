@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.fields import option
 from nas.core.objectives import Objectives
-from nas.core.types import Trial
+from nas.core.types import Trial, check_seed, python_numbers
 from nas.train.constraints import Constraints, parse_screen
 from nas.train.hparams import OPTIMIZERS, TRIAL_HPARAMS, check_augmentation, check_hparams
 from nas.train.schedules import SCHEDULES
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: what the built-in trainer reports (names only: this module does not import torch; a test runs a trial and compares)
 FIT_METRICS = ("epoch", "train_loss", "val_loss", "val_acc", "lr")  # nas.train.fit.fit, each epoch
+#: the most torch CPU threads a worker may be given (torch takes a C int; no machine has more cores than this)
+MAX_THREADS = 4096
 RUNNER_METRICS = ("train_seconds", "epochs_trained", "samples_per_second", "threads")  # nas.train.runner
 COST_METRICS = ("params", "flops", "latency_ms", "latency_batch_ms", "batch_size", "peak_memory_mb")  # costs.Costs
 
@@ -82,16 +84,20 @@ class TrainSettings:
     seed: int = option(0, help="seed of the training")
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # numpy's and torch's numbers as Python's (np.int64(3): "not an integer")
+            object.__setattr__(self, f.name, python_numbers(getattr(self, f.name)))
         for name in ("epochs", "batch_size", "max_params", "cost_repeats"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         check_hparams(self.defaults())
+        check_seed(self.seed)  # (seed="1", 1.5, -1 or True was kept, then said to "differ" from the search's)
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be one of auto, cpu, cuda; got {self.device!r}")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
-                                         or self.threads < 1):
-            raise ValueError(f"threads must be None (the worker's CPU share) or an integer >= 1, got {self.threads!r}")
+                                         or not 1 <= self.threads <= MAX_THREADS):  # (2**40: torch's OverflowError)
+            raise ValueError(f"threads must be None (the worker's CPU share) or an integer from 1 to {MAX_THREADS}, "
+                             f"got {self.threads!r}")
         if self.data_budget_mb is not None and not (isinstance(self.data_budget_mb, (int, float))
                                                     and self.data_budget_mb >= 0):
             raise ValueError(f"data_budget_mb must be None (automatic) or a number >= 0, got {self.data_budget_mb!r}")
