@@ -523,3 +523,27 @@ def test_a_config_mapping_takes_numpy_numbers_and_names_what_is_wrong():
         RunConfig.from_mapping(None)
     with pytest.raises(ValueError, match=r"^unknown config keys \['1'\]; known: "):
         RunConfig.from_mapping({1: 2})
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    # (numpy's "expected non-negative integer" and "SeedSequence expects int"; True and 2**70 silently taken)
+    (lambda: nas.make_strategy("random", ToySpace(), seed=-1), ValueError,
+     "seed must be an integer from 0 to 2**63 - 1, got -1"),
+    (lambda: nas.make_strategy("random", ToySpace(), seed=True), ValueError,
+     "seed must be an integer from 0 to 2**63 - 1, got True"),
+    (lambda: nas.load_dataset("digits", seed="1"), ValueError, "seed must be an integer from 0 to 2**63 - 1, got '1'"),
+    # (an AttributeError on 'partition')
+    (lambda: nas.load_dataset(3), TypeError, "a dataset is named by a string (digits, synthetic, a .npz path, "
+                                             "cifar10:DIR, ...) or a path, got 3 (int)"),
+])
+def test_seeds_and_dataset_names_are_checked_where_they_are_taken(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert str(info.value) == message
+
+
+def test_a_dataset_file_may_be_named_by_a_path(tmp_path):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x=rng.normal(size=(40, 1, 4, 4)).astype(np.float32), y=np.arange(40) % 2)
+    assert nas.load_dataset(tmp_path / "d.npz").task.num_classes == 2
+    assert nas.make_strategy("random", ToySpace(), seed=np.int64(3)).seed == 3

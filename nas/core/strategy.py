@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from nas.core.space import SearchSpace
-from nas.core.types import Arch, Result, Trial
+from nas.core.types import Arch, Result, Trial, check_seed, python_numbers
 
 MultiObjective = Literal["native", "scalarize", "refuse"]
 
@@ -52,8 +52,8 @@ class Strategy:
         if not isinstance(space, SearchSpace):
             raise TypeError(f"space must be a nas.SearchSpace, got {type(space).__name__}")
         self.space = space
-        self.seed = seed
-        self.rng = np.random.default_rng(seed)
+        self.seed = None if seed is None else check_seed(python_numbers(seed))  # (-1, "1": numpy's words)
+        self.rng = np.random.default_rng(self.seed)
         self._next_id = 0
 
     @property

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 import zipfile
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from nas.core.nearest import did_you_mean
 from nas.core.space import Task
-from nas.core.types import check_seed
+from nas.core.types import check_seed, python_numbers
 from nas.train.labels import as_labels, check_held_out, check_labels
 
 BUILTIN = ("digits", "synthetic", "cifar10:DIR", "cifar100:DIR", "imagefolder:DIR")
@@ -155,6 +156,12 @@ def _finite(x: np.ndarray, name: str, dataset: str) -> np.ndarray:
 def load_dataset(name: str, *, seed: int = 0) -> Dataset:
     """A built-in dataset by name, a ``.npz`` file by path, or images from disk (``cifar10:DIR``,
     ``cifar100:DIR``, ``imagefolder:DIR``, options after ``?``: see :mod:`nas.train.datasets`)."""
+    if isinstance(name, os.PathLike):  # (a .npz file's path, as nas.search(data=Path(...)) takes it)
+        name = os.fspath(name)
+    if not isinstance(name, str):
+        raise TypeError(f"a dataset is named by a string (digits, synthetic, a .npz path, cifar10:DIR, ...) or a path, "
+                        f"got {name!r} ({type(name).__name__})")
+    seed = check_seed(python_numbers(seed))
     if name.partition(":")[0] in ("cifar10", "cifar100", "imagefolder"):
         from nas.train.datasets import load_image_arrays
 
