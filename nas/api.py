@@ -39,6 +39,7 @@ from nas.parts import build_strategy, connect, make_strategy
 from nas.run.config import RunConfig
 from nas.run.config_tree import leaves
 from nas.run.reader import load_run
+from nas.run.store import check_store_options
 from nas.session import Given, Run, TrainFn
 from nas.train.data import Dataset
 from nas.train.settings import TrainSettings
@@ -98,10 +99,17 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
         raise TypeError(f"stop must be a nas StopSignal, got {stop!r} ({type(stop).__name__})")
     if run_options is not None and not isinstance(run_options, Mapping):
         raise TypeError(f"run_options must be a mapping (snapshot_every=..., ...), got {run_options!r}")
+    check_store_options(run_options or {})
+    for name, value, allowed in (("resume", resume, (True, False)), ("progress", progress, (None, True, False))):
+        if not any(value is a for a in allowed):  # ('no' was truthy: a resume)
+            raise TypeError(f"{name} must be {' or '.join(map(str, allowed))}, got {value!r} ({type(value).__name__})")
     if notify is not None and not callable(notify):
         raise TypeError(f"notify must be a function of one line of text, got {notify!r} ({type(notify).__name__})")
     if isinstance(callbacks, Callback):  # (one, as a list of one)
         callbacks = [callbacks]
+    if callbacks is not None and not isinstance(callbacks, list | tuple):
+        raise TypeError(f"callbacks must be a nas.Callback or a list of them, got {callbacks!r} "
+                        f"({type(callbacks).__name__})")
     for i, cb in enumerate(callbacks or ()):
         if not all(callable(getattr(cb, hook, None)) for hook in CALLBACK_HOOKS):
             raise TypeError(f"callbacks[{i}] must be a nas.Callback (with {', '.join(CALLBACK_HOOKS)}), got "

@@ -221,6 +221,9 @@ class NoTell(nas.Strategy):  # (a bare NotImplementedError after the first trial
     ({"stop": 3}, "stop must be a nas StopSignal, got 3 (int)"),
     ({"warm_start": 3}, "warm_start must be a run directory or a list of them, got 3"),
     ({"run_options": [1]}, "run_options must be a mapping (snapshot_every=..., ...), got [1]"),
+    ({"callbacks": 3}, "callbacks must be a nas.Callback or a list of them, got 3 (int)"),  # ("not iterable")
+    ({"resume": "no"}, "resume must be True or False, got 'no' (str)"),  # (truthy: it resumed)
+    ({"progress": "yes"}, "progress must be None or True or False, got 'yes' (str)"),
     ({"notify": 3}, "notify must be a function of one line of text, got 3 (int)"),  # (called only on Ray: ignored)
 ])
 def test_objects_of_the_wrong_kind_are_refused_before_anything_is_made(tmp_path, given, message):
@@ -547,3 +550,18 @@ def test_a_dataset_file_may_be_named_by_a_path(tmp_path):
     np.savez(tmp_path / "d.npz", x=rng.normal(size=(40, 1, 4, 4)).astype(np.float32), y=np.arange(40) % 2)
     assert nas.load_dataset(tmp_path / "d.npz").task.num_classes == 2
     assert nas.make_strategy("random", ToySpace(), seed=np.int64(3)).seed == 3
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    # (the first: int < str at the first result, the run half made; the second: RunStore's "unexpected keyword")
+    ({"snapshot_every": "x"}, "run option snapshot_every must be an integer >= 1, got 'x'"),
+    ({"nope": 1}, "unknown run options ['nope']; allowed: opener, snapshot_every, snapshot_seconds, snapshot_share, "
+                  "status_interval, replay_seconds"),
+    ({"snapshot_seconds": float("nan")}, "run option snapshot_seconds must be a number of seconds > 0, got nan"),
+    ({"snapshot_share": 2}, "run option snapshot_share must be None or a number in (0, 1], got 2"),
+])
+def test_run_options_are_checked_before_anything_is_made(tmp_path, options, message):
+    with pytest.raises(ValueError) as info:
+        nas.search("toy", "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop,
+                   run_dir=tmp_path / "run", run_options=options)
+    assert str(info.value) == message and not (tmp_path / "run").exists()

@@ -25,7 +25,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,29 @@ from nas.run.weights import (
 
 if TYPE_CHECKING:
     from nas.engine.interfaces import LoopStatus, SnapshotState
+
+
+def check_store_options(options: Mapping[str, Any]) -> None:
+    """A one-line error, before anything is made, for a :class:`RunStore` option it does not take or a value it cannot
+    use (``snapshot_every='x'`` was a TypeError comparing int and str at the first result; an unknown name
+    ``__init__``'s "unexpected keyword argument")."""
+    allowed = ("opener", "snapshot_every", "snapshot_seconds", "snapshot_share", "status_interval", "replay_seconds")
+    unknown = sorted(str(k) for k in options if k not in allowed)
+    if unknown:
+        raise ValueError(f"unknown run options {unknown}; allowed: {', '.join(allowed)}")
+    for name, value in options.items():
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        if name == "opener":
+            ok, wanted = value is None or callable(value), "None or a function like os.open"
+        elif name == "snapshot_every":
+            ok, wanted = number and isinstance(value, int) and value >= 1, "an integer >= 1"
+        elif name == "snapshot_share":
+            ok, wanted = value is None or (number and 0 < value <= 1), "None or a number in (0, 1]"
+        else:
+            ok = (value is None and name == "replay_seconds") or (number and value > 0)
+            wanted = "a number of seconds > 0"
+        if not ok:
+            raise ValueError(f"run option {name} must be {wanted}, got {value!r}")
 
 
 class RunStore:
@@ -355,4 +378,4 @@ def _now() -> str:
 
 
 __all__ = ["BEST_JSON", "BEST_PT", "CHECKPOINTS", "JOURNAL", "MANAGED", "RUN_JSON", "SNAPSHOT", "STATUS", "RunStore",
-           "best_checkpoint", "best_weights", "check_checkpoint", "read_config"]
+           "best_checkpoint", "best_weights", "check_checkpoint", "check_store_options", "read_config"]
