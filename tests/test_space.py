@@ -30,6 +30,10 @@ class Declared(SearchSpace):
         ({"width": []}, "'width' has no options"),
         ([("a", [1, 2]), ("a", [3])], "'a' is declared twice"),
         ({"a": [1, 1, 2]}, "'a' repeats an option"),
+        # (equal in Python, not by repr: one index for both, so encode, decode and mutate mixed them up)
+        ({"a": [1, True]}, "'a' repeats an option: 1 and True are equal in Python"),
+        ({"a": [0.0, -0.0]}, "'a' repeats an option: 0.0 and -0.0 are equal in Python"),
+        ({"a": [[1], [1.0]]}, r"'a' repeats an option: \[1\] and \[1.0\] are equal in Python"),
         ({"a": "abc"}, "needs a list of options"),
         ({"": [1]}, "non-empty strings"),
         # the journal records architectures as JSON: these ended a search in a TypeError from its writer (or, for

@@ -69,6 +69,23 @@ class Task:
     num_classes: int
 
 
+def _equal_options(options: Sequence[Any]) -> tuple[Any, Any] | None:
+    """Two of ``options`` that are equal (``==``), where there are: by hash for hashable ones, else pairwise."""
+    seen: dict[Any, Any] = {}
+    unhashable: list[Any] = []
+    for o in options:
+        try:
+            if o in seen:
+                return seen[o], o
+            seen[o] = o
+        except TypeError:  # (a list or a table)
+            twin = next((u for u in unhashable if u == o), _NONE)
+            if twin is not _NONE:
+                return twin, o
+            unhashable.append(o)
+    return None
+
+
 class SearchSpace:
     """Base class of all spaces. Subclasses implement :meth:`dims` and :meth:`build`."""
 
@@ -186,8 +203,10 @@ class SearchSpace:
             opts = tuple(options)
             if not opts:
                 raise InvalidSpace(f"decision {name!r} has no options")
-            if len(set(map(repr, opts))) != len(opts):
-                raise InvalidSpace(f"decision {name!r} repeats an option: {list(opts)}")
+            same = _equal_options(opts)
+            if same is not None:  # (1 and True, or 0.0 and -0.0: one index each, so encode and mutate mixed them up)
+                raise InvalidSpace(f"decision {name!r} repeats an option: {same[0]!r} and {same[1]!r} are equal in "
+                                   f"Python, so an architecture cannot tell them apart; options {list(opts)}")
             bad = next((o for o in opts if not _json_data(o)), _NONE)
             if bad is not _NONE:
                 raise InvalidSpace(f"decision {name!r} has the option {bad!r}, which is not JSON data (a string, "
