@@ -223,6 +223,13 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     top, epochs = python_numbers((top, epochs))
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be an integer >= 1, got {top!r}")
+    if space is not None and not isinstance(space, SearchSpace):  # (an AttributeError on 'spec')
+        raise TypeError(f"space is the run's space as a nas.SearchSpace object (left out, it is rebuilt from the run's "
+                        f"record), got {space!r} ({type(space).__name__})")
+    own = sorted(set(search_options) & {"seed", "budget", "strategy", "config", "resume", "run_dir"})
+    if own:  # (search()'s "got multiple values for keyword argument")
+        raise ValueError(f"retrain sets {', '.join(own)} itself (the search's seed; a budget of the architectures "
+                         f"chosen, top; its own strategy; out_dir): leave {'them' if len(own) > 1 else 'it'} out")
     cfg, archs = chosen(run_dir, top)
     if not archs:
         raise ValueError(f"run {str(run_dir)!r} has no COMPLETE trial to retrain")
@@ -234,9 +241,10 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
         raise ValueError(f"space {space.spec()} is not the space run {str(run_dir)!r} searched "
                          f"({ {'class': cfg.search.space, 'args': dict(cfg.search.space_args)} })")
     if data is None:
-        data = cfg.train.dataset
-        if data is None:
-            raise ValueError(f"run {str(run_dir)!r} searched data given in Python (or none); pass data= to retrain")
+        if cfg.train.data_object is not None:
+            raise ValueError(f"run {str(run_dir)!r} searched a Dataset given in Python ({cfg.train.data_object}); "
+                             f"pass the same as data= to retrain")
+        data = cfg.train.dataset  # (None: the run searched no data, and so does its retraining)
     function = cfg.train.function
     if "train" not in search_options and function != BUILTIN:  # (the built-in trainer scored another task)
         if function.startswith(CUSTOM):

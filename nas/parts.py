@@ -25,6 +25,7 @@ from nas.core.nearest import did_you_mean
 from nas.core.scheduler import Scheduler, make_scheduler
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy
+from nas.core.types import python_numbers
 from nas.engine.protocol import Executor, check_executor_options, prefetch_mode
 from nas.run.config import RunConfig
 from nas.run.config_tree import BUILTIN
@@ -314,6 +315,9 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
     if address is not None and not isinstance(address, str):
         raise TypeError(f"address must be a Ray cluster's address (a string such as 'host:6379') or None, got "
                         f"{address!r} ({type(address).__name__})")
+    num_cpus = python_numbers(num_cpus)
+    if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 1):
+        raise ValueError(f"num_cpus must be None (every CPU of this machine) or an integer >= 1, got {num_cpus!r}")
     if ray.is_initialized():
         return None
     address = address or os.environ.get("RAY_ADDRESS")

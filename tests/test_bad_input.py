@@ -565,3 +565,37 @@ def test_run_options_are_checked_before_anything_is_made(tmp_path, options, mess
         nas.search("toy", "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop,
                    run_dir=tmp_path / "run", run_options=options)
     assert str(info.value) == message and not (tmp_path / "run").exists()
+
+
+@pytest.fixture
+def noop_run(tmp_path):
+    """A finished run of the toy space with no data (its own training function, importable)."""
+    nas.search("toy", "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop,
+               run_dir=tmp_path / "run")
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda run: nas.load_results(None), TypeError, "a run directory is a path, got None (NoneType)"),
+    (lambda run: nas.retrain(3), TypeError, "a run directory is a path, got 3 (int)"),
+    # (an AttributeError on 'spec')
+    (lambda run: nas.retrain(run, space="toy"), TypeError,
+     "space is the run's space as a nas.SearchSpace object (left out, it is rebuilt from the run's record), got 'toy' "
+     "(str)"),
+    # (search()'s "got multiple values for keyword argument 'seed'")
+    (lambda run: nas.retrain(run, seed=5, budget=2), ValueError, "retrain sets budget, seed itself (the search's seed; "
+     "a budget of the architectures chosen, top; its own strategy; out_dir): leave them out"),
+    (lambda run: nas.connect(num_cpus="2"), ValueError, "num_cpus must be None (every CPU of this machine) or an "
+                                                        "integer >= 1, got '2'"),  # (Ray's AssertionError)
+])
+def test_the_api_beside_search_names_a_bad_argument(noop_run, call, error, message):
+    with pytest.raises(error) as info:
+        call(noop_run)
+    assert str(info.value) == message and not (noop_run / "retrain").exists()
+
+
+def test_a_run_that_searched_no_data_is_retrained_with_none(noop_run):
+    """(It was refused: "searched data given in Python (or none); pass data= to retrain", and data=None is the
+    default, so only data='none' got through.)"""
+    df = nas.retrain(noop_run, executor="inprocess")
+    assert len(df) == 1 and (df["state"] == "COMPLETE").all()

@@ -88,5 +88,7 @@ def load_run(run_dir: str | os.PathLike[str], *,
              before: Sequence[tuple[Trial, Result]] = ()) -> tuple[RunConfig, pd.DataFrame]:
     """A run directory's config (run.json, typed) and its trials, one row each in finishing order, after ``before``
     (e.g. the trials a warm start told its strategy: :func:`nas.run.warmstart.load_run_with_warm`)."""
+    if not isinstance(run_dir, str | os.PathLike):  # (pathlib's "expected str, bytes or os.PathLike object")
+        raise TypeError(f"a run directory is a path, got {run_dir!r} ({type(run_dir).__name__})")
     cfg = read_config(Path(run_dir))
     return cfg, results_frame([*before, *read_journal(run_dir)], registered_formatter(cfg))
