@@ -599,3 +599,24 @@ def test_a_run_that_searched_no_data_is_retrained_with_none(noop_run):
     default, so only data='none' got through.)"""
     df = nas.retrain(noop_run, executor="inprocess")
     assert len(df) == 1 and (df["state"] == "COMPLETE").all()
+
+
+def test_the_pareto_helpers_name_what_they_cannot_rank(noop_run):
+    """(A metric no row has gave an empty front silently; a list an AttributeError on 'empty'; ragged points numpy's
+    "inhomogeneous shape"; a results table to hypervolume pandas' KeyError, its metrics being in a column of
+    mappings; arch_hash of a numpy number json's TypeError.)"""
+    from nas.core.front import hypervolume, pareto_front
+    from nas.core.types import arch_hash
+
+    df = nas.load_results(noop_run)
+    with pytest.raises(ValueError, match=r"^objective metric 'val_ac' is in no row of the results \(did you mean "
+                                         r"'val_acc'\?\)$"):
+        pareto_front(df, ["val_ac"])
+    with pytest.raises(TypeError, match=r"^a results table is a pandas DataFrame \(nas.load_results\(RUN\)\), got "
+                                        r"list$"):
+        pareto_front([1, 2])
+    with pytest.raises(ValueError, match=r"^points must be rows of 2 numbers, one per objective, got "
+                                         r"\[\[1, 2\], \[1\]\]$"):
+        hypervolume([[1, 2], [1]], [0, 0], ["a", "b"])
+    assert hypervolume(df, [-1], ["val_acc"]) == 1.0  # (noop reports val_acc 0)
+    assert arch_hash({"a": np.int64(1)}) == arch_hash({"a": 1})

@@ -19,6 +19,7 @@ gives, else from a column of that name.
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from nas.core import objectives as core
+from nas.core.nearest import did_you_mean
 from nas.core.objectives import Objectives
 
 DEFAULT_OBJECTIVES = ("val_acc:max",)
@@ -35,9 +37,15 @@ def objective_frame(df: pd.DataFrame, objectives: Sequence[str] | Objectives = D
     """The rows of ``df`` that can be ranked (COMPLETE, every objective a finite number), with a column
     per objective metric in its own sign."""
     obj = objectives if isinstance(objectives, Objectives) else Objectives(objectives)
+    if not isinstance(df, pd.DataFrame):  # (an AttributeError on 'empty')
+        raise TypeError(f"a results table is a pandas DataFrame (nas.load_results(RUN)), got {type(df).__name__}")
     if df.empty:
         return df.assign(**{m: pd.Series(dtype=float) for m in obj.metrics})
     metrics = df["metrics"] if "metrics" in df else pd.Series([{}] * len(df), index=df.index)
+    for m in obj.metrics:  # (a name no trial has gave an empty front, silently)
+        if m not in df and not metrics.map(lambda d, m=m: isinstance(d, dict) and m in d).any():
+            seen = sorted({k for d in metrics if isinstance(d, dict) for k in d} | set(df.columns))
+            raise ValueError(f"objective metric {m!r} is in no row of the results{did_you_mean(m, seen)}")
     out = df.copy()
     for m in obj.metrics:
         value = pd.to_numeric(metrics.map(lambda d, m=m: d.get(m) if isinstance(d, dict) else None),
@@ -76,10 +84,14 @@ def hypervolume(points: Any, reference: Sequence[float], objectives: Sequence[st
     if objectives is None:
         return core.hypervolume(points, reference)
     obj = Objectives(objectives)
-    if isinstance(points, pd.DataFrame):
-        points = points[list(obj.metrics)].to_numpy(dtype=float)
+    if isinstance(points, pd.DataFrame):  # (a results table keeps its metrics in a column of mappings)
+        points = objective_frame(points, obj)[list(obj.metrics)].to_numpy(dtype=float)
     signs = np.array([1.0 if o.mode == "max" else -1.0 for o in obj])
-    pts = np.asarray(points, dtype=float).reshape(-1, len(obj))
+    try:
+        pts = np.asarray(points, dtype=float).reshape(-1, len(obj))
+    except (TypeError, ValueError):  # (ragged rows: numpy's "inhomogeneous shape")
+        raise ValueError(f"points must be rows of {len(obj)} numbers, one per objective, got "
+                         f"{reprlib.repr(points)}") from None
     ref = np.asarray(reference, dtype=float)
     if ref.shape != (len(obj),):
         raise ValueError(f"reference point must be {len(obj)} numbers, one per objective, got {list(reference)!r}")

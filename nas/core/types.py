@@ -49,7 +49,7 @@ def arch_key(arch: Arch) -> str:
     >>> arch_key({"b": 1, "a": "relu"}) == arch_key({"a": "relu", "b": 1})
     True
     """
-    return json.dumps(dict(arch), sort_keys=True, separators=(",", ":"))
+    return json.dumps(python_numbers(dict(arch)), sort_keys=True, separators=(",", ":"))  # (np.int64: TypeError)
 
 
 def arch_hash(arch: Arch) -> str:
