@@ -340,6 +340,10 @@ def test_objectives_may_be_given_as_a_mapping_of_metric_to_mode(tmp_path):
     ("twice.yaml", "budget: 1\nspace: toy\nbudget: 2\n", "config file '{d}/twice.yaml' line 3: key 'budget' is given "
                                                            "twice"),  # (the last one silently won)
     ("tag.yaml", "!!python/object/apply:os.system [touch {d}/ran]\n", "could not determine a constructor for the tag"),
+    # (str.replace's AttributeError, a traceback; a recipe of a list "unhashable type")
+    ("intkey.yaml", "1: 2\n", "config file '{d}/intkey.yaml': option names are strings, got 1"),
+    ("nullkey.yaml", "null: 2\n", "config file '{d}/nullkey.yaml': option names are strings, got None"),
+    ("recipe.toml", "recipe = [1, 2]\n", "unknown recipe [1, 2]; known: nb201, nb201-12"),
 ])
 def test_malformed_config_files(tmp_path, nas_cli, name, text, message):
     (tmp_path / name).write_text(text)

@@ -107,6 +107,9 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise UsageError(f"config file {path!r} is malformed: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise UsageError(f"config file {path!r} must hold a table of options, got {type(data).__name__}")
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:  # (YAML's `1: 2` or `null:`: str.replace's AttributeError)
+        raise UsageError(f"config file {path!r}: option names are strings, got {bad[0]!r}")
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 

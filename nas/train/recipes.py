@@ -34,6 +34,6 @@ RECIPES: dict[str, dict[str, Any]] = {
 
 def recipe_settings(name: str) -> dict[str, Any]:
     """The settings of recipe ``name`` (a copy); an unknown name is a ValueError listing the known ones."""
-    if name not in RECIPES:
+    if not isinstance(name, str) or name not in RECIPES:  # (a list: "unhashable type")
         raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)}")
     return dict(RECIPES[name]["settings"])
