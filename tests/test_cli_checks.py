@@ -66,6 +66,11 @@ BAD = [
     (["--scheduler-option", "eta=2"], "scheduler options ['eta'] given with no scheduler (none); give the scheduler"),
     (["--supernet-option", "bn_batches=4"], "supernet options ['bn_batches'] given with no supernet; they are for"),
     (["--executor-option", "prefetch=maybe"], "prefetch must be 'auto', True/1 or False/0, got 'maybe'"),
+    # (a string reached Ray's start as "nan" * 4: "invalid literal for int() ... 'nannannan...'", after 17 s)
+    (["--executor-option", "start_timeout=nan"], "executor option start_timeout must be a number of seconds > 0, got "
+                                                 "'nan'"),
+    (["--executor-option", "start_timeout=-1"], "executor option start_timeout must be a number of seconds > 0, got "
+                                                "-1"),  # (accepted)
     (["--device", "cuda"], "device='cuda' needs a GPU per trial: pass gpus_per_trial > 0 (--gpus-per-trial)"),
     (["--strategy", "optuna", "-o", "storage=notes/notes.txt"], "storage='notes/notes.txt' is not an Optuna journal"),
     (["--strategy", "optuna", "-o", "storage=notes"], "strategy option storage='notes' is a folder"),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Collection, Mapping, Sequence
 from enum import StrEnum
@@ -266,6 +267,16 @@ def check_executor_options(executor: str, options: Mapping[str, Any], *, gang: b
     if unknown:
         raise ValueError(f"unknown options {unknown} for executor {name!r}{did_you_mean(unknown, allowed)}; "
                          f"allowed: {list(allowed)}")
+    for key, value in options.items():  # (start_timeout=nan, a string, reached Ray as "nan" * 4: int()'s words)
+        number = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+        if key in ("start_timeout", "collective_timeout") and not (number and value > 0):
+            raise ValueError(f"executor option {key} must be a number of seconds > 0, got {value!r}")
+        if key in ("noise", "round_trip") and not (number and value >= 0):
+            raise ValueError(f"executor option {key} must be a finite number >= 0, got {value!r}")
+        if key == "name_prefix" and not (isinstance(value, str) and value.strip()):
+            raise ValueError(f"executor option name_prefix must be a non-empty string, got {value!r}")
+        if key == "prefetch":
+            prefetch_mode(value)
 
 
 def prefetch_mode(value: object) -> bool | str:
