@@ -356,23 +356,54 @@ def test_logs_on_a_full_disk_stop_with_one_line_each_and_the_search_completes(fu
 def test_an_export_to_a_pipe_or_a_device_writes_into_it_and_leaves_it_in_place(run_copy, tmp_path, capsys):
     """`--csv /dev/null` replaced /dev/null with a plain file (the temporary file was renamed over it; as root that
     breaks the machine). Here on a FIFO and, where the test may make device nodes, a null device of its own."""
+    import select
     import stat
     import threading
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # (the reader is there before the export opens the pipe)
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+
+    def drain() -> None:  # (select wakes once a writer came: its bytes, then end of file when it closes)
+        while select.select([fd], [], [], 60)[0]:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                return
+            got.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    assert main(["results", str(run_copy), "--csv", str(fifo)]) == 0
-    reader.join(timeout=60)
-    assert got and got[0].startswith(b"trial_id,") and stat.S_ISFIFO(fifo.lstat().st_mode)
+    try:
+        assert main(["results", str(run_copy), "--csv", str(fifo)]) == 0
+        reader.join(timeout=60)
+    finally:
+        os.close(fd)
+    assert b"".join(got).startswith(b"trial_id,") and stat.S_ISFIFO(fifo.lstat().st_mode)
     null = tmp_path / "null"
     if subprocess.run(["mknod", "-m", "666", str(null), "c", "1", "3"], capture_output=True).returncode == 0:
         assert main(["best", str(run_copy), "--export-json", str(null)]) == 0
         assert stat.S_ISCHR(null.lstat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["pipe", "run", *["null"] * null.exists()])
     capsys.readouterr()
+
+
+def test_an_export_to_a_pipe_no_one_reads_or_a_loop_of_links_is_one_line(run_copy, tmp_path, capsys):
+    """A FIFO without a reader left every export waiting in open() forever; a loop of symbolic links was replaced by
+    a plain file (exit 0)."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    for argv in (["results", str(run_copy), "--csv"], ["best", str(run_copy), "--export-json"],
+                 ["report", str(run_copy), "--out"]):
+        refused(capsys, [*argv, str(tmp_path / "pipe")], f"cannot write '{tmp_path / 'pipe'}': it is a pipe that no "
+                                                          "process reads")
+        refused(capsys, [*argv, str(tmp_path / "a")], f"cannot write '{tmp_path / 'a'}': Too many levels of symbolic "
+                                                       "links")
+    assert (tmp_path / "a").is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "pipe", "run"]
 
 
 def test_a_benchmarks_output_is_written_as_every_export(run_copy, tmp_path):

@@ -22,7 +22,9 @@ ValueError: refusing to write '.../trials.jsonl': it is trials.jsonl of the run 
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from nas.run.files import atomic_write, os_error_text
@@ -120,9 +122,21 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
             else "is an empty path"
         raise ValueError(f"cannot write {shown!r}: it {what}; name a file")
     given = Path(path).expanduser()  # (as given: /dev/stdout resolves to a pipe's name that cannot be opened)
-    if given.exists() and not given.is_file():
+    try:
+        mode = os.stat(given).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:  # (a loop of symbolic links: the rename replaced the link with a file)
+        raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
+    if mode is not None and not stat.S_ISREG(mode):
         try:
-            with open(given, "wb") as f:
+            fd = os.open(given, os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(mode) else 0))
+        except OSError as e:  # (a pipe no process reads: ENXIO, where a plain open waited forever)
+            why = "it is a pipe that no process reads" if e.errno == errno.ENXIO else os_error_text(e)
+            raise ValueError(f"cannot write {shown!r}: {why}") from None
+        try:
+            os.set_blocking(fd, True)
+            with open(fd, "wb") as f:
                 f.write(data)
         except OSError as e:
             raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
