@@ -82,16 +82,39 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser([command] if command in COMMANDS else [])
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # (said by the command's own parser, with its usage: the top one showed `nas COMMAND ...`)
-        _refuse_unknown(parser, argv, unknown)
-    args.argv = argv
+    with _sigterm_as_ctrl_c():  # (from the start: the command's module, torch with it, takes seconds to import)
+        try:
+            parser = build_parser([command] if command in COMMANDS else [])
+            args, unknown = parser.parse_known_args(argv)
+        except KeyboardInterrupt:  # (Ctrl-C or SIGTERM there was a traceback, or a silent death)
+            print(f"\nnas{f' {command}' if command in COMMANDS else ''}: interrupted", file=sys.stderr)
+            return 130
+        if unknown:  # (said by the command's own parser, with its usage: the top one showed `nas COMMAND ...`)
+            _refuse_unknown(parser, argv, unknown)
+        args.argv = argv
+        return _run(args)
+
+
+def entry() -> None:
+    """The ``nas`` executable: :func:`main`, then the process's end. Where an in-process trial's training thread is
+    still inside torch (a search that stopped on an error with a trial training), the interpreter's exit would kill
+    that thread in C++ code, which aborts the process ("terminate called without an active exception", exit 134,
+    after our one line): such a process ends at once, its output flushed."""
+    code = main()
+    ray = sys.modules.get("ray")
+    if any(t.name == "nas-trial" and t.is_alive() for t in threading.enumerate()) and not (
+            ray is not None and ray.is_initialized()):  # (Ray's own exit hooks stop the cluster it started)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
-        with _sigterm_as_ctrl_c():
-            rc = int(args.handler(args) or 0)
-            sys.stdout.flush()  # (here, where a reader that left is caught, not in the interpreter's exit)
-            return rc
+        rc = int(args.handler(args) or 0)
+        sys.stdout.flush()  # (here, where a reader that left is caught, not in the interpreter's exit)
+        return rc
     except BrokenPipeError:  # (`nas status RUN | head`: the reader left; end quietly, as Python's docs advise)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (so the exit's flush has somewhere to go)
         return 0
@@ -176,4 +199,5 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["COMMANDS", "UsageError", "build_parser", "main", "parse_options", "parse_value", "version", "your_code"]
+__all__ = ["COMMANDS", "UsageError", "build_parser", "entry", "main", "parse_options", "parse_value", "version",
+           "your_code"]

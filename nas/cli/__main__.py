@@ -1,7 +1,5 @@
 """``python -m nas.cli``: the ``nas`` command line."""
 
-import sys
+from nas.cli import entry
 
-from nas.cli import main
-
-sys.exit(main())
+entry()
