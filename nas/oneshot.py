@@ -234,7 +234,8 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     if not archs:
         raise ValueError(f"run {str(run_dir)!r} has no COMPLETE trial to retrain")
     out_dir = out_dir or Path(run_dir) / "retrain"
-    check_run_dir(out_dir, resume=False, flag=out_flag)  # (as the caller names it, before anything starts)
+    again = _earlier_retraining(out_dir)  # (one interrupted, or finished: the same command continues it)
+    check_run_dir(out_dir, resume=again, flag=out_flag)  # (as the caller names it, before anything starts)
     if space is None:
         space = nas.api.space_from_spec(cfg.search.space, cfg.search.space_args, outside=run_dir)
     elif space.spec() != {"class": cfg.search.space, "args": dict(cfg.search.space_args)}:
@@ -256,7 +257,22 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     if epochs is not None:
         settings = dataclasses.replace(settings, epochs=epochs)
     return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
-                          run_dir=out_dir, seed=cfg.search.seed, **search_options)
+                          run_dir=out_dir, seed=cfg.search.seed, resume=again, **search_options)
+
+
+def _earlier_retraining(out_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``out_dir`` holds a retraining :func:`retrain` made (its run.json names the strategy FixedArchs): the
+    same call continues it (a retraining killed or stopped by a full disk could be neither made again, "already
+    holds a run", nor resumed with ``nas search --resume``, which knows no strategy FixedArchs). Whether it is the
+    same retraining (run, architectures, settings) the resume's own check of the config says."""
+    from nas.run.store import read_config
+
+    if not (Path(out_dir) / "run.json").is_file():
+        return False
+    try:
+        return read_config(Path(out_dir)).search.strategy == FixedArchs.__name__
+    except (ValueError, OSError):
+        return False  # (not a run: check_run_dir says what it is)
 
 
 __all__ = ["SupernetFailed", "chosen", "default_supernet_dir", "retrain", "train_supernet"]

@@ -624,3 +624,34 @@ def test_the_pareto_helpers_name_what_they_cannot_rank(noop_run):
         hypervolume([[1, 2], [1]], [0, 0], ["a", "b"])
     assert hypervolume(df, [-1], ["val_acc"]) == 1.0  # (noop reports val_acc 0)
     assert arch_hash({"a": np.int64(1)}) == arch_hash({"a": 1})
+
+
+class Stopped(BaseException):
+    """Stands for the process dying mid-retraining: nothing in the platform catches it."""
+
+
+def test_an_interrupted_retraining_is_continued_by_the_same_call(tmp_path, capsys):
+    """A retraining killed (or stopped by a full disk) could be neither made again ("already holds a run") nor
+    resumed (``nas search --resume OUT``: "unknown strategy 'FixedArchs'"), and its advice named that resume."""
+    from nas.cli import main
+    from nas.run.store import RunStore
+
+    nas.search("toy", "random", budget=4, executor="inprocess", data=None, train=nas.train.simple.noop,
+               run_dir=tmp_path / "run")
+
+    class StopAtFirst(nas.Callback):
+        def on_result(self, status, trial, result):
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        nas.retrain(tmp_path / "run", top=3, executor="inprocess", callbacks=[StopAtFirst()])
+    out = tmp_path / "run" / "retrain"
+    assert len(nas.load_results(out)) == 1
+    assert main(["search", "--resume", str(out)]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"error: {str(out)!r} is a retraining (nas retrain): continue it with the nas retrain command that made it "
+        "(the same run and --out)")
+    df = nas.retrain(tmp_path / "run", top=3, executor="inprocess")
+    assert sorted(df["trial_id"]) == [0, 1, 2] and (df["state"] == "COMPLETE").all()
+    store = RunStore(out, None, strategy="FixedArchs")  # (no lock taken: only its words are read)
+    assert store.continue_with == "run the same nas retrain command again"

@@ -61,6 +61,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         check_inputs(cfg)  # every name, before torch, pandas and Ray are imported
     else:
         check_run_dir(args.resume, resume=True)  # (held by another search: said as it is)
+        if cfg.search.strategy == "FixedArchs":  # (the strategy nas.retrain hands in: no name knows it)
+            raise ValueError(f"{args.resume!r} is a retraining (nas retrain): continue it with the nas retrain "
+                             f"command that made it (the same run and --out)")
         try:
             check_inputs(cfg, resume=True)
         except ValueError as bad:  # (the run's own options are bad: say where they come from)

@@ -75,8 +75,9 @@ class JournalWriter:
     """Appends records to ``path``. ``opener`` opens the file for appending (binary); it is injectable so
     a test can hand in a file whose writes fail (a full disk) without touching this class's insides."""
 
-    def __init__(self, path: Path, *, opener: Opener = _open_append) -> None:
+    def __init__(self, path: Path, *, opener: Opener = _open_append, continue_with: str | None = None) -> None:
         self.path = Path(path)
+        self.continue_with = continue_with or f"resume with: nas search --resume {self.path.parent}"
         cut_torn_tail(self.path)
         self._file = opener(self.path)
         self.fsync_seconds = 0.0  # time spent in fsync, for the driver benchmark
@@ -91,8 +92,7 @@ class JournalWriter:
     def _error(self, e: OSError) -> Exception:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             return DiskFull(f"{os_error_text(e)} ({self.path.parent}): {self.path.name} holds every "
-                            f"finished trial up to its last whole line; free some space, then resume with: "
-                            f"nas search --resume {self.path.parent}")
+                            f"finished trial up to its last whole line; free some space, then {self.continue_with}")
         return e
 
     def write_submit(self, trial: Trial) -> None:

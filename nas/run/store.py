@@ -199,7 +199,8 @@ class RunStore:
 
     def _open_journal(self) -> None:
         try:
-            self._journal = JournalWriter(self.path / JOURNAL, **({"opener": self._opener} if self._opener else {}))
+            self._journal = JournalWriter(self.path / JOURNAL, continue_with=self.continue_with,
+                                          **({"opener": self._opener} if self._opener else {}))
         except OSError as e:
             raise self._disk_error(e) from None
 
@@ -356,6 +357,14 @@ class RunStore:
         self._undo = None
 
     # -- helpers ----------------------------------------------------------------------------------
+    @property
+    def continue_with(self) -> str:
+        """What continues this run after a full disk: a retraining (``nas.retrain``'s FixedArchs strategy) by its own
+        command, which ``nas search --resume`` refuses."""
+        if self.strategy_name == "FixedArchs":
+            return "run the same nas retrain command again"
+        return f"resume with: nas search --resume {self.path}"
+
     def _write(self, path: Path, data: bytes) -> None:
         try:
             atomic_write(path, data)
@@ -365,7 +374,7 @@ class RunStore:
     def _disk_error(self, e: OSError) -> Exception:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             return DiskFull(f"{os_error_text(e)} ({self.path}): the journal holds every finished trial; "
-                            f"free some space, then resume with: nas search --resume {self.path}")
+                            f"free some space, then {self.continue_with}")
         return ValueError(f"cannot write to run directory {str(self.path)!r}: {os_error_text(e)} ({e.filename or e})")
 
 
