@@ -256,8 +256,15 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
         settings = dataclasses.replace(cfg.train.settings, objectives=tuple(cfg.search.objectives))
     if epochs is not None:
         settings = dataclasses.replace(settings, epochs=epochs)
-    return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
-                          run_dir=out_dir, seed=cfg.search.seed, resume=again, **search_options)
+    try:
+        return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
+                              run_dir=out_dir, seed=cfg.search.seed, resume=again, **search_options)
+    except ValueError as e:  # (said as a retraining's: "cannot resume ...: it is a different search (epochs ...)")
+        other = f"cannot resume {str(out_dir)!r}: it is a different search ("
+        if not again or not str(e).startswith(other):
+            raise
+        raise ValueError(f"{out_flag} {str(out_dir)!r} holds a retraining of other settings "
+                         f"({str(e).removeprefix(other)}; choose another {out_flag}") from None
 
 
 def _earlier_retraining(out_dir: str | os.PathLike[str]) -> bool:

@@ -177,12 +177,15 @@ def test_a_new_run_refuses_a_folder_with_a_users_files(tmp_path, files):
 
 
 def test_retrain_names_its_folder_by_its_own_flag(run_copy, tmp_path, capsys):
-    """`nas retrain RUN` trains the best trial again in RUN/retrain; a second time that folder holds a run, refused
-    naming --out (and no --resume: retrain has none); a folder of the user's is refused as every new run's is."""
+    """`nas retrain RUN` trains the best trial again in RUN/retrain; the same command again continues that retraining
+    (here: finished, so nothing more), one of other settings is refused naming --out (and no --resume: retrain has
+    none); a folder of the user's is refused as every new run's is."""
     assert main(["retrain", str(run_copy), "--executor", "inprocess", "--epochs", "1"]) == 0
     assert f"retrained in {run_copy / 'retrain'}" in capsys.readouterr().out
     state = tree(run_copy)
-    refused(capsys, ["retrain", str(run_copy), "--executor", "inprocess"], "already holds a run; choose another --out")
+    refused(capsys, ["retrain", str(run_copy), "--executor", "inprocess", "--epochs", "2"],
+            f"--out {str(run_copy / 'retrain')!r} holds a retraining of other settings (epochs: run has 1, this call "
+            "2); choose another --out")
     refused(capsys, ["retrain", str(run_copy), "--top", "0"], "top must be an integer >= 1, got 0")  # (first)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("mine")
