@@ -176,6 +176,23 @@ def test_a_new_run_refuses_a_folder_with_a_users_files(tmp_path, files):
     assert tree(folder) == before and sorted(p.name for p in folder.iterdir()) == sorted(files)  # not even a lock
 
 
+def test_a_folder_a_killed_start_left_is_taken_by_a_new_run(tmp_path):
+    """A search killed while it wrote its first run.json left the lock's files and ``.run.json.<8 characters>`` (its
+    temporary file): no run ("no run.json"), and refused to a new search as "not empty". They are a search's own."""
+    folder = tmp_path / "killed"
+    folder.mkdir()
+    (folder / ".lock").touch()
+    (folder / ".lock.json").write_text(json.dumps({"pid": 1, "host": "h", "started": 0.0}))
+    (folder / ".run.json.k2x_9q0a").write_bytes(b'{"format": 3, "sea')
+    (folder / ".run.json.mine").write_bytes(b"a user's, not of that form")
+    with pytest.raises(ValueError, match=r"is not empty \(it holds \.run\.json\.mine\)"):
+        nas.search("toy", "random", budget=2, executor="inprocess", data=None, run_dir=folder,
+                   train=nas.train.simple.noop)
+    (folder / ".run.json.mine").unlink()
+    nas.search("toy", "random", budget=2, executor="inprocess", data=None, run_dir=folder, train=nas.train.simple.noop)
+    assert not (folder / ".run.json.k2x_9q0a").exists() and len(nas.load_results(folder)) == 2
+
+
 def test_retrain_names_its_folder_by_its_own_flag(run_copy, tmp_path, capsys):
     """`nas retrain RUN` trains the best trial again in RUN/retrain; the same command again continues that retraining
     (here: finished, so nothing more), one of other settings is refused naming --out (and no --resume: retrain has
@@ -305,6 +322,19 @@ def test_a_front_export_replaces_only_what_an_earlier_export_wrote(run_copy, tmp
         refused(capsys, ["best", str(run_copy), "--pareto", "--export", str(out)], "refusing to write",
                 f"{name}': a file of that name is there and", "choose a new or empty folder")
         assert (out / name).read_text() == "mine" and len(list(out.rglob("*"))) == 2
+
+
+def test_a_front_export_killed_before_its_front_json_can_be_made_again(run_copy, tmp_path, capsys):
+    """An export killed between a member's weights and front.json left weights/<id>.pt that no front.json lists: the
+    same export again was refused ("no earlier export of a front wrote it"). A file of the very bytes it writes is
+    replaced (a user's file of other bytes stays refused, above)."""
+    first = tmp_path / "first"
+    assert main(["best", str(run_copy), "--pareto", "--export", str(first)]) == 0
+    killed = tmp_path / "killed"
+    shutil.copytree(first / "weights", killed / "weights")  # (what the killed export had written)
+    assert main(["best", str(run_copy), "--pareto", "--export", str(killed)]) == 0
+    assert tree(killed) == tree(first)
+    capsys.readouterr()
 
 
 def test_a_failed_export_of_the_best_prints_only_its_error(run_copy, tmp_path, capsys):

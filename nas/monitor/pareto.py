@@ -190,15 +190,23 @@ def _write_front(run: Path, out_dir: Path, obj: Objectives, front: pd.DataFrame,
 
 
 def _write_new(path: Path, data: bytes, wrote: list[Path], ours: set[Path]) -> None:
-    """:func:`write_export`, noting ``path`` in ``wrote`` where it is a new file; one already there is replaced
-    only where an earlier export wrote it (``ours``)."""
+    """:func:`write_export`, noting ``path`` in ``wrote`` where it is a new file (before it is written: a Ctrl-C
+    inside the write left it behind); one already there is replaced only where an earlier export wrote it (``ours``)
+    or it holds these very bytes (left by an export of the same front that was killed before its front.json)."""
     new = not path.exists()
-    if not new and path not in ours:
+    if not new and path not in ours and not _holds(path, data):
         raise ValueError(f"refusing to write {str(path)!r}: a file of that name is there and no earlier export of "
                          f"a front wrote it; choose a new or empty folder")
-    write_export(path, data)
     if new:
         wrote.append(path)
+    write_export(path, data)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def cmd_pareto(run_dir: str, export: str | None) -> int:

@@ -22,6 +22,7 @@ import errno
 import functools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ def check_empty(path: Path, *, run_ok: bool = False, flag: str = "--run-dir") ->
         names = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
     except OSError as e:
         raise ValueError(f"cannot read run directory {str(path)!r}: {os_error_text(e)}") from None
-    names = [n for n in names if not _left_lock(path / n)]
+    names = [n for n in names if not _left_lock(path / n) and not left_temporary(n)]
     if JOURNAL in names or RUN_JSON in names:
         if run_ok:
             return
@@ -103,6 +104,17 @@ def check_empty(path: Path, *, run_ok: bool = False, flag: str = "--run-dir") ->
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise ValueError(f"run directory {str(path)!r} is not empty (it holds {shown}): a new run needs a new or "
                          f"empty directory, so that none of its files is overwritten; choose another {flag}")
+
+
+def left_temporary(name: str) -> bool:
+    """Whether ``name`` is the temporary file of a write of one of a run's own files (:func:`nas.run.files.atomic_write`
+    makes ``.run.json.<8 characters>`` beside it and renames it), which a search killed inside that write left: no
+    user's file, and no reason to refuse the folder to a new run (which removes it).
+
+    >>> left_temporary(".run.json.k2x_9q0a"), left_temporary(".run.json.mine"), left_temporary("run.json")
+    (True, False, False)
+    """
+    return any(re.fullmatch(rf"\.{re.escape(managed)}\.[a-z0-9_]{{8}}", name) for managed in MANAGED)
 
 
 def _left_lock(path: Path) -> bool:
@@ -184,6 +196,8 @@ def new_run(path: Path) -> Iterator[tuple[RunLock, list[Path], Callable[[], None
             raise ValueError(f"run directory {str(path)!r} is not writable: {probe}")
         lock = RunLock(path).acquire()
         check_empty(path)  # (again, under the lock: another run may have started meanwhile)
+        for leftover in (p for p in path.iterdir() if left_temporary(p.name)):  # (a killed start's: see above)
+            leftover.unlink(missing_ok=True)
         lock.write_holder()
         wrote.append(path / HOLDER_FILE)
         yield lock, wrote, functools.partial(undo_create, path, lock, wrote, made, made_lock)
