@@ -261,6 +261,8 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
                               run_dir=out_dir, seed=cfg.search.seed, resume=again, **search_options)
     except ValueError as e:  # (said as a retraining's: "cannot resume ...: it is a different search (epochs ...)")
         other = f"cannot resume {str(out_dir)!r}: it is a different search ("
+        if str(e).endswith("choose another --run-dir"):  # (another retraining took the folder after our check)
+            raise ValueError(str(e).removesuffix("--run-dir") + out_flag) from None
         if not again or not str(e).startswith(other):
             raise
         raise ValueError(f"{out_flag} {str(out_dir)!r} holds a retraining of other settings "

@@ -260,7 +260,7 @@ def check_run_dir(run_dir: str | os.PathLike[str], *, resume: bool, flag: str = 
     if not resume:
         check_new(path, flag=flag)
     if held(path):
-        RunLock(path).acquire().release()  # (its one-line refusal names the holder)
+        RunLock(path).acquire(flag).release()  # (its one-line refusal names the holder)
     if not resume:
         check_empty(path, flag=flag)
 

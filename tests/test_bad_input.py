@@ -655,3 +655,19 @@ def test_an_interrupted_retraining_is_continued_by_the_same_call(tmp_path, capsy
     assert sorted(df["trial_id"]) == [0, 1, 2] and (df["state"] == "COMPLETE").all()
     store = RunStore(out, None, strategy="FixedArchs")  # (no lock taken: only its words are read)
     assert store.continue_with == "run the same nas retrain command again"
+
+
+def test_a_retraining_into_a_folder_another_holds_names_out(noop_run):
+    """(It said "choose another --run-dir"; nas retrain's flag is --out.)"""
+    from nas.run.lock import RunLock
+
+    out = noop_run.parent / "out"
+    out.mkdir()
+    lock = RunLock(out).acquire()
+    lock.write_holder()
+    try:
+        with pytest.raises(ValueError, match=r"is in use by another search \(pid .*; wait for it to end or choose "
+                                             r"another --out$"):
+            nas.retrain(noop_run, out_dir=out, executor="inprocess", out_flag="--out")
+    finally:
+        lock.release()

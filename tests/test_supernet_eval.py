@@ -125,7 +125,11 @@ def test_weights_changed_during_a_search_fail_the_trial_in_one_line(macro_dir, d
 @pytest.mark.parametrize(("space", "supernet", "data", "message"), [
     ("toy", "macro", "digits", "space 'toy' (ToySpace) has no supernet; spaces with one: macro, nb201"),
     ("macro", "missing", "digits", "supernet directory '{d}/missing' does not exist"),
-    ("macro", "empty", "digits", "'{d}/empty' holds no trained supernet (no supernet.safetensors"),
+    ("macro", "empty", "digits", "'{d}/empty' holds no trained supernet (no supernet.safetensors; train one with "
+                                 "`nas supernet train --run-dir {d}/empty`)"),
+    # (a run killed before its first epoch: the command it named was refused, "already holds a run; pass --resume")
+    ("macro", "unfinished", "digits", "'{d}/unfinished' holds no trained supernet (no supernet.safetensors; train one "
+                                      "with `nas supernet train --resume --run-dir {d}/unfinished`)"),
     ("macro", "nb201", "digits", "supernet '{d}/nb201' is of space 'nb201', not 'macro'"),
     (NB201Space(channels=8), "nb201", "digits", "supernet '{d}/nb201' was trained for space {{'class': 'nb201', "
      "'args': {{'channels': 4}}}}, not {{'class': 'nb201', 'args': {{'channels': 8}}}} (tensor"),
@@ -139,6 +143,8 @@ def test_bad_input_is_one_line_and_starts_nothing(macro_dir, tmp_path, space, su
         train_supernet(NB201Space(channels=4), "digits", d / "nb201", epochs=1, settings=SETTINGS, progress=False,
                        executor="inprocess")
     (d / "empty").mkdir(exist_ok=True)
+    (d / "unfinished").mkdir(exist_ok=True)
+    (d / "unfinished" / "run.json").write_text("{}")
     if data == "tabular":
         rng = np.random.default_rng(0)
         data = Dataset.from_arrays(rng.normal(size=(40, 5)).astype(np.float32), np.arange(40) % 2)

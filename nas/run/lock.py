@@ -45,12 +45,14 @@ class RunLock:
         self.dir = Path(run_dir)
         self._lock = filelock.FileLock(self.dir / LOCK_FILE, timeout=0, is_singleton=False)
 
-    def acquire(self) -> RunLock:
+    def acquire(self, flag: str = "--run-dir") -> RunLock:
+        """The lock, taken; held by another, a one-line ValueError naming the holder and ``flag``, the option that
+        named the folder (``nas retrain``'s is --out)."""
         try:
             self._lock.acquire(timeout=0)
         except filelock.Timeout:
             raise ValueError(f"run directory {str(self.dir)!r} is in use by another search ({self.holder_text()}); "
-                             "wait for it to end or choose another --run-dir") from None
+                             f"wait for it to end or choose another {flag}") from None
         return self
 
     def write_holder(self) -> None:

@@ -84,8 +84,9 @@ def read_info(run_dir: str | os.PathLike[str]) -> SupernetInfo:
         raise ValueError(f"supernet directory {str(path)!r} does not exist")
     file = path.resolve() / WEIGHTS  # (absolute: workers may run in another directory)
     if not file.is_file():
+        resume = " --resume" if (path / "run.json").is_file() else ""  # (a run killed before its first epoch)
         raise ValueError(f"{str(path)!r} holds no trained supernet (no {WEIGHTS}; train one with "
-                         f"`nas supernet train --run-dir {path}`)")
+                         f"`nas supernet train{resume} --run-dir {path}`)")
     data = file.read_bytes()
     try:
         with safe_open(str(file), framework="pt") as f:
