@@ -62,6 +62,7 @@ def test_flags_over_a_config_file_with_flat_and_tabled_keys(tmp_path):
         population = 5
         [train_options]
         nesterov = true
+        optimizer = "sgd"
     """))
     tabled.write_text(textwrap.dedent("""
         [search]
@@ -72,6 +73,7 @@ def test_flags_over_a_config_file_with_flat_and_tabled_keys(tmp_path):
         epochs = 3
         [train.settings]
         nesterov = true
+        optimizer = "sgd"
         [execution]
         workers = 1
     """))

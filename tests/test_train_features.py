@@ -77,10 +77,24 @@ def test_schedules():
     ({"crop_padding": -1}, "crop_padding must be an integer >= 0, got -1"),
     ({"flip": "yes"}, "flip must be true or false, got 'yes'"),
     ({"nesterov": True, "momentum": 0, "optimizer": "sgd"}, "nesterov needs momentum > 0"),
+    ({"optimizer": "adam", "momentum": 1}, "momentum is adam's beta1, which must be below 1; got 1"),  # (torch's)
 ])
 def test_bad_hparams(hp, message):
     with pytest.raises(ValueError, match=message):
         check_hparams(hp)
+
+
+@pytest.mark.parametrize("kw, message", [
+    # (both taken: the schedule annealed upward; nesterov did nothing)
+    ({"schedule": "cosine", "lr": 0.01, "min_lr": 5}, "min_lr 5 is above lr 0.01: the cosine schedule anneals from "
+                                                      "lr down to min_lr"),
+    ({"optimizer": "adamw", "nesterov": True}, "nesterov is SGD's; optimizer 'adamw' has none (drop nesterov or use "
+                                               "sgd)"),
+])
+def test_settings_that_contradict_each_other_are_refused(kw, message):
+    with pytest.raises(ValueError) as info:
+        TrainSettings(**kw)
+    assert str(info.value) == message
 
 
 def test_augmentation_on_tabular_data_is_one_line():
@@ -107,8 +121,10 @@ def test_uint8_images_train_with_every_option_and_the_checkpoint_loads_weights_o
     assert len(state["normalization"]["mean"]) == 3 and state["hparams"]["grad_clip"] == 1.0
     again, _ = trainer.run(Trial(1, ARCH, epochs=1), MacroSpace(), ckpt)  # continues from the checkpoint
     assert again.ok and again.epoch == 3
-    adam, ckpt2 = trainer.run(Trial(2, ARCH, hparams={"optimizer": "adam"}), MacroSpace(), None)
-    assert adam.ok and torch.load(io.BytesIO(ckpt2), weights_only=True)["optimizer_name"] == "adam"
+    adam, ckpt2 = trainer.run(Trial(2, ARCH, hparams={"optimizer": "adam", "momentum": 0.5}), MacroSpace(), None)
+    state = torch.load(io.BytesIO(ckpt2), weights_only=True)
+    assert adam.ok and state["optimizer_name"] == "adam"
+    assert state["optimizer"]["param_groups"][0]["betas"][0] == 0.5  # (--momentum is Adam's beta1: it was ignored)
 
 
 @pytest.mark.parametrize("extra", [{}, {"measure_costs": False}, {"proxy_screen": "params:1"}])

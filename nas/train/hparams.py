@@ -69,7 +69,20 @@ def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{name} must be true or false, got {hp[name]!r}")
     if hp.get("nesterov") and hp.get("optimizer", "sgd") == "sgd" and not hp.get("momentum", 0.9) > 0:
         raise ValueError(f"nesterov needs momentum > 0, got momentum={hp.get('momentum')!r}")
+    if hp.get("optimizer") in ("adam", "adamw") and hp.get("momentum", 0.9) >= 1:  # (torch's "Invalid beta")
+        raise ValueError(f"momentum is {hp['optimizer']}'s beta1, which must be below 1; got {hp['momentum']!r}")
     return dict(hp)
+
+
+def check_settings_hparams(hp: Mapping[str, Any]) -> None:
+    """What a run's own training settings may not say together (a trial's hyperparameters may move apart later: a
+    PBT lr below min_lr anneals upward, as asked): a cosine schedule that ends above where it starts, Nesterov with an
+    optimizer that has none (both were taken and silently did something else)."""
+    if hp.get("schedule") == "cosine" and hp.get("min_lr", 0.0) > hp["lr"]:
+        raise ValueError(f"min_lr {hp['min_lr']!r} is above lr {hp['lr']!r}: the cosine schedule anneals from lr down "
+                         f"to min_lr")
+    if hp.get("nesterov") and hp.get("optimizer") != "sgd":
+        raise ValueError(f"nesterov is SGD's; optimizer {hp.get('optimizer')!r} has none (drop nesterov or use sgd)")
 
 
 def augmentation(hp: Mapping[str, Any]) -> Augment:
@@ -97,7 +110,9 @@ def make_optimizer(model: torch.nn.Module, hp: Mapping[str, Any]) -> torch.optim
         return torch.optim.SGD(params, lr=hp["lr"], momentum=hp["momentum"], weight_decay=hp["weight_decay"],
                                nesterov=bool(hp.get("nesterov")) and hp["momentum"] > 0, fused=fused or None)
     cls = torch.optim.AdamW if hp["optimizer"] == "adamw" else torch.optim.Adam
-    return cls(params, lr=hp["lr"], weight_decay=hp["weight_decay"], fused=fused or None)
+    # momentum is Adam's beta1, as --momentum's help says (it was not passed: any value trained the same)
+    return cls(params, lr=hp["lr"], betas=(hp["momentum"], 0.999), weight_decay=hp["weight_decay"],
+               fused=fused or None)
 
 
 def make_schedule(hp: Mapping[str, Any], steps_per_epoch: int, epochs: int) -> Schedule:

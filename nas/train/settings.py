@@ -19,7 +19,13 @@ from nas.core.fields import option
 from nas.core.objectives import Objectives
 from nas.core.types import Trial, check_seed, python_numbers
 from nas.train.constraints import Constraints, parse_screen
-from nas.train.hparams import OPTIMIZERS, TRIAL_HPARAMS, check_augmentation, check_hparams
+from nas.train.hparams import (
+    OPTIMIZERS,
+    TRIAL_HPARAMS,
+    check_augmentation,
+    check_hparams,
+    check_settings_hparams,
+)
 from nas.train.schedules import SCHEDULES
 
 if TYPE_CHECKING:
@@ -91,6 +97,7 @@ class TrainSettings:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         check_hparams(self.defaults())
+        check_settings_hparams(self.defaults())
         check_seed(self.seed)  # (seed="1", 1.5, -1 or True was kept, then said to "differ" from the search's)
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be one of auto, cpu, cuda; got {self.device!r}")
