@@ -87,6 +87,9 @@ def train_supernet(space: str | SearchSpace = "macro", data: str | Dataset = "di
     if trial_workers > 1 and executor != "ray":
         raise ValueError(f"trial_workers={trial_workers} (data-parallel training) needs executor 'ray', "
                          f"got {executor!r}")
+    if executor != "ray" and address:  # (ignored: --address é trained, exit 0)
+        raise ValueError(f"address {address!r} is for a Ray cluster; executor {executor!r} starts none (drop it, or "
+                         f"use executor 'ray')")
     if executor == "ray" and (address or os.environ.get("RAY_ADDRESS")):
         from nas.engine.cluster import check_reachable
 

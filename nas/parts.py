@@ -141,6 +141,11 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         if "prefetch" in e.executor_options:
             prefetch_mode(e.executor_options["prefetch"])
         check_device(t.settings.device, e.executor, e.gpus_per_trial)
+        if e.executor != "ray" and not resume:  # (ignored, whatever they said: --address é searched, exit 0)
+            for flag, given in (("--address", e.address), ("--dashboard", e.dashboard)):
+                if given:
+                    raise ValueError(f"{flag}{f' {given!r}' if isinstance(given, str) else ''} is for a Ray cluster; "
+                                     f"executor {e.executor!r} starts none (drop it, or use --executor ray)")
         address = e.address or os.environ.get("RAY_ADDRESS")
         if address and e.executor == "ray":  # (Ray retries a dead address for minutes)
             from nas.engine.cluster import check_reachable

@@ -161,6 +161,23 @@ def test_a_space_without_build_searches_with_a_training_function_that_builds_its
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="refused only where there is no CUDA device")
+def test_ray_flags_with_an_executor_that_starts_no_ray_are_refused(tmp_path, capsys):
+    """(Ignored, whatever they said: --address é searched and trained a supernet, exit 0.)"""
+    from nas.cli import main
+
+    for argv, said in (
+            (["search", "--executor", "inprocess", "--address", "é"], "nas search: error: --address 'é' is for a Ray "
+             "cluster; executor 'inprocess' starts none (drop it, or use --executor ray)"),
+            (["search", "--executor", "simulated", "--space", "nb201", "--dashboard"], "nas search: error: --dashboard "
+             "is for a Ray cluster; executor 'simulated' starts none (drop it, or use --executor ray)"),
+            (["supernet", "train", "--executor", "inprocess", "--epochs", "1", "--address", "é"], "nas supernet: "
+             "error: address 'é' is for a Ray cluster; executor 'inprocess' starts none (drop it, or use executor "
+             "'ray')")):
+        assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
+        assert capsys.readouterr().err.strip() == said
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cuda_in_this_process_without_a_cuda_device_is_one_line(tmp_path, capsys):
     """It was a RuntimeError traceback from the first trial's data (after the run directory was made)."""
     from nas.cli import main
