@@ -83,6 +83,9 @@ def test_malformed_and_unknown_config(tmp_path, nas_cli):
     assert code == 2 and "unknown config keys ['budgett']" in err
     code, _, err = nas_cli("search", "--config", str(tmp_path / "missing.toml"))
     assert code == 2 and "does not exist" in err
+    code, _, err = nas_cli("search", "--config", "/dev/null")  # (it "did not exist")
+    assert code == 2 and err.strip().endswith("config file '/dev/null' is not a regular file; name a .toml, .yaml or "
+                                              ".yml file")
 
 
 def test_results_of_a_non_run_directory(tmp_path, nas_cli):

@@ -60,7 +60,10 @@ def test_nas_proxies_of_a_space_s_samples(nas_cli):
 
 @pytest.mark.parametrize("argv, message", [
     ([], "give a run directory, or --space S --sample N (not both)"),
-    (["--space", "nb201"], "--space needs --sample N with N >= 1, got None"),
+    (["--space", "nb201"], "--space needs --sample N with N from 1 to 100,000, got None"),
+    # (a list of that many architectures was made first: memory grew until killed)
+    (["--space", "nb201", "--sample", str(2**70)], "--space needs --sample N with N from 1 to 100,000, got "
+                                                   "1180591620717411303424"),
     (["--space", "nope", "--sample", "2"], "unknown search space 'nope'; known:"),
     (["--space", "nb201", "--sample", "2", "--proxies", "flops"], "unknown proxy 'flops'; known: synflow"),
     (["--space", "nb201", "--sample", "2", "--batch", "1"], "--batch must be at least 2"),

@@ -13,6 +13,7 @@ type, choices, default), one argument group per section, and the config file tha
 from __future__ import annotations
 
 import argparse
+import os
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,8 +85,9 @@ def read_config_file(path: str) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"config file {path!r} is a directory; name a .toml, .yaml or .yml file")
-    if not p.is_file():
-        raise UsageError(f"config file {path!r} does not exist")
+    if not p.is_file():  # (a device, a pipe or a loop of links "did not exist")
+        what = "does not exist" if not os.path.lexists(p) else "is not a regular file"
+        raise UsageError(f"config file {path!r} {what}; name a .toml, .yaml or .yml file")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:

@@ -59,6 +59,10 @@ def _finished(run_dir: str) -> tuple[Any, Any, list[Any], list[float]]:
     return cfg, space, [a for a, _ in pairs], [s for _, s in pairs]
 
 
+#: the most architectures ``--sample`` scores (each builds a network and runs the proxies on it)
+MAX_SAMPLE = 100_000
+
+
 def _data(name: str | None, seed: int) -> Any:
     from nas.train.data import load_dataset
 
@@ -98,8 +102,8 @@ def cmd_proxies(args: argparse.Namespace) -> int:
     from nas.core.spec import space_from_spec
 
     space = space_from_spec(args.space, parse_options(args.space_option, "--space-option"))  # (a bad name first)
-    if args.sample is None or args.sample < 1:
-        raise UsageError(f"--space needs --sample N with N >= 1, got {args.sample}")
+    if args.sample is None or not 1 <= args.sample <= MAX_SAMPLE:  # (2**70: a list of that many, memory to the end)
+        raise UsageError(f"--space needs --sample N with N from 1 to {MAX_SAMPLE:,}, got {args.sample}")
     data = _data(args.dataset or "digits", args.seed)
     x, y = _minibatch(data, args.batch, args.seed)
     rng = np.random.default_rng(args.seed)
