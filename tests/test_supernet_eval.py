@@ -201,7 +201,9 @@ def test_nas_search_supernet_records_it_and_resumes_from_the_command_line(macro_
     cfg["train"]["supernet"] = str(other)
     (run / "run.json").write_text(json.dumps(cfg))
     assert main(["search", "--resume", str(run), "--budget", "4", "--quiet"]) == 2
-    assert "supernet_sha256" in capsys.readouterr().err
+    err = capsys.readouterr().err  # (it said "it is a different search (supernet_sha256: ...)")
+    assert f"the supernet {str(other)!r} was trained on or replaced since this search began" in err
+    assert "supernet_sha256" in err and "search the supernet as it is now into a new --run-dir" in err
     assert main(["search", "--space", "macro", "--supernet", str(tmp_path / "run"), "--run-dir", str(tmp_path / "x"),
                  *common]) == 2
     assert "holds no trained supernet" in capsys.readouterr().err

@@ -328,6 +328,11 @@ class RunConfig:
         """Refuse (a ValueError) to continue this run (the one on disk) as ``current``: another search, or a
         lower budget."""
         diffs = self.identity().differences(current.identity())
+        if diffs and all(d.startswith("supernet_sha256: ") for d in diffs):  # (said as what happened to it)
+            raise ValueError(f"cannot resume {str(where)!r}: the supernet {self.train.supernet!r} was trained on or "
+                             f"replaced since this search began, and its trials were scored with the weights of then; "
+                             f"its finished trials stay readable; search the supernet as it is now into a new "
+                             f"--run-dir ({diffs[0]})")
         if diffs:
             raise ValueError(f"cannot resume {str(where)!r}: it is a different search ({'; '.join(diffs)})")
         if current.search.budget < self.search.budget:
