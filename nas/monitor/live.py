@@ -214,13 +214,16 @@ class LiveServer:
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 url = urlparse(self.path)
                 given = parse_qs(url.query).get("token", [""])[0]
-                if given and hmac.compare_digest(given, server.token):
+                if given and _same(given, server.token):
                     cookie = f"{COOKIE}={server.token}; HttpOnly; SameSite=Strict; Path=/"
                     self._send(303, b"", headers={"Location": url.path or "/", "Set-Cookie": cookie})
                     return
-                jar = cookies.SimpleCookie(self.headers.get("Cookie", ""))
+                try:
+                    jar = cookies.SimpleCookie(self.headers.get("Cookie", ""))
+                except cookies.CookieError:
+                    jar = cookies.SimpleCookie()
                 held = jar[COOKIE].value if COOKIE in jar else ""
-                if not hmac.compare_digest(held, server.token):
+                if not _same(held, server.token):
                     self._send(403, b"403: open the URL that nas serve printed (it carries the token)\n",
                                "text/plain; charset=utf-8")
                     return
@@ -246,6 +249,12 @@ class LiveServer:
                     self._send(404, b"not found\n", "text/plain; charset=utf-8")
 
         return Handler
+
+
+def _same(given: str, token: str) -> bool:
+    """Whether ``given`` is the token, in constant time; any text (hmac compares no str with non-ASCII characters:
+    the bytes are compared)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), token.encode("utf-8"))
 
 
 __all__ = ["LivePages", "LiveServer", "running_now"]

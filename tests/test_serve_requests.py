@@ -1,0 +1,65 @@
+"""`nas serve`'s answers to requests it must refuse or cannot build a page for, from a server in this process (no
+browser): the token compared as bytes, trial ids that are no int64, a cookie per server, a run it cannot read."""
+
+from __future__ import annotations
+
+import http.client
+import shutil
+import threading
+
+import pytest
+
+import nas
+from nas.monitor.live import COOKIE, LiveServer
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.train.simple import scored
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """Six toy architectures scored by a formula (no training)."""
+    path = tmp_path_factory.mktemp("serve") / "run"
+    nas.search(ToySpace(), "random", budget=6, executor="inprocess", seed=0, data=None, run_dir=path,
+               train=scored(toy_score), progress=False)
+    return path
+
+
+@pytest.fixture
+def run_dir(finished, tmp_path):
+    path = tmp_path / "run"
+    shutil.copytree(finished, path)
+    return path
+
+
+@pytest.fixture
+def serve(run_dir):
+    """Serve ``run_dir`` in a thread; ``get(path, cookie)`` -> (status, headers, body)."""
+    server = LiveServer(run_dir)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server.server_address[1]
+
+    def get(path: str, cookie: str | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            conn.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+            resp = conn.getresponse()
+            return resp.status, resp.headers, resp.read()
+        finally:
+            conn.close()
+
+    get.server = server  # type: ignore[attr-defined]
+    try:
+        yield get
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+@pytest.mark.parametrize("token", ["%C3%A9", "%FF", "%E2%80%A8", "%ED%A0%80"])
+def test_a_token_of_non_ascii_characters_is_refused(serve, token):
+    """(hmac.compare_digest raised TypeError on a str with non-ASCII characters: a traceback, an empty reply.)"""
+    status, _, body = serve(f"/?token={token}")
+    assert status == 403, body
+    status, _, body = serve("/", cookie=f"{COOKIE}=\u00e9")
+    assert status == 403, body
