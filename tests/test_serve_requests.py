@@ -49,6 +49,7 @@ def serve(run_dir):
             conn.close()
 
     get.server = server  # type: ignore[attr-defined]
+    get.login = f"{COOKIE}={server.token}"  # type: ignore[attr-defined]
     try:
         yield get
     finally:
@@ -63,3 +64,13 @@ def test_a_token_of_non_ascii_characters_is_refused(serve, token):
     assert status == 403, body
     status, _, body = serve("/", cookie=f"{COOKIE}=\u00e9")
     assert status == 403, body
+
+
+@pytest.mark.parametrize("tid", ["9" * 4301, "9" * 20, "9223372036854775808", "0" * 30 + "1"])
+def test_a_trial_id_that_is_no_int64_is_not_found(serve, tid):
+    """(int() of 4301 digits raised ValueError: a traceback and an empty reply.)"""
+    status, _, body = serve(f"/trial/{tid}", cookie=serve.login)
+    if tid.lstrip("0") == "1":
+        assert status == 200, body  # (trial 1, written with leading zeros)
+    else:
+        assert (status, body) == (404, b"no such trial\n")

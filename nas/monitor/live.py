@@ -239,8 +239,9 @@ class LiveServer:
                     self._send(200, get_plotlyjs().encode(), "application/javascript")
                 elif path == "/":
                     self._send(200, server.pages.index().encode())
-                elif m := re.fullmatch(r"/trial/(\d+)", path):
-                    page = server.pages.trial(int(m.group(1)))
+                elif m := re.fullmatch(r"/trial/([0-9]+)", path):
+                    digits = m.group(1).lstrip("0") or "0"  # (a trial id is an int64: a longer one is none)
+                    page = server.pages.trial(int(digits)) if len(digits) <= 19 and int(digits) < 2**63 else None
                     if page is None:
                         self._send(404, b"no such trial\n", "text/plain; charset=utf-8")
                     else:
