@@ -3,7 +3,7 @@
 A child process runs a scripted in-process search whose fourth trial holds (reports its first epoch, says so on
 stdout, then reads its stdin until the test closes it), so the page is looked at while a trial is certainly
 running. `nas serve` runs as its own process on 127.0.0.1 and is stopped by its pid. Checked: a request without
-the token is refused; the one-time URL renders in Chromium with no console error, every plot drawn, the running trial in
+the token is refused; the printed URL renders in Chromium with no console error, every plot drawn, the running trial in
 "Running now"; a trial's page shows its curve and its parent link; the pages load no script from elsewhere.
 Skipped only where no Chromium is installed (``.ci/run`` installs Debian's ``chromium``).
 """

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 import nas
-from nas.monitor.live import COOKIE, LiveServer
+from nas.monitor.live import LiveServer
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.simple import scored
 
@@ -49,7 +49,7 @@ def serve(run_dir):
             conn.close()
 
     get.server = server  # type: ignore[attr-defined]
-    get.login = f"{COOKIE}={server.token}"  # type: ignore[attr-defined]
+    get.login = f"{server.cookie}={server.token}"  # type: ignore[attr-defined]
     try:
         yield get
     finally:
@@ -62,7 +62,7 @@ def test_a_token_of_non_ascii_characters_is_refused(serve, token):
     """(hmac.compare_digest raised TypeError on a str with non-ASCII characters: a traceback, an empty reply.)"""
     status, _, body = serve(f"/?token={token}")
     assert status == 403, body
-    status, _, body = serve("/", cookie=f"{COOKIE}=\u00e9")
+    status, _, body = serve("/", cookie=f"{serve.server.cookie}=\u00e9")
     assert status == 403, body
 
 
@@ -74,3 +74,26 @@ def test_a_trial_id_that_is_no_int64_is_not_found(serve, tid):
         assert status == 200, body  # (trial 1, written with leading zeros)
     else:
         assert (status, body) == (404, b"no such trial\n")
+
+
+def test_two_servers_in_one_browser_keep_their_own_cookies(serve, run_dir):
+    """(every `nas serve` named its cookie nas_serve_token: logging in to a second run overwrote the first's, whose
+    next reload was refused.) A browser keeps cookies per host, not per port: both cookies are sent to both."""
+    other = LiveServer(run_dir)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status, headers, _ = serve(f"/?token={serve.server.token}")
+        assert status == 303
+        first = headers["Set-Cookie"].split(";")[0]
+        assert "Path=/" in headers["Set-Cookie"]
+        conn = http.client.HTTPConnection("127.0.0.1", other.server.server_address[1], timeout=120)
+        conn.request("GET", f"/?token={other.token}")
+        second = conn.getresponse().headers["Set-Cookie"].split(";")[0]
+        conn.close()
+        assert first.split("=")[0] != second.split("=")[0]
+        status, _, _ = serve("/trial/0", cookie=f"{first}; {second}")  # (the second login left the first's cookie)
+        assert status == 200
+    finally:
+        other.shutdown()
+        thread.join()

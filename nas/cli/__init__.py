@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("nas.cli.monitor", "print the Grafana dashboard of the search metrics (JSON)"),
     "status": ("nas.cli.monitor", "a run's progress: trials by state, best so far, throughput, ETA"),
     "report": ("nas.cli.monitor", "an interactive HTML page about one run, or comparing several"),
-    "serve": ("nas.cli.monitor", "a run's live page in the browser, on 127.0.0.1 (a printed one-time URL)"),
+    "serve": ("nas.cli.monitor", "a run's live page in the browser, on 127.0.0.1 (a printed URL with a secret token)"),
     "recipes": ("nas.cli.train", "list the training recipes (nas search --recipe NAME)"),
     "supernet": ("nas.cli.one_shot", "train a weight-sharing supernet (then: nas search --supernet DIR)"),
     "retrain": ("nas.cli.one_shot", "train a search's best architectures standalone, from scratch"),

@@ -84,8 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"--refresh must be a whole number of seconds >= 1 (a browser reloads a page after whole "
                          f"seconds: 0.5 is 0, a reload loop), got {args.refresh}")
     server = LiveServer(args.run_dir, args.port, refresh=args.refresh)
-    print(f"serving {args.run_dir} on 127.0.0.1 only; open (one-time URL, it sets a cookie):\n{server.url}",
-          flush=True)
+    print(f"serving {args.run_dir} on 127.0.0.1 only; open (the URL carries a secret token and sets it as a "
+          f"cookie):\n{server.url}", flush=True)
     try:
         server.serve_forever()
     finally:
@@ -113,7 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where to write it (default: RUN_DIR/report.html of the first run)")
     p.add_argument("--top", type=int, default=10, help="best architectures drawn and listed first (default: 10)")
     p.set_defaults(handler=cmd_report)
-    p = sub.add_parser("serve", help="a run's live page in the browser, on 127.0.0.1 (a printed one-time URL)",
+    p = sub.add_parser("serve",
+                       help="a run's live page in the browser, on 127.0.0.1 (a printed URL with a secret token)",
                        description="Serve the run's report as a live page on 127.0.0.1 while it runs: what is "
                        "running now, the report's views (reloaded every --refresh seconds), a page per trial. "
                        "Only requests with the printed URL's token are answered. Ctrl-C stops it.")

@@ -2,8 +2,9 @@
 
 The server is the standard library's :class:`http.server.ThreadingHTTPServer` (one small page per request; no
 framework needed). It binds 127.0.0.1, never another address, and answers only a request that carries its
-token: the printed one-time URL (``/?token=...``) sets it as a cookie (HttpOnly, SameSite=Strict) and
-redirects to the plain URL; any other request without it gets 403. Pages:
+token: the printed URL with its secret token (``/?token=...``; it works as long as the server runs, so keep it to
+yourself) sets it as a cookie named after the server's port (HttpOnly, SameSite=Strict, Path=/: two servers in one
+browser keep their own) and redirects to the plain URL; any other request without it gets 403. Pages:
 
 - ``/``: what is running now (trial, architecture, epoch, last report, worker: from the journal's submissions
   and reports without a result yet), then the report's views (:func:`nas.monitor.page.report_html`), reloaded
@@ -35,7 +36,7 @@ import pandas as pd
 from nas.run.files import os_error_text
 
 HOST = "127.0.0.1"
-COOKIE = "nas_serve_token"
+COOKIE = "nas_serve_token"  # (the prefix: each server's cookie is named after its port, see LiveServer.cookie)
 
 
 def running_now(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
@@ -167,7 +168,8 @@ class LivePages:
 
 class LiveServer:
     """Serves :class:`LivePages` on 127.0.0.1:``port`` (0: a free one) behind ``token`` (default: a new random
-    one). ``url`` is the one-time URL to open; :meth:`serve_forever` / :meth:`shutdown` as the stdlib server."""
+    one). ``url`` is the URL to open (it carries the secret token and sets it as the cookie :attr:`cookie`);
+    :meth:`serve_forever` / :meth:`shutdown` as the stdlib server."""
 
     def __init__(self, run_dir: str | os.PathLike[str], port: int = 0, *, token: str | None = None,
                  refresh: float = 5.0) -> None:
@@ -181,6 +183,12 @@ class LiveServer:
             hint = "; leave --port out for a free one" if port else ""
             raise ValueError(f"cannot serve on {HOST}:{port}: {os_error_text(e)}{hint}") from None
         self.server.daemon_threads = True
+
+    @property
+    def cookie(self) -> str:
+        """The name of this server's cookie: a second ``nas serve`` on another port, in the same browser, keeps its
+        own (cookies are per host, not per port)."""
+        return f"{COOKIE}_{self.server.server_address[1]}"
 
     @property
     def url(self) -> str:
@@ -215,14 +223,14 @@ class LiveServer:
                 url = urlparse(self.path)
                 given = parse_qs(url.query).get("token", [""])[0]
                 if given and _same(given, server.token):
-                    cookie = f"{COOKIE}={server.token}; HttpOnly; SameSite=Strict; Path=/"
+                    cookie = f"{server.cookie}={server.token}; HttpOnly; SameSite=Strict; Path=/"
                     self._send(303, b"", headers={"Location": url.path or "/", "Set-Cookie": cookie})
                     return
                 try:
                     jar = cookies.SimpleCookie(self.headers.get("Cookie", ""))
                 except cookies.CookieError:
                     jar = cookies.SimpleCookie()
-                held = jar[COOKIE].value if COOKIE in jar else ""
+                held = jar[server.cookie].value if server.cookie in jar else ""
                 if not _same(held, server.token):
                     self._send(403, b"403: open the URL that nas serve printed (it carries the token)\n",
                                "text/plain; charset=utf-8")
