@@ -10,6 +10,7 @@ import threading
 import pytest
 
 import nas
+from nas.cli import main
 from nas.monitor.live import LiveServer
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.simple import scored
@@ -97,3 +98,37 @@ def test_two_servers_in_one_browser_keep_their_own_cookies(serve, run_dir):
     finally:
         other.shutdown()
         thread.join()
+
+
+def _corrupt(run_dir, what: str) -> None:
+    if what == "journal":
+        with open(run_dir / "trials.jsonl", "a") as f:
+            f.write('{"kind":"result",\n')  # (a whole line, not JSON: a torn last line has no newline)
+    elif what == "removed":
+        shutil.rmtree(run_dir)
+    else:
+        (run_dir / what).write_text("{garbage")
+
+
+@pytest.mark.parametrize("what", ["journal", "run.json", "status.json"])
+def test_a_run_it_cannot_read_is_refused_at_start(run_dir, capsys, what):
+    """(nas serve started, then answered every page with an empty reply and a traceback on its stderr.)"""
+    _corrupt(run_dir, what)
+    assert main(["serve", str(run_dir)]) == 2
+    out, err = capsys.readouterr()
+    named = run_dir / ("trials.jsonl" if what == "journal" else what)
+    assert not out and len(err.strip().splitlines()) == 1 and str(named) in err, err
+
+
+@pytest.mark.parametrize(("what", "page"), [
+    ("journal", "/"), ("run.json", "/"), ("status.json", "/"), ("removed", "/"),
+    ("journal", "/trial/0"), ("run.json", "/trial/0"), ("removed", "/trial/0")])
+def test_a_page_it_cannot_build_is_a_500_of_one_line(serve, run_dir, capfd, what, page):
+    """The run's files made corrupt, or the run removed, while it is served: a 500 whose line says why (a trial's
+    page reads no status.json)."""
+    _corrupt(run_dir, what)
+    status, headers, body = serve(page, cookie=serve.login)
+    assert status == 500 and headers["Content-Type"].startswith("text/plain"), (status, body)
+    text = body.decode()
+    assert text.startswith("500: cannot build this page: ") and text.count("\n") == 1, text
+    assert "Traceback" not in capfd.readouterr().err

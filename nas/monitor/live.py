@@ -13,17 +13,22 @@ browser keep their own) and redirects to the plain URL; any other request withou
   metrics, its parent (a link), its error;
 - ``/plotly.js``: plotly's JavaScript from the installed package (the pages work offline).
 
+A run it cannot read (run.json, status.json or the journal corrupt) is refused at start; a page it cannot build
+later (the run's files made corrupt or removed while it serves) is a 500 whose one line of text says why.
+
 Nothing read from the run directory runs code (the journal is JSON; user spaces are never imported).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import html
 import json
 import os
 import re
 import secrets
+import sys
 import threading
 from http import cookies
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,7 +94,7 @@ class LivePages:
             return self._cached[1]
 
     def _index(self) -> str:
-        from nas.monitor.page import STYLE, _table, report_html
+        from nas.monitor.page import STYLE, NothingToReport, _table, report_html
 
         head = f"<meta http-equiv='refresh' content='{int(self.refresh)}'>"
         now = running_now(self.run_dir)
@@ -101,7 +106,7 @@ class LivePages:
                   + " ".join(f"<a href='trial/{t}'>{t}</a>" for t in now.trial.head(10)) + "</p>")
         try:
             page = report_html([self.run_dir], self.top, plotlyjs="plotly.js", head=head, before=before)
-        except ValueError as e:  # (no finished trial yet)
+        except NothingToReport as e:
             page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>{head}<title>NAS live: "
                     f"{html.escape(self.run_dir.name)}</title><style>{STYLE}</style></head><body><h1>NAS live: "
                     f"{html.escape(self.run_dir.name)}</h1>{before}<p class='note'>{html.escape(str(e))}</p>"
@@ -173,8 +178,12 @@ class LiveServer:
 
     def __init__(self, run_dir: str | os.PathLike[str], port: int = 0, *, token: str | None = None,
                  refresh: float = 5.0) -> None:
-        if not (Path(run_dir) / "run.json").exists():
-            raise ValueError(f"{str(run_dir)!r} is not a run directory (no run.json)")
+        from nas.run.reader import load_run
+        from nas.run.schema import read_status
+
+        load_run(run_dir)  # (a run it cannot read is refused now, in one line naming the file, not page by page)
+        read_status(run_dir)
+        running_now(run_dir)
         self.pages = LivePages(run_dir, refresh)
         self.token = token or secrets.token_urlsafe(24)
         try:
@@ -239,6 +248,12 @@ class LiveServer:
                     self._route(url.path)
                 except (BrokenPipeError, ConnectionResetError):
                     return
+                except Exception as e:  # (the run's files changed under the server: one line, never a dropped reply)
+                    said = " ".join(str(e).split()) or type(e).__name__
+                    print(f"nas serve: cannot build {url.path}: {said}", file=sys.stderr, flush=True)
+                    with contextlib.suppress(OSError):
+                        self._send(500, f"500: cannot build this page: {said}\n".encode("utf-8", "backslashreplace"),
+                                   "text/plain; charset=utf-8")
 
             def _route(self, path: str) -> None:
                 if path.endswith("/plotly.js"):

@@ -241,6 +241,10 @@ def comparison(runs: dict[str, tuple[RunConfig, pd.DataFrame]], usages: dict[str
     return ("<h2>Comparison</h2>" + _table(pd.DataFrame(rows), "compare", ()) + _fig(fig, "compare-plot", "no trial"))
 
 
+class NothingToReport(ValueError):
+    """A run with no finished trial yet: no report to draw (the live page says so instead)."""
+
+
 def write_report(run_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  out: str | os.PathLike[str] | None = None, top: int = 10) -> Path:
     """Write the page (default ``<first run>/report.html``) and return its path."""
@@ -264,7 +268,7 @@ def report_html(dirs: Sequence[str | os.PathLike[str]], top: int = 10, *, plotly
     for d in dirs:
         cfg, df = load_run(d)  # (a read: it never imports code that run.json names)
         if df.empty:
-            raise ValueError(f"run {str(d)!r} has no finished trial yet: nothing to report")
+            raise NothingToReport(f"run {str(d)!r} has no finished trial yet: nothing to report")
         name = Path(d).name or str(d)
         name = name if name not in runs else str(d)
         runs[name], usages[name] = (cfg, df), _usage(d, cfg, df)
