@@ -117,6 +117,7 @@ def learning_curves(df: pd.DataFrame, final: pd.Series, objective: str | Objecti
 def _viridis(frac: float) -> str:
     from plotly.colors import sample_colorscale
 
+    frac = frac if frac == frac else 0.5  # (NaN: values spread wider than a float, 1e308 and -1e308: the middle)
     return str(sample_colorscale(SCALE, [min(max(frac, 0.0), 1.0)])[0])
 
 

@@ -3,39 +3,74 @@
 The COMPLETE trials become a study (``optuna.trial.create_trial`` + ``study.add_trials``): each decision
 a categorical parameter over the options seen, the score the value (maximised); then
 ``optuna.importance.get_param_importances`` (its default evaluator) ranks the decisions.
+
+fANOVA's cost grows with the decisions and the trials: a run of very wide architectures or of very many trials is
+ranked on its first :data:`MAX_DECISIONS` varying decisions and a (seeded) sample of :data:`MAX_TRIALS` of its
+COMPLETE trials, and the panel says so. Scores whose spread is not a finite number (1e308 and -1e308) are not
+ranked: the panel says why instead of ending the report.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+#: at most this many varying decisions are ranked (the first ones, in the architecture's order)
+MAX_DECISIONS = 50
+#: at most this many COMPLETE trials (a seeded sample) feed the ranking
+MAX_TRIALS = 1000
 
-def decision_importance(df: pd.DataFrame, decisions: pd.DataFrame, seed: int = 0) -> dict[str, float]:
-    """Decision -> importance (they sum to 1); empty when fewer than 2 COMPLETE trials or no decision varies.
+
+class NotRanked(ValueError):
+    """Why the decisions could not be ranked (one line, shown on the page)."""
+
+
+def decision_importance(df: pd.DataFrame, decisions: pd.DataFrame, seed: int = 0,
+                        notes: list[str] | None = None) -> dict[str, float]:
+    """Decision -> importance (they sum to 1); empty when fewer than 2 COMPLETE trials or no decision varies. A
+    :class:`NotRanked` when the scores' spread is not finite or the evaluator cannot rank them; what was bounded
+    (:data:`MAX_DECISIONS`, :data:`MAX_TRIALS`) is appended to ``notes``.
 
     >>> df = pd.DataFrame({"state": ["COMPLETE"] * 8, "score": [1, 1, 2, 2, 1, 1, 2, 2.0]})
     >>> dec = pd.DataFrame({"a": [0, 0, 1, 1, 0, 0, 1, 1], "b": [0, 1, 0, 1, 1, 0, 1, 0]})
     >>> imp = decision_importance(df, dec)
     >>> max(imp, key=imp.get)
     'a'
+    >>> decision_importance(df.assign(score=[1e308, -1e308] * 4), dec)
+    Traceback (most recent call last):
+    ...
+    nas.monitor.importance.NotRanked: the scores' spread is not a finite number (from -1e+308 to 1e+308): ...
     """
     import optuna
     from optuna.distributions import CategoricalDistribution
 
-    done = df.state == "COMPLETE"
+    notes = [] if notes is None else notes
+    done = df.index[(df.state == "COMPLETE").to_numpy()]
+    if len(done) > MAX_TRIALS:
+        done = pd.Index(sorted(np.random.default_rng(seed).choice(done, MAX_TRIALS, replace=False)))
+        notes.append(f"a sample of {MAX_TRIALS} of the {int((df.state == 'COMPLETE').sum())} COMPLETE trials")
     dec = decisions.loc[done]
     varying = [c for c in dec.columns if dec[c].nunique(dropna=True) > 1]
-    if done.sum() < 2 or not varying:
+    if len(done) < 2 or not varying:
         return {}
+    if len(varying) > MAX_DECISIONS:
+        notes.append(f"the first {MAX_DECISIONS} of the {len(varying)} decisions that vary")
+        varying = varying[:MAX_DECISIONS]
+    scores = df.loc[done, "score"].astype(float).to_numpy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread_ok = bool(np.isfinite(np.var(scores)))
+    if not spread_ok:
+        raise NotRanked(f"the scores' spread is not a finite number (from {np.nanmin(scores):.4g} to "
+                        f"{np.nanmax(scores):.4g}): the decisions are not ranked")
     dists = {c: CategoricalDistribution(sorted({_plain(v) for v in dec[c].dropna()}, key=str)) for c in varying}
     trials = []
-    for i in dec.index:
+    for i, score in zip(done, scores):
         params = {c: _plain(dec.at[i, c]) for c in varying if not pd.isna(dec.at[i, c])}
         trials.append(optuna.trial.create_trial(params=params, distributions={c: dists[c] for c in params},
-                                                value=float(df.at[i, "score"])))
+                                                value=float(score)))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed))
     study.add_trials(trials)
@@ -44,6 +79,21 @@ def decision_importance(df: pd.DataFrame, decisions: pd.DataFrame, seed: int = 0
         return dict(optuna.importance.get_param_importances(study, evaluator=evaluator))
     except (ValueError, RuntimeError, ImportError):
         return {}
+    except (ArithmeticError, AssertionError) as e:  # (fANOVA's own checks, on numbers it cannot take)
+        raise NotRanked(f"Optuna's fANOVA could not rank these scores ({type(e).__name__}"
+                        f"{': ' + str(e) if str(e) else ''})") from None
+
+
+def importance_panel(df: pd.DataFrame, decisions: pd.DataFrame, objective: str) -> tuple[go.Figure | None, str]:
+    """The importance figure of ``objective`` (or None) and the note shown with it (or instead of it)."""
+    notes: list[str] = []
+    try:
+        fig = importance_figure(decision_importance(df, decisions, notes=notes), objective)
+    except NotRanked as e:
+        return None, str(e)
+    if fig is None:
+        return None, "too few COMPLETE trials, or no decision varies, to rank decisions"
+    return fig, ("ranked on " + " and ".join(notes) + " (fANOVA's time grows with both)") if notes else ""
 
 
 def _plain(v: Any) -> Any:

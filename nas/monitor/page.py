@@ -25,7 +25,7 @@ from plotly.offline import get_plotlyjs
 
 from nas.core.objectives import Objective
 from nas.monitor import archdraw, figures
-from nas.monitor.importance import decision_importance, importance_figure
+from nas.monitor.importance import importance_panel
 from nas.monitor.tables import objective_values
 from nas.monitor.usage import session_usage
 from nas.run.config import RunConfig
@@ -157,7 +157,7 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     else:
         firsts = [(f"Best {o.metric} so far and every trial",
                    figures.best_so_far({name: (df, values[o.metric])}, str(o)), "no trial completed") for o in per]
-    sections = [  # one panel per objective where a view draws trials' results (the page's style for several)
+    sections: list[tuple[Any, ...]] = [  # one panel per objective where a view draws trials' results
         *firsts,
         ("Learning curves", figures.learning_curves(df, values[per[0].metric], objectives[0]),
          "no per-epoch history recorded"),
@@ -167,13 +167,13 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
          figures.parallel_coordinates(df, decisions, values, objectives),
          "no decisions to show (architectures not parsed)"),
         *[(f"Decision importance{f' for {o.metric}' if multi else ''}",
-           importance_figure(decision_importance(df.assign(score=values[o.metric]), decisions), str(o)),
-           "too few COMPLETE trials, or no decision varies, to rank decisions") for o in per],
+           *_importance(df.assign(score=values[o.metric]), decisions, str(o))) for o in per],
         ("Population age", figures.population_age(df, pop), "no parents and no population recorded"),
         ("Worker timeline", figures.worker_timeline(df), "no start and end times recorded"),
     ]
-    for i, (title, fig, missing) in enumerate(sections):
-        parts.append(f"<h3>{html.escape(title)}</h3>" + _fig(fig, f"{key}-plot{i}", missing))
+    for i, (title, fig, missing, *note) in enumerate(sections):  # (a note: shown under the figure)
+        parts.append(f"<h3>{html.escape(title)}</h3>" + _fig(fig, f"{key}-plot{i}", missing)
+                     + "".join(f"<p class='note'>{html.escape(n)}</p>" for n in note if n))
     parts.append(objective_front_section(cfg, df, key))
     parts.append(f"<h3>Best architectures (top {min(top, len(done))}{f' by {per[0].metric}' if multi else ''})</h3>"
                  + best_architectures(cfg, df, done, top, key))
@@ -185,6 +185,12 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
     parts.append("<h3>Run configuration</h3><pre>" + html.escape(json.dumps(cfg.to_json(), indent=2, default=str))
                  + "</pre>")
     return "\n".join(parts)
+
+
+def _importance(df: pd.DataFrame, decisions: pd.DataFrame, objective: str) -> tuple[Any, str, str]:
+    """The importance panel's (figure, text instead of it, note under it)."""
+    fig, note = importance_panel(df, decisions, objective)
+    return (fig, note, "") if fig is None else (fig, "", note)
 
 
 def _best_of(done: pd.DataFrame, o: Objective, fidelity: str) -> str:

@@ -1,0 +1,67 @@
+"""`nas report` on run directories whose journal holds what a search would not write (scores at the ends of the
+float range, very wide architectures): the report is drawn, the panel it cannot draw says why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import nas
+from nas.cli import main
+from nas.monitor import importance
+from nas.search_spaces.toy import ToySpace, toy_score
+from nas.train.simple import scored
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """Eight toy architectures scored by a formula (no training)."""
+    path = tmp_path_factory.mktemp("hostile") / "run"
+    nas.search(ToySpace(), "random", budget=8, executor="inprocess", seed=0, data=None, run_dir=path,
+               train=scored(toy_score), progress=False)
+    return path
+
+
+def rewrite(src, dst, change) -> None:
+    """Copy the run ``src`` to ``dst``, each journal record passed through ``change(record)``."""
+    dst.mkdir()
+    (dst / "run.json").write_bytes((src / "run.json").read_bytes())
+    lines = [json.dumps(change(json.loads(line))) for line in (src / "trials.jsonl").read_text().splitlines()]
+    (dst / "trials.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def extreme(rec):
+    if rec["kind"] == "result" and rec["trial"]["trial_id"] in (1, 2):
+        value = 1e308 if rec["trial"]["trial_id"] == 1 else -1e308
+        rec["result"]["score"] = rec["result"]["metrics"]["val_acc"] = value
+    return rec
+
+
+def test_scores_whose_spread_is_not_finite_skip_the_importance_panel(finished, tmp_path, capsys):
+    """(1e308 and -1e308 ended the report in optuna fANOVA's `assert variance >= 0.0`.)"""
+    rewrite(finished, tmp_path / "run", extreme)
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")]) == 0, capsys.readouterr().err
+    page = (tmp_path / "r.html").read_text()
+    assert "the scores&#x27; spread is not a finite number (from -1e+308 to 1e+308): the decisions are not ranked" \
+        in page
+    assert "Trial detail" in page
+
+
+def test_a_very_wide_architecture_is_ranked_on_its_first_decisions(finished, tmp_path, capsys):
+    """(10,000 decisions never finished: fANOVA's time grows with them.) A run of a user's space: its architectures'
+    decisions come from their JSON."""
+    width = importance.MAX_DECISIONS + 10
+
+    def wide(rec):
+        rec["trial"]["arch"] = {f"d{i:03}": (rec["trial"]["trial_id"] + i) % 3 for i in range(width)}
+        return rec
+
+    rewrite(finished, tmp_path / "run", wide)
+    cfg = json.loads((tmp_path / "run" / "run.json").read_text())
+    cfg["search"]["space"] = "mymod:Space"
+    (tmp_path / "run" / "run.json").write_text(json.dumps(cfg))
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")]) == 0, capsys.readouterr().err
+    page = (tmp_path / "r.html").read_text()
+    assert (f"ranked on the first {importance.MAX_DECISIONS} of the {width} decisions that vary (fANOVA&#x27;s "
+            "time grows with both)") in page
