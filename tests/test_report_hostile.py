@@ -65,3 +65,29 @@ def test_a_very_wide_architecture_is_ranked_on_its_first_decisions(finished, tmp
     page = (tmp_path / "r.html").read_text()
     assert (f"ranked on the first {importance.MAX_DECISIONS} of the {width} decisions that vary (fANOVA&#x27;s "
             "time grows with both)") in page
+
+
+def status_of(finished, tmp_path, **fields):
+    run = tmp_path / "run"
+    rewrite(finished, run, lambda rec: rec)
+    status = {"state": "finished", "pid": 1, "host": "h", "updated": 1.0, "workers": 1, **fields}
+    (run / "status.json").write_text(json.dumps(status))
+    return run
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("elapsed", 1e308, "Expected `float` <= 1000000000000.0"), ("busy_seconds", -1.0, "Expected `float` >= 0.0"),
+    ("elapsed", -5.0, "Expected `float` >= 0.0"), ("time_budget", 1e300, "Expected `float` <= 1000000000000.0")])
+def test_status_durations_out_of_range_are_refused_naming_the_field(finished, tmp_path, capsys, field, value, why):
+    """(elapsed 1e308 printed 300 digits; negative durations were taken as they were.)"""
+    run = status_of(finished, tmp_path, **{field: value})
+    assert main(["status", str(run)]) == 2
+    assert capsys.readouterr().err.strip() == f"nas status: error: {run / 'status.json'}: {field}: {why}"
+
+
+def test_a_wall_time_too_short_to_divide_by_leaves_utilization_unknown(finished, tmp_path, capsys):
+    """(elapsed 1e-320 s with busy_seconds 100 printed 'worker utilization inf'.)"""
+    run = status_of(finished, tmp_path, elapsed=1e-320, busy_seconds=100.0)
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "inf" not in out, out

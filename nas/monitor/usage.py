@@ -18,6 +18,7 @@ its journal.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,7 @@ class Usage:
     def of(cls, *, busy: float, wall: float, workers: int | None) -> Usage:
         n = int(workers or 0)
         util = busy / (wall * n) if wall > 0 and n > 0 else None
+        util = util if util is None or math.isfinite(util) else None  # (a wall of 1e-320 s: unknown, not inf)
         return cls(wall=max(wall, 0.0), busy=busy, workers=n, utilization=util)
 
 

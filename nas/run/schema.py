@@ -29,6 +29,8 @@ from nas.run.files import os_error_text, read_file
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 Pid = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+#: a duration: not negative, and less than 30,000 years (1e308 printed 300 digits; its ratios were inf)
+Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=1e12)]
 
 
 class SchemaError(ValueError):
@@ -114,18 +116,18 @@ class Status(msgspec.Struct):
     queued: Count = 0
     workers: Count | None = None
     budget: Count | None = None
-    time_budget: float | None = None
-    elapsed: float = 0.0
-    busy_seconds: float = 0.0
+    time_budget: Seconds | None = None
+    elapsed: Seconds = 0.0
+    busy_seconds: Seconds = 0.0
     best_score: float | None = None
     best_trial: Int64 | None = None
     population: Count = 0
-    strategy_seconds: float = 0.0
+    strategy_seconds: Seconds = 0.0
     reports: Count = 0
-    report_seconds: float = 0.0
+    report_seconds: Seconds = 0.0
     decisions: dict[str, Count] = {}
     resumed: Count = 0
-    utilization: float | None = None
+    utilization: Seconds | None = None  # (a ratio: bounded as the durations it is of)
 
 
 STATUS_DECODER = msgspec.json.Decoder(Status)
