@@ -91,3 +91,16 @@ def test_a_wall_time_too_short_to_divide_by_leaves_utilization_unknown(finished,
     assert main(["status", str(run)]) == 0
     out = capsys.readouterr().out
     assert "inf" not in out, out
+
+
+@pytest.mark.parametrize("command", ["status", "report", "results", "best"])
+def test_a_lone_surrogate_in_run_json_is_refused_naming_the_file_and_field(finished, tmp_path, capsys, command):
+    """(valid JSON, but no character: "'utf-8' codec can't encode character '\\ud800'" naming no file.)"""
+    run = tmp_path / "run"
+    rewrite(finished, run, lambda rec: rec)
+    text = (run / "run.json").read_text()
+    (run / "run.json").write_text(text.replace('"strategy": "random"', '"strategy": "ran\\ud800dom"', 1))
+    assert main([command, str(run)]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"{run / 'run.json'} is corrupt: search.strategy: a lone surrogate escape ('ran\\ud800dom'), which is no "
+        "character")

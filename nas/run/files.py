@@ -3,10 +3,12 @@ text of an OS error (every message that reports one names errno's text)."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # (reading the umask means setting it; put it straight back)
@@ -66,6 +68,41 @@ def check_regular(path: str | os.PathLike[str]) -> None:
     if not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
         raise ValueError(f"{os.fspath(path)} is {kind}, not a regular file: a run directory's files are plain files")
+
+
+def load_json(raw: bytes | str) -> Any:
+    r"""JSON text as values, refusing a lone surrogate escape (``"\ud800"``: valid JSON, but no character, so every
+    later encode of it failed naming no file) with a ValueError naming the field where it is.
+
+    >>> load_json('{"a": [1, "x\\ud800"]}')
+    Traceback (most recent call last):
+    ...
+    ValueError: a.1: a lone surrogate escape ('x\ud800'), which is no character
+    """
+    value = json.loads(raw)
+    where = _surrogate(value, "")
+    if where is not None:
+        raise ValueError(where)
+    return value
+
+
+def _surrogate(value: Any, at: str) -> str | None:
+    """Where in ``value`` a string holds a lone surrogate, as ``field: what``; None where none does."""
+    stack = [(value, at)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{at or '(the document)'}: a lone surrogate escape ({ascii(v)[:60]}), which is no character"
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                stack.append((k, f"{at}.{ascii(k)[1:-1]}".lstrip(".")))  # (a key too)
+                stack.append((item, f"{at}.{ascii(k)[1:-1]}".lstrip(".")))
+        elif isinstance(v, list):
+            stack.extend((item, f"{at}.{i}".lstrip(".")) for i, item in enumerate(v))
+    return None
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:

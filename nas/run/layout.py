@@ -29,7 +29,7 @@ from typing import Any
 
 from nas.core.types import Trial
 from nas.run.config import RunConfig
-from nas.run.files import os_error_text
+from nas.run.files import load_json, os_error_text
 from nas.run.journal import DiskFull, Record, bulk_load, latest_results, read_records
 from nas.run.lock import HOLDER_FILE, HOLDER_KEYS, LOCK_FILE, RunLock
 from nas.run.snapshot import read_snapshot
@@ -52,7 +52,7 @@ def read_run_json(path: Path) -> dict[str, Any]:
     if not cfg_path.is_file():
         raise ValueError(f"{str(path)!r} is not a run directory (no run.json)")
     try:
-        cfg = json.loads(cfg_path.read_text())
+        cfg = load_json(cfg_path.read_bytes())
     except (ValueError, OSError, RecursionError) as e:
         raise ValueError(f"{cfg_path} is corrupt: {e}") from None
     if not isinstance(cfg, dict):

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nas.run.files import atomic_write, read_file
+from nas.run.files import atomic_write, load_json, read_file
 
 if TYPE_CHECKING:
     import torch
@@ -92,8 +92,8 @@ def read_snapshot(path: pathlib.Path) -> dict:
     if raw[:1] == b"\x80":  # the PROTO opcode that starts every pickle of protocol 2 and later
         raise ValueError(f"{path}: is a pickle, not a JSON snapshot; refusing to load it")
     try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        doc = load_json(raw)
+    except (ValueError, RecursionError) as e:
         raise ValueError(f"{path}: is not a JSON snapshot ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: is not a {FORMAT} file")

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import warnings
 from pathlib import Path
 from typing import Any
 
-from nas.run.files import os_error_text, read_file
+from nas.run.files import load_json, os_error_text, read_file
 
 BEST_JSON, BEST_PT, CHECKPOINTS = "best.json", "best.pt", "checkpoints"
 
@@ -108,7 +107,7 @@ def weights_match(path: Path, best: dict[str, Any]) -> bool:
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object from ``path``, or None where there is none (missing, unreadable, not JSON, not an object)."""
     try:
-        value = json.loads(read_file(path))
+        value = load_json(read_file(path))
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
