@@ -104,3 +104,17 @@ def test_a_lone_surrogate_in_run_json_is_refused_naming_the_file_and_field(finis
     assert capsys.readouterr().err.strip().endswith(
         f"{run / 'run.json'} is corrupt: search.strategy: a lone surrogate escape ('ran\\ud800dom'), which is no "
         "character")
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, "abc", [1, 2], True])
+def test_a_metric_that_is_no_number_is_shown_as_missing(finished, tmp_path, capsys, value):
+    """(val_loss {"a":1}, "abc" or [1,2] ended the report in a TypeError, "Unknown format code 'g' for object of type
+    'str'" or "The truth value of an array ... is ambiguous", naming nothing.)"""
+    def odd(rec):
+        if rec["kind"] == "result":
+            rec["result"]["metrics"]["val_loss"] = value
+        return rec
+
+    rewrite(finished, tmp_path / "run", odd)
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")]) == 0, capsys.readouterr().err
+    assert "<th onclick='sortTable(this)' title='sort'>val_loss</th>" in (tmp_path / "r.html").read_text()

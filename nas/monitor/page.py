@@ -90,7 +90,11 @@ def _table(df: pd.DataFrame, table_id: str, arch_cols: Sequence[str] = ("arch",)
 
 
 def _num(v: Any, fmt: str) -> str:
-    return "" if v is None or pd.isna(v) else format(v, fmt)
+    """A number formatted; "" for a missing one and for anything that is no number (a metric the run reported as
+    text, a table or a list: the report plots and formats metrics as numbers)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+        return ""
+    return format(v, fmt)
 
 
 def trial_table(df: pd.DataFrame, objectives: Sequence[str] = ("val_acc:max",)) -> pd.DataFrame:
