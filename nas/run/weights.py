@@ -3,7 +3,7 @@ is checked to be data (``torch.load(weights_only=True)``: tensors and plain valu
 uses, copies or keeps it. A crafted pickle is refused with one line naming the file, whoever asked for it: ``nas
 best --export-weights``, ``--pareto --export``, a warm start, a resume repairing best.pt.
 
->>> import io, tempfile, torch
+>>> import io, json, tempfile, torch
 >>> run = Path(tempfile.mkdtemp())
 >>> buf = io.BytesIO(); torch.save({"model": {"w": torch.ones(1)}}, buf); data = buf.getvalue()
 >>> _ = (run / "best.pt").write_bytes(data)
