@@ -49,5 +49,35 @@ def add_experiment(sub: Any, doc: str | None, handler: Callable[[Any], int]) -> 
     name, summary = command(doc)
     p = sub.add_parser(name, help=summary, description=(doc or "").split("\n\n>>>")[0],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    for action in (None, "store"):
+        p.register("action", action, _Store)
+    p.register("action", "append", _Append)
     p.set_defaults(handler=handler)
     return p
+
+
+def _refuse_blank(action: argparse.Action, values: Any) -> None:
+    """A flag's text value that is empty or blank, refused as the parser refuses a bad value (usage and one line,
+    exit 2): it was read as "not given" and silently meant every strategy, a local Ray cluster or the defaults."""
+    if isinstance(values, str) and not values.strip():
+        raise argparse.ArgumentError(action, f"{values!r} is empty; give a value")
+
+
+class _Store(argparse._StoreAction):
+    """``store`` for an experiment's flags: a blank text value refused, and the flag's ``dest`` kept in
+    ``given`` (see :func:`nas_benchmarks.harness.given`), so that ``--quick`` sets only what was not typed."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        _refuse_blank(self, values)
+        super().__call__(parser, namespace, values, option_string)
+        namespace.__dict__.setdefault("given", set()).add(self.dest)
+
+
+class _Append(argparse._AppendAction):
+    """``append`` for an experiment's flags: a blank text value refused (``-o ''``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        _refuse_blank(self, values)
+        super().__call__(parser, namespace, values, option_string)

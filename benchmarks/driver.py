@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import add_experiment
-from .harness import int_list, text_table
+from .harness import int_list, strategy_name, text_table
 
 CAP = 200_000
 OPTIONS = {"population": 100, "sample_size": 10}
@@ -190,6 +190,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_driver(args: argparse.Namespace) -> int:
+    strategy_name(args.strategy)
     workers = int_list(args.workers, "--workers")
     if any(w < 1 for w in workers) or args.trials_per_worker < 1 or args.snapshot_every < 1 or (
             args.trials is not None and args.trials < 10):

@@ -239,20 +239,42 @@ def parse_strategy_options(pairs: Sequence[str], defaults: Mapping[str, Mapping[
     return out
 
 
-def strategy_names(text: str | None) -> list[str]:
-    """Comma-separated registered strategies (every one when ``text`` is empty); an unknown name is a ValueError."""
+def strategy_names(text: str | None, flag: str = "--strategies") -> list[str]:
+    """Comma-separated registered strategies (every one when ``text`` is None: the flag not given); an empty item
+    or an unknown name is a ValueError naming ``flag`` (``','`` ran nothing and said so with exit 0)."""
     from nas.core import registry
 
-    names = [s.strip() for s in text.split(",") if s.strip()] if text else registry.strategies.names()
+    names = items(text, flag) if text is not None else registry.strategies.names()
     for name in names:
-        registry.strategies.get(name)  # ValueError naming the known ones
+        strategy_name(name, flag)
     return names
+
+
+def strategy_name(name: str, flag: str = "--strategy") -> str:
+    """``name`` if it is a registered strategy, else a ValueError naming ``flag`` and the known ones (checked
+    before a benchmark starts: an unknown one reached a child process's traceback)."""
+    from nas.core import registry
+
+    try:
+        registry.strategies.get(name)
+    except ValueError as e:
+        raise ValueError(f"{flag}: {e}") from None
+    return name
+
+
+def items(text: str, flag: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``; an empty or blank item (``"a,,b"``, ``","``, ``""``) is a ValueError naming
+    ``flag`` and the value as typed."""
+    parts = [s.strip() for s in text.split(",")]
+    if not all(parts):
+        raise ValueError(f"{flag} {text!r} has an empty item; give comma-separated values")
+    return parts
 
 
 def int_list(text: str, flag: str) -> list[int]:
     """``"1,4,16"`` -> ``[1, 4, 16]``; anything else a ValueError naming ``flag``."""
     try:
-        return [int(x) for x in text.split(",")]
+        return [int(x) for x in items(text, flag)]
     except ValueError:
         raise ValueError(f"{flag} must be comma-separated integers, got {text!r}") from None
 

@@ -35,6 +35,7 @@ from .harness import (
     parse_strategy_options,
     run_seeds,
     simulated_search,
+    strategy_name,
     text_table,
     write_out,
 )
@@ -127,9 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_scaling(args: argparse.Namespace) -> int:
     args.search_dataset = args.search_dataset or "cifar10"  # (no --dataset here: the paper's)
-    from nas.core import registry
-
-    registry.strategies.get(args.strategy)
+    strategy_name(args.strategy)
     workers = int_list(args.workers, "--workers")
     if any(w < 1 for w in workers) or args.seeds < 1 or args.trials < 1 or args.jobs < 1:
         raise ValueError(f"workers, --seeds, --trials and --jobs must be >= 1, got {workers}, {args.seeds}, "

@@ -24,7 +24,7 @@ from typing import Any
 from nas.cli.common import path_arg
 
 from . import add_experiment
-from .harness import at_least, simulated_search, text_table, write_json
+from .harness import at_least, simulated_search, strategy_name, text_table, write_json
 
 
 def incumbent(pairs: list[tuple[Any, Any]]) -> float:
@@ -64,6 +64,7 @@ def handler(args: argparse.Namespace) -> int:
     import json
 
     at_least(1, seeds=args.seeds, first=args.first, budget=args.budget)
+    strategy_name(args.strategy)
     if args.quick:  # (after the check: a bad value is refused even beside --quick)
         args.seeds, args.first, args.budget = 2, 10, 10
     default = {"population": 20, "sample_size": 5} if args.strategy == "evolution" else {}
