@@ -48,7 +48,7 @@ from typing import Any
 from nas.core.objectives import Objectives, crowding_distance, pareto_ranks
 from nas.core.registry import register_strategy
 from nas.core.space import SearchSpace
-from nas.core.strategy import Strategy, check_positive_int
+from nas.core.strategy import Strategy, check_bool, check_positive_int
 from nas.core.types import Arch, Result, Trial, arch_key
 from nas.strategies.fidelity import Fidelities, add, best_of, from_data, to_data
 from nas.strategies.warmup import ProxyWarmup, make_pool
@@ -119,9 +119,8 @@ class RegularizedEvolution(ProxyWarmup, Strategy):
             raise ValueError(
                 f"sample_size must be <= population, got sample_size={sample_size}, population={population}"
             )
-        self.dedup = bool(dedup)
-        if not isinstance(inherit, bool):
-            raise ValueError(f"inherit must be true or false, got {inherit!r}")
+        self.dedup = check_bool("dedup", dedup)
+        inherit = check_bool("inherit", inherit)
         if child_epochs is not None and not inherit:
             raise ValueError(f"child_epochs={child_epochs!r} needs inherit=true (children train from scratch "
                              "for the run's epochs otherwise)")

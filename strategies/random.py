@@ -18,7 +18,7 @@ import numpy as np
 
 from nas.core.registry import register_strategy
 from nas.core.space import SearchSpace
-from nas.core.strategy import Strategy
+from nas.core.strategy import Strategy, check_bool
 from nas.core.types import Arch, Result, Trial, arch_key
 
 DEDUP_WINDOW = 10_000  # asks remembered for dedup: 80 KB in a snapshot, however long the run
@@ -42,7 +42,7 @@ class RandomSearch(Strategy):
     def __init__(self, space: SearchSpace, *, seed: int | None = None, dedup: bool = True,
                  objectives: Sequence[str] | None = None) -> None:
         super().__init__(space, seed=seed)  # (objectives: accepted as every native strategy's; never used)
-        self.dedup = bool(dedup)
+        self.dedup = check_bool("dedup", dedup)
         self._window = min(space.size, DEDUP_WINDOW)
         self._recent: collections.deque[int] = collections.deque()  # fingerprints, oldest on the left
         self._seen: set[int] = set()  # the same fingerprints, for lookup

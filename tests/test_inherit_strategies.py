@@ -11,6 +11,7 @@ from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.pbt import MISSING_CHECKPOINT, PopulationBasedTraining
+from nas.strategies.random import RandomSearch
 from tests.helpers import saving_curve
 
 
@@ -54,6 +55,19 @@ def test_evolution_without_inherit_asks_exactly_what_it_did_before():
 def test_evolution_bad_inherit_options_are_named(options, message):
     with pytest.raises(ValueError, match=message):
         RegularizedEvolution(ToySpace(), **options)
+
+
+@pytest.mark.parametrize("make", [
+    lambda v: RegularizedEvolution(ToySpace(), dedup=v),
+    lambda v: RandomSearch(ToySpace(), dedup=v),
+    lambda v: RegularizedEvolution(ToySpace(), inherit=v),
+])
+@pytest.mark.parametrize("value", ["no", "off", 0, 1, None])
+def test_boolean_strategy_options_take_only_true_or_false(make, value):
+    # (dedup="no" was kept, and bool("no") is True: a user asking for no dedup got dedup)
+    with pytest.raises(ValueError, match=r"(dedup|inherit) must be true or false, got "):
+        make(value)
+    assert make(False) is not None and make(True) is not None
 
 
 def retire_member_0(pbt):

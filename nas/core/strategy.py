@@ -127,6 +127,14 @@ def check_positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` if it is True or False, or a ValueError naming it (``dedup="no"`` was kept, and bool() made it
+    True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return bool(value)
+
+
 def check_fraction(name: str, value: Any, *, low: float = 0.0, high: float = 1.0) -> float:
     """``value`` as a float in [low, high], or a ValueError naming it."""
     try:
