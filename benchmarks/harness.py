@@ -224,19 +224,44 @@ def add_simulation_arguments(p: Any) -> None:
     p.add_argument("--out", default="bench-results", type=folder_arg, help="directory for the CSV and the plot")
 
 
-def parse_strategy_options(pairs: Sequence[str], defaults: Mapping[str, Mapping[str, Any]] | None = None
-                           ) -> dict[str, dict[str, Any]]:
-    """``["evolution.population=20"]`` -> ``{"evolution": {"population": 20}}``, over ``defaults``."""
+def parse_strategy_options(pairs: Sequence[str], defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                           strategies: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """``["evolution.population=20"]`` -> ``{"evolution": {"population": 20}}``, over ``defaults``; with
+    ``strategies`` (the run's), an option of a strategy not among them is a ValueError naming it (it was ignored)."""
     from nas.cli import parse_value
 
     out = {k: dict(v) for k, v in (defaults or {}).items()}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         strategy, dot, option = key.partition(".")
-        if not sep or not dot or not strategy or not option:
-            raise ValueError(f"option {pair!r} is not STRATEGY.KEY=VALUE (e.g. -o evolution.population=20)")
+        if not sep or not dot or not strategy.strip() or not option.strip():
+            raise ValueError(f"-o {pair!r} is not STRATEGY.KEY=VALUE (e.g. -o evolution.population=20)")
+        if strategies is not None and strategy not in strategies:
+            raise ValueError(f"-o {pair!r}: strategy {strategy!r} is not in this run ({', '.join(strategies)})")
         out.setdefault(strategy, {})[option] = parse_value(value)
     return out
+
+
+def check_strategy_options(names: Sequence[str], options: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each of ``names`` built once on NAS-Bench-201 with its ``options``, so that a bad option (an unknown name,
+    ``population=0``, ``dedup=abc``) is refused before anything runs or is written, not in the first search."""
+    from nas.api import build_strategy
+    from nas.search_spaces.nb201 import NB201Space
+
+    space = NB201Space()
+    for name in names:
+        try:
+            build_strategy(name, space, 0, options.get(name, {}), ["val_acc:max"])
+        except ValueError as e:
+            raise ValueError(f"-o {name}: {e}") from None
+
+
+def check_noise(noise: float) -> float:
+    """``--noise``: a finite number of accuracy points >= 0 (inf gave blank result rows; -1 was refused in the
+    simulator's units, as -0.01)."""
+    if not 0 <= noise < float("inf"):
+        raise ValueError(f"--noise must be a finite number of accuracy points >= 0, got {noise:g}")
+    return noise
 
 
 def strategy_names(text: str | None, flag: str = "--strategies") -> list[str]:

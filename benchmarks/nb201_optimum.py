@@ -27,7 +27,16 @@ import numpy as np
 from nas.engine.interfaces import Callback, LoopStatus
 
 from . import add_experiment
-from .harness import Outcome, at_least, parse_strategy_options, run_seeds, simulated_search, strategy_names, text_table
+from .harness import (
+    Outcome,
+    at_least,
+    check_strategy_options,
+    parse_strategy_options,
+    run_seeds,
+    simulated_search,
+    strategy_names,
+    text_table,
+)
 
 PUBLISHED = {("local", "cifar100"): "local search ~127 (White et al. 2021)"}
 
@@ -101,9 +110,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_optimum(args: argparse.Namespace) -> int:
     at_least(1, seeds=args.seeds, max_evals=args.max_evals, jobs=args.jobs)
     names = strategy_names(args.strategies)
+    options = parse_strategy_options(args.option, strategies=names)
+    check_strategy_options(names, options)
     t0 = time.perf_counter()
     outcomes = run_seeds(run_until, names, range(args.seeds), jobs=args.jobs,
-                         options=parse_strategy_options(args.option), dataset=args.dataset, epochs=args.epochs,
+                         options=options, dataset=args.dataset, epochs=args.epochs,
                          max_evals=args.max_evals)
     print(f"NAS-Bench-201 {args.dataset}: evaluations until the best {args.epochs}-epoch validation cell is evaluated "
           f"(reward: {args.epochs}-epoch validation accuracy, noise-free; 1 worker; at most {args.max_evals})")

@@ -46,7 +46,9 @@ from .harness import (
     PROTOCOL_OPTIONS,
     Outcome,
     add_simulation_arguments,
+    check_noise,
     check_runs,
+    check_strategy_options,
     parse_strategy_options,
     plot_bands,
     run_seeds,
@@ -253,10 +255,12 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
         return cmd_mo(args)
     names = strategy_names(args.strategies)
+    check_noise(args.noise)
+    options = parse_strategy_options(args.option, PROTOCOL_OPTIONS, names)
+    check_strategy_options(names, options)
     out_dir = make_export_dir(args.out)
     t0 = time.perf_counter()
-    outcomes = run_seeds(run_search, names, range(args.seeds), jobs=args.jobs,
-                         options=parse_strategy_options(args.option, PROTOCOL_OPTIONS), dataset=args.dataset,
+    outcomes = run_seeds(run_search, names, range(args.seeds), jobs=args.jobs, options=options, dataset=args.dataset,
                          search_dataset=args.search_dataset, time_budget=args.time_budget, workers=args.workers,
                          noise=args.noise, proxy_cache=args.proxy_cache or str(cache_path(args.out, 16, 1, 32)))
     wall = time.perf_counter() - t0

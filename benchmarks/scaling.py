@@ -31,6 +31,8 @@ from . import add_experiment
 from .harness import (
     PROTOCOL_OPTIONS,
     add_simulation_arguments,
+    check_noise,
+    check_strategy_options,
     int_list,
     parse_strategy_options,
     run_seeds,
@@ -134,7 +136,10 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         raise ValueError(f"workers, --seeds, --trials and --jobs must be >= 1, got {workers}, {args.seeds}, "
                          f"{args.trials}, {args.jobs}")
     target = target_for(args.target_top, args.search_dataset)
-    options = parse_strategy_options(args.option, PROTOCOL_OPTIONS).get(args.strategy, {})
+    check_noise(args.noise)
+    all_options = parse_strategy_options(args.option, PROTOCOL_OPTIONS, [args.strategy])
+    check_strategy_options([args.strategy], all_options)
+    options = all_options.get(args.strategy, {})
     print(f"{args.strategy} on NAS-Bench-201 ({args.search_dataset}), {args.trials} trials per run, "
           f"{args.seeds} seeds; target: 12-epoch validation >= {target:.2f}% (top {args.target_top:.1%} of cells); "
           f"options {options}")

@@ -39,3 +39,31 @@ def test_blank_values_and_unknown_strategies_are_refused_up_front(tmp_path, caps
     assert message in refused([*argv, *(["--out", str(tmp_path / "out")] if argv[0] == "strategies"
                                         else [])], capsys)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["strategies", "--noise", "inf"], "--noise must be a finite number of accuracy points >= 0, got inf"),
+    (["strategies", "--noise", "nan"], "--noise must be a finite number of accuracy points >= 0, got nan"),
+    (["strategies", "--noise", "-1"], "--noise must be a finite number of accuracy points >= 0, got -1"),
+    (["scaling", "--noise", "-1"], "--noise must be a finite number of accuracy points >= 0, got -1"),
+    (["strategies", "-o", "noequals"], "-o 'noequals' is not STRATEGY.KEY=VALUE"),
+    (["strategies", "-o", "=x"], "-o '=x' is not STRATEGY.KEY=VALUE"),
+    (["strategies", "-o", ".k=1"], "-o '.k=1' is not STRATEGY.KEY=VALUE"),
+    (["strategies", "-o", "random.=1"], "-o 'random.=1' is not STRATEGY.KEY=VALUE"),
+    (["strategies", "-o", "nosuch.x=1"], "-o 'nosuch.x=1': strategy 'nosuch' is not in this run (random)"),
+    (["strategies", "-o", "evolution.population=5"], "-o 'evolution.population=5': strategy 'evolution' is not in"),
+    (["strategies", "-o", "random.dedup=abc"], "-o random: dedup must be true or false, got 'abc'"),
+    (["strategies", "-o", "random.x=1"], "-o random: unknown options ['x'] for strategy 'random'"),
+    (["scaling", "--strategy", "random", "-o", "evolution.population=5"],
+     "-o 'evolution.population=5': strategy 'evolution' is not in this run (random)"),
+])
+def test_simulation_options_are_checked_before_the_out_folder_is_made(tmp_path, capsys, argv, message):
+    if argv[0] == "strategies":
+        argv = [*argv, "--strategies", "random"]
+    assert message in refused([*argv, "--seeds", "1", "--jobs", "1", "--out", str(tmp_path / "out")], capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_optimum_refuses_an_option_of_a_strategy_not_in_its_run(capsys):
+    assert "-o 'evolution.population=5': strategy 'evolution' is not in this run (local)" in refused(
+        ["optimum", "--strategies", "local", "-o", "evolution.population=5", "--seeds", "1", "--jobs", "1"], capsys)
