@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 
 from . import add_experiment
 from .harness import at_least, text_table, write_json
@@ -146,4 +146,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_experiment(sub, __doc__, cmd_cli_latency)
     p.add_argument("--trials", type=int, default=1000, help="finished trials of the run read (default 1000)")
     p.add_argument("--repeats", type=int, default=5, help="fresh processes per command (default 5)")
-    p.add_argument("--json", metavar="FILE", type=path_arg, help="also write the figures here")
+    p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures here")

@@ -31,7 +31,7 @@ import statistics
 import time
 from typing import Any
 
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 from nas.core.types import Trial
 from nas.engine.protocol import KeepRule, finished
 
@@ -184,7 +184,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPUs per rank (and for the actor) in the scaling table: 1 gives each its own GPU and NCCL, "
                         "a fraction shares one over gloo (default 0: CPUs)")
     p.add_argument("--skip", choices=["scaling", "fixed"], help="leave one table out")
-    p.add_argument("--json", type=path_arg, help="write the figures to this file")
+    p.add_argument("--json", type=file_arg, help="write the figures to this file")
     p.add_argument("--seed", type=int, default=0)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 from nas.engine.inprocess import InProcessExecutor
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import BoundedCheckpoints
@@ -135,4 +135,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--plot", metavar="FILE", help="the figure (PNG)")
-    p.add_argument("--json", metavar="FILE", type=path_arg, help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

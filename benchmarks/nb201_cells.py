@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 
 from . import add_experiment
 from .harness import at_least, text_table, write_json
@@ -195,4 +195,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", type=int, default=1, help="trainings per cell, averaged; 2+ also says whether the "
                    "cells differ by more than the seeds do (default 1)")
-    p.add_argument("--json", metavar="FILE", type=path_arg, help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

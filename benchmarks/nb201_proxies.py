@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from nas.cli.common import folder_arg, path_arg
+from nas.cli.common import file_arg, folder_arg
 from nas.run.export import make_export_dir
 
 from . import add_experiment
@@ -174,7 +174,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     p.add_argument("--out", default="bench-results", type=folder_arg,
                    help="directory of the cache (default bench-results)")
-    p.add_argument("--json", type=path_arg, help="also write the figures to this JSON file")
+    p.add_argument("--json", type=file_arg, help="also write the figures to this JSON file")
 
 
 def cmd_proxies(args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 from nas.core.space import SearchSpace
 from nas.core.types import Arch, Trial
 from nas.train.augment import Augment
@@ -242,4 +242,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pack", default=",".join(map(str, PACKS)), help="trials packed on one GPU (default 1,2,4,8)")
     p.add_argument("--pack-trials", type=int, default=2, help="timed trials per packed actor (default 2)")
     p.add_argument("--address", help="Ray cluster for the packing table (default: start a local one)")
-    p.add_argument("--json", metavar="FILE", type=path_arg, help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

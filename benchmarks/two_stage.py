@@ -41,7 +41,7 @@ import torch
 from scipy import stats
 
 import nas.api
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 from nas.core.types import Trial
 from nas.oneshot import train_supernet
 from nas.search_spaces.macro import MacroSpace
@@ -223,4 +223,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--quick", action="store_true", help="2 seeds, 4 architectures, 2 supernet epochs, 10 in (c)")
-    p.add_argument("--json", metavar="FILE", type=path_arg, help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

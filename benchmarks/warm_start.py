@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 
 from . import add_experiment
 from .harness import at_least, simulated_search, strategy_name, text_table, write_json
@@ -100,4 +100,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--first", type=int, default=50, help="trials of the earlier run (default 50)")
     p.add_argument("--budget", type=int, default=50, help="trials of the new searches (default 50)")
     p.add_argument("--quick", action="store_true", help="2 seeds, 10 + 10 trials")
-    p.add_argument("--json", metavar="FILE", type=path_arg, help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nas.cli.common import path_arg
+from nas.cli.common import file_arg
 from nas.core.types import Trial
 from nas.search_spaces.nb201 import NB201Space, from_op_code
 from nas.train.data import Dataset, load_dataset
@@ -181,4 +181,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: on a busy machine two "
                    "threads of small convolutions ran 20x slower)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", metavar="FILE", type=path_arg, help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

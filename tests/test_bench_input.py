@@ -67,3 +67,18 @@ def test_simulation_options_are_checked_before_the_out_folder_is_made(tmp_path, 
 def test_optimum_refuses_an_option_of_a_strategy_not_in_its_run(capsys):
     assert "-o 'evolution.population=5': strategy 'evolution' is not in this run (local)" in refused(
         ["optimum", "--strategies", "local", "-o", "evolution.population=5", "--seeds", "1", "--jobs", "1"], capsys)
+
+
+@pytest.mark.parametrize("command", [
+    ["cli-latency", "--trials", "2", "--repeats", "1"], ["inherit-search", "--quick"], ["train"],
+    ["inherit", "--quick"],
+    ["warm-start", "--quick"], ["cells"], ["proxies"], ["supernet", "--quick"], ["gang"],
+])
+@pytest.mark.parametrize("path, message", [
+    ("/dev/full", "cannot write '/dev/full': No space left on device"),
+    ("{tmp}", "it is a directory; name a file"),
+    ("{tmp}/no/such/figures.json", "there is no folder"),
+])
+def test_json_outputs_are_checked_before_the_benchmark_runs(tmp_path, capsys, command, path, message):
+    line = refused([*command, "--json", path.format(tmp=tmp_path)], capsys)
+    assert "argument --json: cannot write " in line and message in line

@@ -51,6 +51,20 @@ def path_arg(value: str) -> str:
     return value
 
 
+def file_arg(value: str) -> str:
+    """An argparse ``type`` for a file the user names to write (a benchmark's ``--json``): refused at once where a
+    write there cannot succeed (:func:`nas.run.export.check_export_file`: a folder, a missing folder, /dev/full),
+    not after the benchmark ran for minutes and lost its figures."""
+    path_arg(value)
+    from nas.run.export import check_export_file
+
+    try:
+        check_export_file(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
 def folder_arg(value: str) -> str:
     """An argparse ``type`` for a folder the user names to write into (a benchmark's outputs): refused at once where
     it is empty, a file, a run directory or inside one, before a benchmark runs for minutes only to be refused."""
@@ -91,4 +105,4 @@ def seed_arg(value: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-__all__ = ["UsageError", "nonempty", "parse_options", "parse_value", "path_arg", "seed_arg"]
+__all__ = ["UsageError", "file_arg", "folder_arg", "nonempty", "parse_options", "parse_value", "path_arg", "seed_arg"]

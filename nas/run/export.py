@@ -110,6 +110,40 @@ def check_not_owned(path: str | os.PathLike[str]) -> None:
                          "the run owns; choose another path")
 
 
+def check_export_file(path: str | os.PathLike[str]) -> None:
+    """A one-line ValueError where a later :func:`write_export` to ``path`` cannot succeed, said before the work
+    whose output it is (a benchmark ran for minutes, then lost its figures to ``--json /dev/full``): a run
+    directory's own file, a directory, a missing or unwritable folder, a device that refuses writes (probed with a
+    write of no bytes; a FIFO is left alone, as its reader may come later)."""
+    import stat
+
+    shown = str(path)
+    check_not_owned(path)
+    given = Path(path).expanduser()
+    target = Path(os.path.realpath(given))
+    if target.is_dir() or shown.endswith(("/", os.sep)) or not shown.strip():
+        what = "is a directory" if target.is_dir() else "names a directory (it ends in a slash)" if shown.strip() \
+            else "is an empty path"
+        raise ValueError(f"cannot write {shown!r}: it {what}; name a file")
+    try:
+        if given.exists() and not given.is_file():
+            if stat.S_ISCHR(given.stat().st_mode):
+                fd = os.open(given, os.O_WRONLY | os.O_NONBLOCK)
+                try:
+                    os.write(fd, b"")
+                finally:
+                    os.close(fd)
+            elif not os.access(given, os.W_OK):
+                raise PermissionError(13, "Permission denied")
+            return
+    except OSError as e:
+        raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
+    if not target.parent.is_dir():
+        raise ValueError(f"cannot write {shown!r}: there is no folder {str(target.parent)!r}")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {shown!r}: no file can be made in {str(target.parent)!r} (permission denied)")
+
+
 def write_export(path: str | os.PathLike[str], data: bytes) -> int:
     """Write ``data`` to ``path`` (atomically: a temporary file beside it, then a rename) unless it is a run
     directory's own file; the bytes written. A ValueError of one line otherwise. Where ``path`` is a device or a
@@ -150,5 +184,5 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
         raise ValueError(f"cannot write {shown!r}: {os_error_text(e)}") from None
 
 
-__all__ = ["check_export_dir", "check_export_folder", "check_not_owned", "is_run_dir", "make_export_dir",
-           "owned_by_run", "write_export"]
+__all__ = ["check_export_dir", "check_export_file", "check_export_folder", "check_not_owned", "is_run_dir",
+           "make_export_dir", "owned_by_run", "write_export"]
