@@ -16,7 +16,7 @@ from pathlib import Path
 from nas.train.context import TrialContext
 
 from . import add_experiment
-from .harness import text_table
+from .harness import at_least, text_table
 
 
 def quiet_train(ctx: TrialContext) -> None:
@@ -27,9 +27,8 @@ def quiet_train(ctx: TrialContext) -> None:
 
 
 def cmd_report_cost(args: argparse.Namespace) -> int:
-    if args.trials < 1 or args.epochs < 2 or args.workers < 1 or args.repeats < 1:
-        raise ValueError(f"need --trials >= 1, --epochs >= 2, --workers >= 1; got {args.trials}, {args.epochs}, "
-                         f"{args.workers}")
+    at_least(1, trials=args.trials, workers=args.workers, repeats=args.repeats)
+    at_least(2, epochs=args.epochs)
     from nas.api import connect
 
     connect(args.address)

@@ -68,7 +68,11 @@ def handler(args: argparse.Namespace) -> int:
     if args.quick:  # (after the check: a bad value is refused even beside --quick)
         args.seeds, args.first, args.budget = 2, 10, 10
     default = {"population": 20, "sample_size": 5} if args.strategy == "evolution" else {}
-    options = json.loads(args.options) if args.options else default
+    try:
+        options = json.loads(args.options) if args.options is not None else default
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--options must be a JSON object, got {args.options!r} ({e.msg} at character {e.pos})"
+                         ) from None
     if not isinstance(options, dict):
         raise ValueError(f"--options must be a JSON object, got {args.options!r}")
     print(f"nas bench warm-start: {args.strategy} {options or ''} on the simulated NAS-Bench-201 (CIFAR-10), "

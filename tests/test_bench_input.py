@@ -82,3 +82,14 @@ def test_optimum_refuses_an_option_of_a_strategy_not_in_its_run(capsys):
 def test_json_outputs_are_checked_before_the_benchmark_runs(tmp_path, capsys, command, path, message):
     line = refused([*command, "--json", path.format(tmp=tmp_path)], capsys)
     assert "argument --json: cannot write " in line and message in line
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["report-cost", "--trials", "2", "--epochs", "2", "--workers", "1", "--repeats", "-1"],
+     "--repeats must be >= 1, got -1"),
+    (["report-cost", "--epochs", "1"], "--epochs must be >= 2, got 1"),
+    (["warm-start", "--quick", "--options", "{bad"], "--options must be a JSON object, got '{bad' ("),
+    (["warm-start", "--quick", "--options", "[1]"], "--options must be a JSON object, got '[1]'"),
+])
+def test_messages_name_the_flag_and_the_value_as_typed(capsys, argv, message):
+    assert f"nas bench: error: {message}" in refused(argv, capsys)
