@@ -48,7 +48,7 @@ from nas.engine.interfaces import Callback, LoopStatus
 from nas.strategies.evolution import Member, RegularizedEvolution
 
 from . import add_experiment
-from .harness import PROTOCOL_OPTIONS, Outcome, check_runs, run_seeds, simulated_search, values_at
+from .harness import PROTOCOL_OPTIONS, QUICK_WINS, Outcome, check_runs, run_seeds, simulated_search, values_at
 
 #: method -> (epochs per candidate, scheduler or None, its variant, evolution keeps scores per fidelity)
 METHODS: dict[str, tuple[int, str | None, str | None, bool]] = {
@@ -215,7 +215,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=4, help="simulated workers (default 4)")
     p.add_argument("--eta", type=float, default=3.0, help="ASHA's reduction factor (default 3)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
-    p.add_argument("--quick", action="store_true", help="3 seeds, 10000 simulated s: a smoke test")
+    p.add_argument("--quick", action="store_true", help="3 seeds, 10000 simulated s: a smoke test" + QUICK_WINS)
 
 
 def cmd_asha(args: argparse.Namespace) -> int:

@@ -203,8 +203,21 @@ def check_runs(args: Any, *, quick: tuple[int, float]) -> None:
     at_least(1, seeds=args.seeds, workers=args.workers, jobs=args.jobs)
     if not 0 < args.time_budget < float("inf"):
         raise ValueError(f"--time-budget must be a finite number of simulated seconds > 0, got {args.time_budget}")
-    if args.quick:
-        args.seeds, args.time_budget = quick
+    apply_quick(args, seeds=quick[0], time_budget=quick[1])
+
+
+#: said in every ``--quick``'s help
+QUICK_WINS = "; a flag given beside it keeps its value"
+
+
+def apply_quick(args: Any, **values: Any) -> None:
+    """With ``--quick``, its ``values`` for the flags not typed: a flag given beside it keeps its value (``--quick
+    --seeds 5`` ran 3 seeds unsaid). Typed flags are those an experiment's parser kept in ``args.given``."""
+    if getattr(args, "quick", False):
+        given: set[str] = getattr(args, "given", set())
+        for name, value in values.items():
+            if name not in given:
+                setattr(args, name, value)
 
 
 def add_simulation_arguments(p: Any) -> None:

@@ -36,7 +36,7 @@ from nas.train.data import Dataset, load_dataset
 from nas.train.settings import TrainSettings
 
 from . import add_experiment
-from .harness import Outcome, at_least, plot_bands, text_table, values_at, write_json
+from .harness import QUICK_WINS, Outcome, apply_quick, at_least, plot_bands, text_table, values_at, write_json
 
 
 def evolve(executor: InProcessExecutor, space: NB201Space, *, budget: int, population: int, sample_size: int,
@@ -86,8 +86,7 @@ def handler(args: argparse.Namespace) -> int:
     at_least(100, samples=args.samples)
     if args.sample_size > args.population:
         raise ValueError(f"--sample-size must be <= --population, got {args.sample_size} > {args.population}")
-    if args.quick:  # (after the checks: a bad value is refused even beside --quick)
-        args.seeds, args.budget, args.population, args.sample_size, args.epochs = 1, 4, 2, 2, 2
+    apply_quick(args, seeds=1, budget=4, population=2, sample_size=2, epochs=2)  # (after the checks)
     torch.set_num_threads(args.threads)
     data = bench_data(args.dataset, args.samples, 0)
     space = NB201Space(channels=args.channels)
@@ -131,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=4, help="epochs of a trial from scratch (default 4)")
     p.add_argument("--child-epochs", type=int, default=1, help="epochs of an inheriting child (default 1)")
     p.add_argument("--channels", type=int, default=8, help="stem channels of the cell network (default 8)")
-    p.add_argument("--quick", action="store_true", help="1 seed, 4 trials, population 2, 2 epochs")
+    p.add_argument("--quick", action="store_true", help="1 seed, 4 trials, population 2, 2 epochs" + QUICK_WINS)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--plot", metavar="FILE", help="the figure (PNG)")

@@ -37,7 +37,7 @@ from nas.cli.common import path_arg
 from nas.run.export import make_export_dir
 
 from . import add_experiment
-from .harness import at_least, figure, text_table
+from .harness import QUICK_WINS, apply_quick, at_least, figure, text_table
 
 OBJECTIVES = ("val_acc:max", "latency_ms:min")
 #: method label -> (registered strategy, its options), sized for a budget of about 8 trials
@@ -144,14 +144,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cost-repeats", type=int, default=25,
                    help="timed forward passes whose median is a candidate's latency (default 25; the platform's 5 "
                         "move visibly under load)")
-    p.add_argument("--quick", action="store_true", help="a smoke run: 3 trials of 1 epoch per method")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 3 trials of 1 epoch per method" + QUICK_WINS)
     p.add_argument("--out", default="bench-results/mo-train.png", type=path_arg, help="the figure")
 
 
 def cmd_mo_train(args: argparse.Namespace) -> int:
     at_least(1, budget=args.budget, epochs=args.epochs, workers=args.workers, cost_repeats=args.cost_repeats)
-    if args.quick:  # (after the check: a bad value is refused even beside --quick)
-        args.budget, args.epochs = 3, 1
+    apply_quick(args, budget=3, epochs=1)  # (after the check: a bad value is refused even beside --quick)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS:

@@ -44,6 +44,7 @@ from nas.run.export import make_export_dir
 from . import add_experiment
 from .harness import (
     PROTOCOL_OPTIONS,
+    QUICK_WINS,
     Outcome,
     add_simulation_arguments,
     check_noise,
@@ -238,7 +239,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "params)")
     p.add_argument("--proxy-cache", help="the proxy values a warm-up reads (default: nas bench proxies' cache in "
                                          "--out, channels 16, 1 cell per stage, batch 32)")
-    p.add_argument("--quick", action="store_true", help="a smoke run: 3 seeds, 3000 simulated s")
+    p.add_argument("--quick", action="store_true", help="a smoke run: 3 seeds, 3000 simulated s" + QUICK_WINS)
     add_simulation_arguments(p)
 
 

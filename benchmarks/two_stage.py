@@ -51,7 +51,7 @@ from nas.train.settings import TrainSettings
 from nas.train.supernet_eval import SupernetEval
 
 from . import add_experiment
-from .harness import at_least, text_table, write_json
+from .harness import QUICK_WINS, apply_quick, at_least, text_table, write_json
 
 EVOLUTION = {"population": 20, "sample_size": 5}
 
@@ -141,9 +141,8 @@ def handler(args: argparse.Namespace) -> int:
              many=args.many)
     at_least(3, archs=args.archs)
     at_least(0, bn_batches=args.bn_batches)
-    if args.quick:  # (after the checks: a bad value is refused even beside --quick)
-        args.seeds, args.archs, args.supernet_epochs, args.standalone_epochs = 2, 4, 2, 1
-        args.evaluations, args.trial_epochs, args.retrain_epochs, args.many = 6, 1, 1, 10
+    apply_quick(args, seeds=2, archs=4, supernet_epochs=2, standalone_epochs=1,  # (after the checks)
+                evaluations=6, trial_epochs=1, retrain_epochs=1, many=10)
     torch.set_num_threads(1)
     data = load_dataset(args.dataset, seed=0)
     settings = TrainSettings(device="cpu", threads=1, lr=args.lr, batch_size=args.batch_size, schedule="cosine")
@@ -222,5 +221,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--many", type=int, default=1000, help="sub-networks searched in part (c) (1,000)")
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--quick", action="store_true", help="2 seeds, 4 architectures, 2 supernet epochs, 10 in (c)")
+    p.add_argument("--quick", action="store_true",
+                   help="2 seeds, 4 architectures, 2 supernet epochs, 10 in (c)" + QUICK_WINS)
     p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

@@ -24,7 +24,7 @@ from typing import Any
 from nas.cli.common import file_arg
 
 from . import add_experiment
-from .harness import at_least, simulated_search, strategy_name, text_table, write_json
+from .harness import QUICK_WINS, apply_quick, at_least, simulated_search, strategy_name, text_table, write_json
 
 
 def incumbent(pairs: list[tuple[Any, Any]]) -> float:
@@ -65,8 +65,7 @@ def handler(args: argparse.Namespace) -> int:
 
     at_least(1, seeds=args.seeds, first=args.first, budget=args.budget)
     strategy_name(args.strategy)
-    if args.quick:  # (after the check: a bad value is refused even beside --quick)
-        args.seeds, args.first, args.budget = 2, 10, 10
+    apply_quick(args, seeds=2, first=10, budget=10)  # (after the check: a bad value is refused even beside --quick)
     default = {"population": 20, "sample_size": 5} if args.strategy == "evolution" else {}
     try:
         options = json.loads(args.options) if args.options is not None else default
@@ -103,5 +102,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--first", type=int, default=50, help="trials of the earlier run (default 50)")
     p.add_argument("--budget", type=int, default=50, help="trials of the new searches (default 50)")
-    p.add_argument("--quick", action="store_true", help="2 seeds, 10 + 10 trials")
+    p.add_argument("--quick", action="store_true", help="2 seeds, 10 + 10 trials" + QUICK_WINS)
     p.add_argument("--json", metavar="FILE", type=file_arg, help="also write the figures as JSON")

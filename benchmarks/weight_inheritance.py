@@ -39,7 +39,7 @@ from nas.train.runner import TrialRunner
 from nas.train.settings import TrainSettings
 
 from . import add_experiment
-from .harness import at_least, text_table, write_json
+from .harness import QUICK_WINS, apply_quick, at_least, text_table, write_json
 
 PARENT = "334131"  # a mid-size cell: 3 convolutions, a pool and two skips (NAS-Bench-201 op code)
 
@@ -137,8 +137,7 @@ def handler(args: argparse.Namespace) -> int:
     at_least(1, children=args.children, parent_epochs=args.parent_epochs)
     at_least(100, samples=args.samples)
     at_least(1, channels=args.channels, threads=args.threads)
-    if args.quick:  # (after the checks: a bad value is refused even beside --quick)
-        args.children, args.parent_epochs, args.samples = 2, 1, 200
+    apply_quick(args, children=2, parent_epochs=1, samples=200)  # (after the checks)
     torch.set_num_threads(args.threads)
     settings = TrainSettings(epochs=1, seed=args.seed, device=args.device, threads=args.threads)
     print(f"nas bench inherit: {args.children} one-edge mutations of the NAS-Bench-201 cell {PARENT} "
@@ -176,7 +175,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parent-epochs", type=int, default=3, help="epochs the parent trains (default 3)")
     p.add_argument("--samples", type=int, default=600, help="images in the 32x32 task (default 600)")
     p.add_argument("--channels", type=int, default=8, help="stem channels of the cell network (default 8)")
-    p.add_argument("--quick", action="store_true", help="2 children, a 1-epoch parent, 200 images")
+    p.add_argument("--quick", action="store_true", help="2 children, a 1-epoch parent, 200 images" + QUICK_WINS)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: on a busy machine two "
                    "threads of small convolutions ran 20x slower)")

@@ -93,3 +93,28 @@ def test_json_outputs_are_checked_before_the_benchmark_runs(tmp_path, capsys, co
 ])
 def test_messages_name_the_flag_and_the_value_as_typed(capsys, argv, message):
     assert f"nas bench: error: {message}" in refused(argv, capsys)
+
+
+def test_a_flag_given_beside_quick_keeps_its_value(tmp_path, capsys):
+    # (--quick set 3 seeds over --seeds 5 unsaid)
+    code = main(["bench", "strategies", "--quick", "--strategies", "random", "--seeds", "5", "--jobs", "1",
+                 "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "3000 simulated s, 1 worker(s), 5 seeds" in out and "5 runs in" in out
+    code = main(["bench", "strategies", "--quick", "--strategies", "random", "--time-budget", "2000", "--jobs", "1",
+                 "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "2000 simulated s, 1 worker(s), 3 seeds" in out
+
+
+def test_quick_fills_the_flags_not_given():
+    from argparse import Namespace
+
+    from nas_benchmarks.harness import apply_quick
+
+    args = Namespace(quick=True, seeds=100, budget=50, given={"budget"})
+    apply_quick(args, seeds=2, budget=10)
+    assert (args.seeds, args.budget) == (2, 50)
+    args = Namespace(quick=False, seeds=100)
+    apply_quick(args, seeds=2)
+    assert args.seeds == 100
