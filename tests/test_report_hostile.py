@@ -4,6 +4,7 @@ float range, very wide architectures): the report is drawn, the panel it cannot 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -118,3 +119,49 @@ def test_a_metric_that_is_no_number_is_shown_as_missing(finished, tmp_path, caps
     rewrite(finished, tmp_path / "run", odd)
     assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")]) == 0, capsys.readouterr().err
     assert "<th onclick='sortTable(this)' title='sort'>val_loss</th>" in (tmp_path / "r.html").read_text()
+
+
+ESC = "\x1b]0;PWNED\x07\x1b[2J\x1b[31m\n\t\x7f\x9b"
+SHOWN = "\\x1b]0;PWNED\\x07\\x1b[2J\\x1b[31m\\x0a\\x09\\x7f\\x9b"
+
+
+def escaping(rec):
+    """Control characters in every kind of string a journal gives the terminal: an hparams key and value, a worker,
+    a node, an error, a metric's name (the objective's, as run.json names it)."""
+    rec["trial"]["hparams"] = {"h" + ESC: "v" + ESC}
+    if rec["kind"] == "result":
+        res = rec["result"]
+        res["worker"], res["node"] = "w" + ESC, "n" + ESC
+        res["metrics"]["m" + ESC] = "mv" + ESC
+        res["metrics"]["val_acc" + ESC] = res["metrics"].get("val_acc")  # (the objective run.json names)
+        if rec["trial"]["trial_id"] == 2:
+            res.update(outcome="FAILED", failure="ERROR", error="err" + ESC, score=None)
+    return rec
+
+
+@pytest.mark.parametrize("command", [["results"], ["results", "--view", "arch"], ["best"], ["status"],
+                                     ["best", "--pareto"]])
+def test_control_characters_of_a_run_are_shown_not_sent_to_the_terminal(finished, tmp_path, capsys, monkeypatch,
+                                                                         command):
+    """(ESC sequences in a worker's name, an error, an hparams key or value, the strategy recoloured, retitled and
+    cleared the user's terminal.)"""
+    monkeypatch.setenv("COLUMNS", "2000")  # (every column of the table shown)
+    run = tmp_path / "run"
+    rewrite(finished, run, escaping)
+    cfg = json.loads((run / "run.json").read_text())
+    cfg["search"]["strategy"] = "random" + ESC
+    cfg["search"]["objectives"] = ["val_acc" + ESC + ":max"]
+    (run / "run.json").write_text(json.dumps(cfg))
+    assert main([command[0], str(run), *command[1:]]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", out), out
+    assert SHOWN in out, out
+
+
+@pytest.mark.parametrize("command", [["--format", "csv"], ["--format", "json"]])
+def test_the_exports_keep_control_characters_as_they_are(finished, tmp_path, capsys, command):
+    run = tmp_path / "run"
+    rewrite(finished, run, escaping)
+    assert main(["results", str(run), *command]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "w" + ESC in out if command[1] == "csv" else "w" + ESC in {r["worker"] for r in json.loads(out)}

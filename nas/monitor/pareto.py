@@ -62,9 +62,11 @@ def format_front_status(st: dict[str, Any]) -> str | None:
     """
     if st.get("front_size") is None:
         return None
+    from nas.monitor.terminal import visible
+
     hv = f"; hypervolume {st['hypervolume']:.6g}" if st.get("hypervolume") is not None else ""
     return (f"front     {st['front_size']} trial{'s' if st['front_size'] != 1 else ''} on the Pareto front of "
-            f"{', '.join(map(str, st['objectives']))}{hv}")
+            f"{', '.join(map(visible, st['objectives']))}{hv}")
 
 
 def run_front(run_dir: str | os.PathLike[str]) -> tuple[Objectives, pd.DataFrame, list[float] | None, float]:
@@ -84,18 +86,20 @@ def run_front(run_dir: str | os.PathLike[str]) -> tuple[Objectives, pd.DataFrame
 
 def format_front(obj: Objectives, front: pd.DataFrame, reference: list[float] | None, hv: float) -> str:
     """The front as an aligned table (trial, each objective in its own sign, architecture) and its hypervolume."""
+    from nas.monitor.terminal import visible  # (the run's text: its control characters shown)
+
     if front.empty:
-        return "no trial completed with every objective (" + ", ".join(obj.to_list()) + "): no front yet"
-    cols = ["trial", *[f"{o.metric} ({o.mode})" for o in obj], "architecture"]
-    rows = [[str(int(r["trial_id"])), *[f"{r[o.metric]:.4g}" for o in obj], str(r["arch"])]
+        return "no trial completed with every objective (" + visible(", ".join(obj.to_list())) + "): no front yet"
+    cols = ["trial", *[visible(f"{o.metric} ({o.mode})") for o in obj], "architecture"]
+    rows = [[str(int(r["trial_id"])), *[f"{r[o.metric]:.4g}" for o in obj], visible(r["arch"])]
             for r in front.to_dict("records")]
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols[:-1])]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols[:-1], widths)) + "  " + cols[-1]]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
     shown = obj.values(reference) if reference is not None else {}
-    ref = ", ".join(f"{k}={v:.4g}" for k, v in shown.items())
+    ref = ", ".join(f"{visible(k)}={v:.4g}" for k, v in shown.items())
     lines.append(f"\nPareto front: {len(front)} trial{'s' if len(front) != 1 else ''} of "
-                 f"{', '.join(obj.to_list())}; hypervolume {hv:.6g} (reference {ref})")
+                 f"{visible(', '.join(obj.to_list()))}; hypervolume {hv:.6g} (reference {ref})")
     return "\n".join(lines)
 
 

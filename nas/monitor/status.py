@@ -162,9 +162,25 @@ def _best(st: dict[str, Any]) -> str:
     return f"{metric} {value:.4g}"
 
 
+def shown(st: dict[str, Any]) -> dict[str, Any]:
+    """``st`` with its text (the run's space, strategy, architecture, objectives: read from its files) fit for a
+    terminal: control characters shown (:func:`nas.monitor.terminal.visible`).
+
+    >>> shown({"best_arch": "a\\x1b[2J", "objectives": ["x\\n:max"], "finished": 3})
+    {'best_arch': 'a\\\\x1b[2J', 'objectives': ['x\\\\x0a:max'], 'finished': 3}
+    """
+    from nas.monitor.terminal import visible
+
+    def one(v: Any) -> Any:
+        return visible(v) if isinstance(v, str) else [one(x) for x in v] if isinstance(v, list | tuple) else v
+
+    return {k: one(v) for k, v in st.items()}
+
+
 def format_status(st: dict[str, Any]) -> str:
     if st.get("kind") == "supernet":
         return str(st["text"])
+    st = shown(st)
     lines = [f"run       {st['run_dir']}  ({st['space']} / {st['strategy']}, budget {st['budget']}, "
              f"{workers_text(st)})"]
     state = st["state"]
@@ -194,6 +210,7 @@ def format_status(st: dict[str, Any]) -> str:
 def format_summary(st: dict[str, Any]) -> str:
     """The end-of-search lines, from the same values as ``nas status`` (one definition of wall time and
     utilization: :func:`nas.monitor.usage.run_usage`)."""
+    st = shown(st)
     util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
     lines = [f"finished {st['finished']} trials ({st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
     if st["best_score"] is not None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from nas.monitor.terminal import visible
+
 #: metrics keys -> export column and table header (with its unit), where the trainer measured them
 COSTS = {"params": ("params", "params"), "flops": ("flops", "FLOPs"), "latency_ms": ("latency_ms", "latency (ms)"),
          "peak_memory_mb": ("peak_memory_mb", "peak mem (MiB)")}
@@ -109,13 +111,14 @@ def _cell(v: Any, fmt: str = "") -> str:
 
 def aligned(rows: Sequence[Sequence[str]], numeric: Sequence[bool], width: int | None = None) -> str:
     """Rows as columns (numbers right-aligned, text left), a rule under the header; the last column cut
-    so that a line fits ``width``.
+    so that a line fits ``width``. Each cell's control characters are shown (:func:`nas.monitor.terminal.visible`).
 
     >>> print(aligned([["trial", "arch"], ["7", "a=1"]], [True, False]))
     trial  arch
     -----  ----
         7  a=1
     """
+    rows = [[visible(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for k, r in enumerate(rows):
@@ -222,8 +225,8 @@ def arch_view(df: pd.DataFrame, width: int | None = None, objectives: Sequence[s
     values = objective_values(df, objectives)
     blocks = []
     for (_, row), (_, vals) in zip(df.iterrows(), values.iterrows(), strict=True):
-        head = "  ".join([f"trial {row.trial_id}", *(f"{k} {_cell(v, '.4g')}" for k, v in vals.items())])
-        text = str(row.arch)
+        head = visible("  ".join([f"trial {row.trial_id}", *(f"{k} {_cell(v, '.4g')}" for k, v in vals.items())]))
+        text = visible(row.arch)
         lines = wrap_arch(text, (width or 10**6) - 2)
         blocks.append("\n".join([head, *("  " + ln for ln in lines)]))
     return "\n".join(blocks)
@@ -246,11 +249,12 @@ def best_block(row: Any, hparams: dict[str, Any], objectives: Sequence[str], wid
     frame = pd.DataFrame([row.to_dict()])
     values = objective_values(frame, objectives).iloc[0]
     metrics = row.metrics if isinstance(row.metrics, dict) else {}
-    pad = max([14, *(len(str(k)) for k in metrics)])
+    pad = max([14, *(len(visible(k)) for k in metrics)])
     modes = {o.split(":")[0]: (o.split(":") + ["max"])[1] for o in (list(objectives) or ["val_acc:max"])}
     lines = [f"best trial {row.trial_id}"]
 
-    def add(key: str, text: str) -> None:
+    def add(key: str, text: str) -> None:  # (the run's text: its control characters shown)
+        key, text = visible(key), visible(text)
         wrapped = wrap_arch(text, max((width or 10**6) - pad - 3, 20))
         lines.append(f"  {key:<{pad}} {wrapped[0]}")
         lines.extend(" " * (pad + 3) + more for more in wrapped[1:])

@@ -261,9 +261,13 @@ def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
           "ranks": cfg.get("ranks", 1)}
     figures = "" if not {"train_loss", "train_acc"} <= set(last) else \
         f", last epoch: train loss {last['train_loss']:.4f}, accuracy {last['train_acc']:.4f}"
-    st["text"] = (f"supernet  {path}  ({cfg.get('space')} on {cfg.get('dataset')}, {cfg.get('sampling')} sampling, "
-                  f"{st['ranks']} rank{'s' if st['ranks'] != 1 else ''})\n"
-                  f"state     {state}\nepochs    {st['epochs_done']}/{st['epochs']}{figures}")
+    from nas.monitor.terminal import visible  # (the run's text, for a terminal: its control characters shown)
+
+    st["text"] = (f"supernet  {visible(path)}  ({visible(cfg.get('space'))} on {visible(cfg.get('dataset'))}, "
+                  f"{visible(cfg.get('sampling'))} sampling, {visible(st['ranks'])} "
+                  f"rank{'s' if st['ranks'] != 1 else ''})\n"
+                  f"state     {visible(state)}\nepochs    {visible(st['epochs_done'])}/{visible(st['epochs'])}"
+                  f"{figures}")
     return st
 
 
