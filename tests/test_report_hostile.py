@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -165,3 +167,53 @@ def test_the_exports_keep_control_characters_as_they_are(finished, tmp_path, cap
     assert main(["results", str(run), *command]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "w" + ESC in out if command[1] == "csv" else "w" + ESC in {r["worker"] for r in json.loads(out)}
+
+
+LINK = '<a href="https://evil.example">x</a><b>B</b><br><span style="font-size:80px">S</span>'
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+#: after the page loads, hover the first point of every trace of every plot in turn (plotly draws a hover label
+#: only then), and after each hover count the links to evil.example in the page (an <a> of the SVG has xlink:href);
+#: the counts end up in #probe
+PROBE = """<script>window.addEventListener('load',function(){var hovers=[],seen=[];
+document.querySelectorAll('.js-plotly-plot').forEach(function(gd){(gd.data||[]).forEach(function(tr,i){
+hovers.push([gd,i]);});});var k=0;function next(){seen.push(Array.from(document.querySelectorAll('a'))
+.filter(function(a){return a.outerHTML.indexOf('evil.example')>=0;}).length);
+if(k>=hovers.length){var p=document.createElement('pre');p.id='probe';
+p.textContent=JSON.stringify({hovers:hovers.length,links:seen,text:Array.from(document.querySelectorAll(
+'.hoverlayer, .ytick, .legendtext')).map(function(e){return e.textContent;}).join('|')});
+document.body.appendChild(p);return;}var h=hovers[k++];try{Plotly.Fx.hover(h[0],[{curveNumber:h[1],pointNumber:0}]);
+}catch(e){}setTimeout(next,100);}next();});</script>"""
+
+
+def linking(rec):
+    """Markup plotly would draw as a live link, bold, a line break, a styled span: in a worker's and a node's name
+    (the timeline's ticks), an architecture's metric name, an error (hover texts)."""
+    if rec["kind"] == "result":
+        res = rec["result"]
+        res["worker"], res["node"] = "w" + LINK, "n" + LINK
+        if rec["trial"]["trial_id"] == 2:
+            res.update(outcome="FAILED", failure="ERROR", error="err" + LINK, score=None)
+    return rec
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (.ci/run installs Debian's chromium)")
+def test_run_text_in_a_plot_is_shown_as_it_is_not_as_markup(finished, tmp_path, capsys):
+    """(A worker's name in the timeline's ticks and an error in a hover text holding <a href="https://..."> were
+    live links in the report; <b>, <br> and <span style> were drawn as markup.)"""
+    run = tmp_path / "run"
+    rewrite(finished, run, linking)
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 0, capsys.readouterr().err
+    page = (tmp_path / "r.html").read_text()
+    (tmp_path / "probe.html").write_text(page.replace("<head>", "<head>" + PROBE, 1))
+    proc = subprocess.run([CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--enable-unsafe-swiftshader",
+                           "--no-first-run", "--disable-extensions", "--disable-background-networking",
+                           "--virtual-time-budget=60000", "--dump-dom", (tmp_path / "probe.html").as_uri()],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r"<pre id=\"probe\">(.*?)</pre>", proc.stdout, re.S)
+    assert found, proc.stdout[-3000:]
+    import html
+
+    probe = json.loads(html.unescape(found.group(1)))
+    assert probe["hovers"] > 10 and set(probe["links"]) == {0}, probe
+    assert "w" + LINK in probe["text"] and "err" + LINK in probe["text"], probe["text"]  # (shown as written)

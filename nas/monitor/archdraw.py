@@ -41,6 +41,8 @@ def nb201_edges(arch: dict[str, Any]) -> list[tuple[int, int, str]]:
 
 def nb201_cell(arch: dict[str, Any], title: str) -> go.Figure:
     """The cell as a small graph: nodes 0..3 in a row, each edge an arrow labelled by its operation."""
+    from nas.monitor.figures import literal  # (the run's text: shown as it is)
+
     fig = go.Figure()
     t = np.linspace(0.0, 1.0, 25)
     for j, i, op in nb201_edges(arch):
@@ -52,12 +54,12 @@ def nb201_cell(arch: dict[str, Any], title: str) -> go.Figure:
         fig.add_annotation(x=xs[-1], y=ys[-1], ax=xs[-6], ay=ys[-6], xref="x", yref="y", axref="x", ayref="y",
                            text="", showarrow=True, arrowhead=2, arrowsize=1.3, arrowwidth=2, standoff=15,
                            arrowcolor=color)
-        fig.add_annotation(x=xs[12], y=ys[12], text=op, showarrow=False, font={"size": 11, "color": "#222"},
+        fig.add_annotation(x=xs[12], y=ys[12], text=literal(op), showarrow=False, font={"size": 11, "color": "#222"},
                            bgcolor="rgba(255,255,255,0.9)")
     fig.add_scatter(x=list(NODE_X), y=[0.0] * 4, mode="markers+text", text=["0", "1", "2", "3"],
                     textfont={"color": "white", "size": 14}, showlegend=False, marker={"size": 30, "color": "#333"},
                     hovertemplate="node %{text}<extra></extra>")
-    fig.update_layout(title={"text": title, "font": {"size": 13}}, height=300, template="plotly_white",
+    fig.update_layout(title={"text": literal(title), "font": {"size": 13}}, height=300, template="plotly_white",
                       xaxis={"visible": False, "range": [-0.3, 3.3]}, yaxis={"visible": False, "range": [-0.95, 1.6]},
                       margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig

@@ -113,6 +113,8 @@ def module_graph(model: torch.nn.Module) -> Graph:
 
 def graph_figure(graph: Graph, title: str) -> go.Figure:
     """The graph top to bottom, a layer per row; hover a node for its name."""
+    from nas.monitor.figures import literal, literals  # (the run's text: shown as it is)
+
     depth = graph.depths()
     layers: dict[int, list[str]] = {}
     for n in graph.nodes:
@@ -129,13 +131,14 @@ def graph_figure(graph: Graph, title: str) -> go.Figure:
     fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "#999", "width": 1.5}, hoverinfo="skip",
                     showlegend=False)
     fig.add_scatter(x=[pos[n.name][0] for n in graph.nodes], y=[pos[n.name][1] for n in graph.nodes],
-                    mode="markers+text", text=[n.label for n in graph.nodes], textposition="middle right",
+                    mode="markers+text", text=literals(n.label for n in graph.nodes), textposition="middle right",
                     marker={"size": 12, "color": [KIND_COLOR[n.kind] for n in graph.nodes]},
-                    customdata=[n.name for n in graph.nodes], hovertemplate="%{customdata}: %{text}<extra></extra>",
+                    customdata=literals(n.name for n in graph.nodes),
+                    hovertemplate="%{customdata}: %{text}<extra></extra>",
                     showlegend=False, textfont={"size": 11})
     width = max(len(r) for r in layers.values())
     note = "" if graph.traced else " (leaf modules in order: forward could not be traced)"
-    fig.update_layout(title={"text": title + note, "font": {"size": 13}}, template="plotly_white",
+    fig.update_layout(title={"text": literal(title + note), "font": {"size": 13}}, template="plotly_white",
                       height=max(300, 34 * len(layers) + 80), margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       xaxis={"visible": False, "range": [-width / 2 - 0.5, width / 2 + 2.5]},
                       yaxis={"visible": False})

@@ -11,6 +11,7 @@ objective (``metric:mode``) in its own units, its values given by the caller (on
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -24,7 +25,26 @@ SCALE = "Viridis"
 HEIGHT = 420
 
 
+def literal(value: Any) -> str:
+    """A run's text (an architecture, a worker's name, an error, a decision's or a metric's name) as it goes into a
+    plotly label, tick, hover text, legend name, title or annotation: plotly reads those as HTML-like markup (``<a
+    href>`` a live link, ``<b>``, ``<br>``, ``<span style>``), so ``&``, ``<`` and ``>`` are escaped and plotly shows
+    the text as it is. Every figure of the report passes the run's text through here.
+
+    >>> literal('<a href="https://evil.example">x</a> & <br>')
+    '&lt;a href="https://evil.example"&gt;x&lt;/a&gt; &amp; &lt;br&gt;'
+    """
+    return html.escape(str(value), quote=False)
+
+
+def literals(values: Any) -> list[str]:
+    """:func:`literal` of each value."""
+    return [literal(v) for v in values]
+
+
 def _layout(fig: go.Figure, title: str, x: str, y: str, **kw: Any) -> go.Figure:
+    """``title`` and the axes' titles (which name the run's metrics) shown as they are (:func:`literal`)."""
+    title, x, y = literal(title), literal(x), literal(y)
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=kw.pop("height", HEIGHT),
                       template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 50}, **kw)
     return fig
@@ -56,10 +76,11 @@ def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str 
         done = d[(d.state == "COMPLETE") & d.value.notna()]
         if done.empty:
             continue
-        label = f"{name}: " if len(runs) > 1 else ""
+        label = f"{literal(name)}: " if len(runs) > 1 else ""
+        metric = literal(o.metric)
         fig.add_scatter(x=done.t_end, y=done.value, mode="markers", name=f"{label}trials", opacity=0.5,
-                        marker={"size": 6}, customdata=np.stack([done.trial_id, done.arch], axis=1),
-                        hovertemplate=f"trial %{{customdata[0]}}<br>{o.metric} %{{y:.4g}}<br>%{{x:.1f}} s<br>"
+                        marker={"size": 6}, customdata=np.stack([done.trial_id, literals(done.arch)], axis=1),
+                        hovertemplate=f"trial %{{customdata[0]}}<br>{metric} %{{y:.4g}}<br>%{{x:.1f}} s<br>"
                                       "%{customdata[1]}<extra></extra>")
         fig.add_scatter(x=done.t_end, y=_best_line(done.value, o), mode="lines", line={"shape": "hv", "width": 3},
                         name=f"{label}best so far")
@@ -68,7 +89,7 @@ def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str 
             worst = float(done.value.min() if o.mode == "max" else done.value.max())
             fig.add_scatter(x=failed.t_end, y=[worst] * len(failed), mode="markers",
                             marker={"symbol": "x", "color": "crimson", "size": 8},
-                            name=f"{label}FAILED (at the worst {o.metric})", text=failed.error,
+                            name=f"{label}FAILED (at the worst {metric})", text=literals(failed.error),
                             hovertemplate="trial failed: %{text}<extra></extra>")
     if not fig.data:
         return None
@@ -107,7 +128,8 @@ def learning_curves(df: pd.DataFrame, final: pd.Series, objective: str | Objecti
         fig.add_scatter(x=[r.get("epoch", i + 1) for i, r in enumerate(hist)], y=[r[metric] for r in hist],
                         mode="lines+markers", line={"color": color, "width": 1.5}, marker={"size": 4},
                         name=f"trial {row.trial_id}", showlegend=False, opacity=0.8,
-                        hovertemplate=f"trial {row.trial_id}<br>epoch %{{x}}<br>{metric} %{{y:.4f}}<extra></extra>")
+                        hovertemplate=f"trial {row.trial_id}<br>epoch %{{x}}<br>{literal(metric)} %{{y:.4f}}"
+                                      "<extra></extra>")
     if not fig.data:
         return None
     return _layout(fig, f"Learning curves ({metric} per epoch; colour: final {o.metric}, brighter is better; red: "
@@ -141,10 +163,10 @@ def genealogy(df: pd.DataFrame, values: pd.Series, objective: str | Objective) -
                     hoverinfo="skip", name="parent -> child")
     fig.add_scatter(x=done.index, y=done.value, mode="markers", name="trials",
                     marker={"color": done.value, "colorscale": SCALE, "size": 9, "showscale": True,
-                            "reversescale": o.mode == "min", "colorbar": {"title": o.metric},
+                            "reversescale": o.mode == "min", "colorbar": {"title": literal(o.metric)},
                             "line": {"width": 0.5, "color": "white"}},
-                    customdata=np.stack([done.parent.astype("string").fillna("-"), done.arch], axis=1),
-                    hovertemplate=f"trial %{{x}}<br>{o.metric} %{{y:.4g}}<br>parent %{{customdata[0]}}<br>"
+                    customdata=np.stack([done.parent.astype("string").fillna("-"), literals(done.arch)], axis=1),
+                    hovertemplate=f"trial %{{x}}<br>{literal(o.metric)} %{{y:.4g}}<br>parent %{{customdata[0]}}<br>"
                                   "%{customdata[1]}<extra></extra>")
     n_children = int(done.parent.notna().sum())
     return _layout(fig, f"Genealogy by {o.metric}: {n_children} trials with a parent (lines join parent and child)",
@@ -178,14 +200,15 @@ def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame, values: pd.D
         chosen = decisions.loc[done, col]
         options = sorted(chosen.dropna().unique(), key=lambda v: (str(type(v)), v))
         codes = {v: i for i, v in enumerate(options)}
-        dims.append({"label": col, "values": [codes.get(v, -1) for v in chosen],
-                     "tickvals": list(range(len(options))), "ticktext": [str(o) for o in options]})
+        dims.append({"label": literal(col), "values": [codes.get(v, -1) for v in chosen],
+                     "tickvals": list(range(len(options))), "ticktext": literals(options)})
     objs = [Objective.parse(o) for o in objectives]
     for o in objs:
-        dims.append({"label": f"{o.metric} ({o.mode})", "values": values.loc[done, o.metric]})
+        dims.append({"label": literal(f"{o.metric} ({o.mode})"), "values": values.loc[done, o.metric]})
     first = objs[0]
     fig = go.Figure(go.Parcoords(line={"color": values.loc[done, first.metric], "colorscale": SCALE, "showscale": True,
-                                       "reversescale": first.mode == "min", "colorbar": {"title": first.metric}},
+                                       "reversescale": first.mode == "min",
+                                       "colorbar": {"title": literal(first.metric)}},
                                  dimensions=dims))
     against = ", ".join(objective_label(o) for o in objs)
     fig = _layout(fig, f"Decisions against {against} (drag along an axis to filter)", "", "", height=480)
@@ -202,10 +225,10 @@ def worker_timeline(df: pd.DataFrame) -> go.Figure | None:
         part = d[d.state == state]
         if part.empty:
             continue
-        label = (part.worker.fillna("?").astype(str) + " @ " + part.node.fillna("?").astype(str))
+        label = literals(part.worker.fillna("?").astype(str) + " @ " + part.node.fillna("?").astype(str))
         fig.add_bar(y=label, x=part.t_end - part.t_start, base=part.t_start, orientation="h", name=state,
                     marker={"color": color, "line": {"color": "white", "width": 1}}, text=part.trial_id,
-                    textposition="inside", customdata=np.stack([part.trial_id, part.arch], axis=1),
+                    textposition="inside", customdata=np.stack([part.trial_id, literals(part.arch)], axis=1),
                     hovertemplate="trial %{customdata[0]}<br>%{base:.1f} s to %{x:.1f} s long<br>"
                                   "%{customdata[1]}<extra></extra>")
     rows = d.worker.nunique()

@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 
 from nas.core.front import hypervolume_over_time, objective_frame, pareto_front
 from nas.core.objectives import Objectives
-from nas.monitor.figures import _layout, objective_label, timed
+from nas.monitor.figures import _layout, literal, literals, objective_label, timed
 
 
 def front_scatter(df: pd.DataFrame, objectives: Sequence[str] | Objectives) -> go.Figure | None:
@@ -44,11 +44,12 @@ def front_scatter(df: pd.DataFrame, objectives: Sequence[str] | Objectives) -> g
              "lines+markers" if len(obj) == 2 else "markers")):
         if colour is not None and name == "every trial":
             marker = {**marker, "color": frame[colour], "colorscale": "Viridis", "showscale": True,
-                      "colorbar": {"title": colour}}
-        extra = "".join(f"<br>{o.metric} %{{customdata[{i + 2}]:.4g}}" for i, o in enumerate(obj))
+                      "colorbar": {"title": literal(colour)}}
+        extra = "".join(f"<br>{literal(o.metric)} %{{customdata[{i + 2}]:.4g}}" for i, o in enumerate(obj))
         fig.add_scatter(x=frame[x.metric], y=frame[y.metric], mode=mode, name=name, marker=marker,
                         line={"shape": "hv" if x.mode == "min" else "vh", "width": 2},  # the front's staircase
-                        customdata=np.column_stack([frame.trial_id.to_numpy(), frame.arch.astype(str).to_numpy(),
+                        customdata=np.column_stack([frame.trial_id.to_numpy(),
+                                                    np.array(literals(frame.arch), dtype=object),
                                                     *[frame[o.metric].to_numpy() for o in obj]]),
                         hovertemplate=f"trial %{{customdata[0]}}{extra}<br>%{{customdata[1]}}<extra>{name}</extra>")
     n_failed = int((df.state == "FAILED").sum()) if "state" in df else 0

@@ -106,11 +106,13 @@ def importance_figure(importance: dict[str, float], objective: str = "val_acc:ma
     """Bars of each decision's importance for ``objective`` (``metric:mode``: named in the title)."""
     if not importance:
         return None
+    from nas.monitor.figures import literal, literals
+
     names = list(importance)[::-1]
-    fig = go.Figure(go.Bar(x=[importance[n] for n in names], y=names, orientation="h",
+    fig = go.Figure(go.Bar(x=[importance[n] for n in names], y=literals(names), orientation="h",
                            marker={"color": "#4c78a8"}, hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
-    fig.update_layout(title=f"Decision importance for {objective.partition(':')[0]} (Optuna fANOVA evaluator over the "
-                      "COMPLETE trials)",
+    fig.update_layout(title=f"Decision importance for {literal(objective.partition(':')[0])} (Optuna fANOVA evaluator "
+                      "over the COMPLETE trials)",
                       xaxis_title="importance (sums to 1)", template="plotly_white",
                       height=max(220, 80 + 28 * len(names)), margin={"l": 120, "r": 20, "t": 50, "b": 50})
     return fig

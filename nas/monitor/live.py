@@ -153,6 +153,8 @@ class LivePages:
     def _curve(row: Any) -> Any:
         import plotly.graph_objects as go
 
+        from nas.monitor.figures import literal  # (a metric's name from the run: shown as it is)
+
         history = row.history if isinstance(row.history, list) else []
         if not history:
             return None
@@ -161,7 +163,7 @@ class LivePages:
         x = frame["epoch"] if "epoch" in frame else list(range(1, len(frame) + 1))
         for col in frame.columns:
             if col != "epoch" and pd.api.types.is_numeric_dtype(frame[col]):
-                fig.add_scatter(x=x, y=frame[col], mode="lines+markers", name=str(col))
+                fig.add_scatter(x=x, y=frame[col], mode="lines+markers", name=literal(col))
         fig.update_layout(title="learning curve", xaxis_title="epoch", template="plotly_white", height=340)
         return fig
 

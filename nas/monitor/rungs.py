@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from nas.core.objectives import Objective
-from nas.monitor.figures import objective_label
+from nas.monitor.figures import literal, objective_label
 
 EARLY = ("STOPPED", "PAUSED")
 
@@ -64,6 +64,7 @@ def best_at_full_fidelity(df: pd.DataFrame, t_end: pd.Series, values: pd.Series,
     """Best-so-far of ``objective`` (``metric:mode``; ``values`` its value per row, in its own units) over the trials
     that trained the most epochs; trials stopped earlier drawn apart, by epochs."""
     o = Objective.parse(objective)
+    metric = literal(o.metric)  # (the run's text, shown as it is)
     done = df.assign(t_end=t_end, score=values)  # (here "score": the objective in its own units)
     done = done[(done.state == "COMPLETE") & done.score.notna()]
     if done.empty:
@@ -74,17 +75,17 @@ def best_at_full_fidelity(df: pd.DataFrame, t_end: pd.Series, values: pd.Series,
     for e, part in done[done.epochs < top].groupby("epochs"):
         fig.add_scatter(x=part.t_end, y=part.score, mode="markers", opacity=0.45, name=f"stopped at {int(e)} epochs",
                         marker={"size": 6, "symbol": "circle-open"}, customdata=np.stack([part.trial_id], axis=1),
-                        hovertemplate=f"trial %{{customdata[0]}}<br>{o.metric} %{{y:.4g}}<extra></extra>")
+                        hovertemplate=f"trial %{{customdata[0]}}<br>{metric} %{{y:.4g}}<extra></extra>")
     if len(full):
         fig.add_scatter(x=full.t_end, y=full.score, mode="markers", name=f"{top} epochs (full)",
                         marker={"size": 7}, customdata=np.stack([full.trial_id], axis=1),
-                        hovertemplate=f"trial %{{customdata[0]}}<br>{o.metric} %{{y:.4g}}<extra></extra>")
+                        hovertemplate=f"trial %{{customdata[0]}}<br>{metric} %{{y:.4g}}<extra></extra>")
         best = full.score.cummax() if o.mode == "max" else full.score.cummin()
         fig.add_scatter(x=full.t_end, y=best, mode="lines", line={"shape": "hv", "width": 3},
                         name=f"best so far at {top} epochs")
-    fig.update_layout(title=f"Best {o.metric} so far at the highest fidelity ({top} epochs); others marked",
+    fig.update_layout(title=f"Best {metric} so far at the highest fidelity ({top} epochs); others marked",
                       template="plotly_white", height=380, xaxis_title="seconds since the first trial started",
-                      yaxis_title=objective_label(o), margin={"l": 60, "r": 20, "t": 50, "b": 50})
+                      yaxis_title=literal(objective_label(o)), margin={"l": 60, "r": 20, "t": 50, "b": 50})
     return fig
 
 
