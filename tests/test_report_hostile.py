@@ -217,3 +217,29 @@ def test_run_text_in_a_plot_is_shown_as_it_is_not_as_markup(finished, tmp_path, 
     probe = json.loads(html.unescape(found.group(1)))
     assert probe["hovers"] > 10 and set(probe["links"]) == {0}, probe
     assert "w" + LINK in probe["text"] and "err" + LINK in probe["text"], probe["text"]  # (shown as written)
+
+
+@pytest.fixture(scope="module")
+def nb201_run(tmp_path_factory):
+    """Five NAS-Bench-201 cells answered from the table (the space checks every architecture it formats)."""
+    path = tmp_path_factory.mktemp("nb201") / "run"
+    nas.search("nb201", "random", budget=5, executor="simulated", seed=0, run_dir=path, progress=False)
+    return path
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"kX": "none"}, "architecture keys do not match the space: missing [], unknown ['kX']"),
+    ({"edge_1_0": "conv_9x9"}, "decision 'edge_1_0' has value 'conv_9x9'")])
+def test_an_architecture_not_of_the_space_is_named_by_its_file_and_trial(nb201_run, tmp_path, capsys, change, why):
+    """(An unknown decision or value said "architecture keys do not match the space ..." naming no file or trial.)"""
+    def unfit(rec):
+        if rec["trial"]["trial_id"] == 3:
+            rec["trial"]["arch"] = {**rec["trial"]["arch"], **change}
+        return rec
+
+    rewrite(nb201_run, tmp_path / "run", unfit)
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"nas report: error: {tmp_path / 'run' / 'trials.jsonl'}: trial 3's architecture is not one "
+                          f"of the run's space: {why}"), err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "r.html").exists()

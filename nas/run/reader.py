@@ -61,13 +61,25 @@ def registered_formatter(cfg: RunConfig) -> Callable[[Arch], str] | None:
     return None if space is None else space.format
 
 
+class UnfitArchitecture(ValueError):
+    """The architecture of the ``index``-th record given to :func:`results_frame` (trial ``trial_id``) is not one of
+    the run's registered space."""
+
+    def __init__(self, index: int, trial_id: int, error: Exception) -> None:
+        self.index, self.trial_id = index, trial_id
+        super().__init__(f"trial {trial_id}'s architecture is not one of the run's space: {error}")
+
+
 def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = None) -> pd.DataFrame:
     """One row per trial, in finishing order. ``state`` is COMPLETE (scored) or FAILED; ``outcome`` how it ended
     (COMPLETE, STOPPED, PAUSED, FAILED); ``failure`` why it failed. ``arch`` is the space's one-line form when
     ``format_arch`` is given, else canonical JSON; ``metrics`` is the last epoch's metrics."""
     rows = []
-    for trial, result in records:
-        arch = format_arch(trial.arch) if format_arch else json.dumps(dict(trial.arch), sort_keys=True)
+    for k, (trial, result) in enumerate(records):
+        try:
+            arch = format_arch(trial.arch) if format_arch else json.dumps(dict(trial.arch), sort_keys=True)
+        except ValueError as e:  # (a registered space's check: a decision it lacks, a value it does not offer)
+            raise UnfitArchitecture(k, trial.trial_id, e) from None
         known = result.start_time is not None and result.end_time is not None  # a simulated clock starts at 0
         duration = result.end_time - result.start_time if known else None  # type: ignore[operator]
         rows.append({
@@ -91,4 +103,9 @@ def load_run(run_dir: str | os.PathLike[str], *,
     if not isinstance(run_dir, str | os.PathLike):  # (pathlib's "expected str, bytes or os.PathLike object")
         raise TypeError(f"a run directory is a path, got {run_dir!r} ({type(run_dir).__name__})")
     cfg = read_config(Path(run_dir))
-    return cfg, results_frame([*before, *read_journal(run_dir)], registered_formatter(cfg))
+    before = list(before)
+    try:
+        return cfg, results_frame([*before, *read_journal(run_dir)], registered_formatter(cfg))
+    except UnfitArchitecture as e:  # (where the reader finds it: the journal, or the run a warm start read)
+        where = Path(run_dir) / JOURNAL if e.index >= len(before) else "a trial of the warm start's run"
+        raise ValueError(f"{where}: {e}") from None
