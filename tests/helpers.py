@@ -46,6 +46,18 @@ def saving_curve(ctx) -> None:
             return
 
 
+def scored_toy_run(path, budget: int):
+    """A finished run in ``path``: ``budget`` toy architectures by random search, in-process, scored by a formula
+    (no training): the run directory a test reads, copies or damages."""
+    import nas
+    from nas.search_spaces.toy import ToySpace, toy_score
+    from nas.train.simple import scored
+
+    nas.search(ToySpace(), "random", budget=budget, executor="inprocess", seed=0, data=None, run_dir=path,
+               train=scored(toy_score), progress=False)
+    return path
+
+
 def wait_until(check: Callable[[], T], what: str, timeout: float = 60.0, every: float = 0.05) -> T:
     """``check()``'s first true value, asked every ``every`` seconds for at most ``timeout`` (then the test fails,
     naming ``what``). Only for state that can only be asked for: an endpoint or a file another process serves or

@@ -13,17 +13,13 @@ import pytest
 import nas
 from nas.cli import main
 from nas.monitor import importance
-from nas.search_spaces.toy import ToySpace, toy_score
-from nas.train.simple import scored
+from tests.helpers import scored_toy_run
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """Eight toy architectures scored by a formula (no training)."""
-    path = tmp_path_factory.mktemp("hostile") / "run"
-    nas.search(ToySpace(), "random", budget=8, executor="inprocess", seed=0, data=None, run_dir=path,
-               train=scored(toy_score), progress=False)
-    return path
+    return scored_toy_run(tmp_path_factory.mktemp("hostile") / "run", 8)
 
 
 def rewrite(src, dst, change) -> None:

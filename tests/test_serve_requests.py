@@ -9,20 +9,15 @@ import threading
 
 import pytest
 
-import nas
 from nas.cli import main
 from nas.monitor.live import LiveServer
-from nas.search_spaces.toy import ToySpace, toy_score
-from nas.train.simple import scored
+from tests.helpers import scored_toy_run
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """Six toy architectures scored by a formula (no training)."""
-    path = tmp_path_factory.mktemp("serve") / "run"
-    nas.search(ToySpace(), "random", budget=6, executor="inprocess", seed=0, data=None, run_dir=path,
-               train=scored(toy_score), progress=False)
-    return path
+    return scored_toy_run(tmp_path_factory.mktemp("serve") / "run", 6)
 
 
 @pytest.fixture

@@ -115,8 +115,6 @@ def check_export_file(path: str | os.PathLike[str]) -> None:
     whose output it is (a benchmark ran for minutes, then lost its figures to ``--json /dev/full``): a run
     directory's own file, a directory, a missing or unwritable folder, a device that refuses writes (probed with a
     write of no bytes; a FIFO is left alone, as its reader may come later)."""
-    import stat
-
     shown = str(path)
     check_not_owned(path)
     given = Path(path).expanduser()
