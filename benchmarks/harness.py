@@ -334,6 +334,6 @@ def write_out(path: str | os.PathLike[str], data: bytes | str) -> None:
 
 def write_json(path: str | None, data: Any) -> None:
     """With a ``--json`` path, the figures there (and a line saying so)."""
-    if path:
-        write_out(path, json.dumps(data, indent=2))
+    if path:  # (a set, as the flags typed that an experiment records in its arguments, as a sorted list)
+        write_out(path, json.dumps(data, indent=2, default=lambda o: sorted(o) if isinstance(o, set) else str(o)))
         print(f"wrote {path}")

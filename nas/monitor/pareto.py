@@ -62,7 +62,7 @@ def format_front_status(st: dict[str, Any]) -> str | None:
     """
     if st.get("front_size") is None:
         return None
-    from nas.monitor.terminal import visible
+    from nas.core.terminal import visible
 
     hv = f"; hypervolume {st['hypervolume']:.6g}" if st.get("hypervolume") is not None else ""
     return (f"front     {st['front_size']} trial{'s' if st['front_size'] != 1 else ''} on the Pareto front of "
@@ -86,7 +86,7 @@ def run_front(run_dir: str | os.PathLike[str]) -> tuple[Objectives, pd.DataFrame
 
 def format_front(obj: Objectives, front: pd.DataFrame, reference: list[float] | None, hv: float) -> str:
     """The front as an aligned table (trial, each objective in its own sign, architecture) and its hypervolume."""
-    from nas.monitor.terminal import visible  # (the run's text: its control characters shown)
+    from nas.core.terminal import visible  # (the run's text: its control characters shown)
 
     if front.empty:
         return "no trial completed with every objective (" + visible(", ".join(obj.to_list())) + "): no front yet"

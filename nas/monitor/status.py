@@ -164,12 +164,12 @@ def _best(st: dict[str, Any]) -> str:
 
 def shown(st: dict[str, Any]) -> dict[str, Any]:
     """``st`` with its text (the run's space, strategy, architecture, objectives: read from its files) fit for a
-    terminal: control characters shown (:func:`nas.monitor.terminal.visible`).
+    terminal: control characters shown (:func:`nas.core.terminal.visible`).
 
     >>> shown({"best_arch": "a\\x1b[2J", "objectives": ["x\\n:max"], "finished": 3})
     {'best_arch': 'a\\\\x1b[2J', 'objectives': ['x\\\\x0a:max'], 'finished': 3}
     """
-    from nas.monitor.terminal import visible
+    from nas.core.terminal import visible
 
     def one(v: Any) -> Any:
         return visible(v) if isinstance(v, str) else [one(x) for x in v] if isinstance(v, list | tuple) else v

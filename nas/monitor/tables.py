@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from nas.monitor.terminal import visible
+from nas.core.terminal import visible
 
 #: metrics keys -> export column and table header (with its unit), where the trainer measured them
 COSTS = {"params": ("params", "params"), "flops": ("flops", "FLOPs"), "latency_ms": ("latency_ms", "latency (ms)"),
@@ -111,7 +111,7 @@ def _cell(v: Any, fmt: str = "") -> str:
 
 def aligned(rows: Sequence[Sequence[str]], numeric: Sequence[bool], width: int | None = None) -> str:
     """Rows as columns (numbers right-aligned, text left), a rule under the header; the last column cut
-    so that a line fits ``width``. Each cell's control characters are shown (:func:`nas.monitor.terminal.visible`).
+    so that a line fits ``width``. Each cell's control characters are shown (:func:`nas.core.terminal.visible`).
 
     >>> print(aligned([["trial", "arch"], ["7", "a=1"]], [True, False]))
     trial  arch

@@ -261,7 +261,7 @@ def supernet_status(path: str | os.PathLike[str]) -> dict[str, Any] | None:
           "ranks": cfg.get("ranks", 1)}
     figures = "" if not {"train_loss", "train_acc"} <= set(last) else \
         f", last epoch: train loss {last['train_loss']:.4f}, accuracy {last['train_acc']:.4f}"
-    from nas.monitor.terminal import visible  # (the run's text, for a terminal: its control characters shown)
+    from nas.core.terminal import visible  # (the run's text, for a terminal: its control characters shown)
 
     st["text"] = (f"supernet  {visible(path)}  ({visible(cfg.get('space'))} on {visible(cfg.get('dataset'))}, "
                   f"{visible(cfg.get('sampling'))} sampling, {visible(st['ranks'])} "
