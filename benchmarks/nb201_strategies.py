@@ -259,6 +259,9 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     check_noise(args.noise)
     options = parse_strategy_options(args.option, PROTOCOL_OPTIONS, names)
     check_strategy_options(names, options)
+    if args.proxy_cache is not None and Path(args.proxy_cache).exists() and not Path(args.proxy_cache).is_file():
+        raise ValueError(f"--proxy-cache {args.proxy_cache!r} is no regular file (a folder, a pipe or a device, "
+                         f"which a warm-up would wait on or read forever); name the CSV nas bench proxies wrote")
     out_dir = make_export_dir(args.out)
     t0 = time.perf_counter()
     outcomes = run_seeds(run_search, names, range(args.seeds), jobs=args.jobs, options=options, dataset=args.dataset,

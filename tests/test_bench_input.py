@@ -118,3 +118,20 @@ def test_quick_fills_the_flags_not_given():
     args = Namespace(quick=False, seeds=100)
     apply_quick(args, seeds=2)
     assert args.seeds == 100
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device"])
+def test_a_proxy_cache_that_is_no_regular_file_is_refused_up_front(tmp_path, capsys, kind):
+    """(A folder, a FIFO or /dev/full was taken: a warm-up would fail in pandas, wait on the pipe, or read zeros.)"""
+    import os
+
+    cache = {"folder": tmp_path / "cache", "fifo": tmp_path / "cache", "device": "/dev/full"}[kind]
+    if kind == "folder":
+        os.mkdir(cache)
+    elif kind == "fifo":
+        os.mkfifo(cache)
+    said = refused(["strategies", "--strategies", "random", "--proxy-cache", str(cache), "--out",
+                    str(tmp_path / "out")], capsys)
+    assert said.endswith(f"--proxy-cache {str(cache)!r} is no regular file (a folder, a pipe or a device, which a "
+                         "warm-up would wait on or read forever); name the CSV nas bench proxies wrote"), said
+    assert not (tmp_path / "out").exists()
