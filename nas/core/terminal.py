@@ -15,13 +15,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-#: C0 (with newline and tab), DEL and C1: the characters a terminal may act on
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: C0 (with newline and tab), DEL and C1: the characters a terminal may act on; and Unicode's direction marks and
+#: overrides, which reorder what a line shows ("Trojan Source": a name that reads as another)
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def visible(value: Any) -> str:
-    """``str(value)`` with each control character shown as ``\\xNN``."""
-    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    """``str(value)`` with each control character shown as ``\\xNN`` (a direction mark as ``\\uNNNN``).
+
+    >>> visible("evil\\u202etxt.exe")
+    'evil\\\\u202etxt.exe'
+    """
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                       str(value))
 
 
 __all__ = ["CONTROL", "visible"]
