@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import errno
 import hashlib
+import inspect
 import json
 import os
 import socket
@@ -68,7 +69,8 @@ def check_store_options(options: Mapping[str, Any]) -> None:
     """A one-line error, before anything is made, for a :class:`RunStore` option it does not take or a value it cannot
     use (``snapshot_every='x'`` was a TypeError comparing int and str at the first result; an unknown name
     ``__init__``'s "unexpected keyword argument")."""
-    allowed = ("opener", "snapshot_every", "snapshot_seconds", "snapshot_share", "status_interval", "replay_seconds")
+    params = inspect.signature(RunStore.__init__).parameters.values()  # (its keywords: one list, not two)
+    allowed = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "strategy"]
     unknown = sorted(str(k) for k in options if k not in allowed)
     if unknown:
         raise ValueError(f"unknown run options {unknown}; allowed: {', '.join(allowed)}")
