@@ -110,11 +110,9 @@ def check_not_owned(path: str | os.PathLike[str]) -> None:
                          "the run owns; choose another path")
 
 
-def check_export_file(path: str | os.PathLike[str]) -> None:
-    """A one-line ValueError where a later :func:`write_export` to ``path`` cannot succeed, said before the work
-    whose output it is (a benchmark ran for minutes, then lost its figures to ``--json /dev/full``): a run
-    directory's own file, a directory, a missing or unwritable folder, a device that refuses writes (probed with a
-    write of no bytes; a FIFO is left alone, as its reader may come later)."""
+def _file_to_write(path: str | os.PathLike[str]) -> tuple[str, Path, Path]:
+    """``path`` as shown, as given (``/dev/stdout`` resolves to a pipe's name that cannot be opened) and resolved,
+    once it is checked to name a file that is no run directory's own: a one-line ValueError otherwise."""
     shown = str(path)
     check_not_owned(path)
     given = Path(path).expanduser()
@@ -123,6 +121,15 @@ def check_export_file(path: str | os.PathLike[str]) -> None:
         what = "is a directory" if target.is_dir() else "names a directory (it ends in a slash)" if shown.strip() \
             else "is an empty path"
         raise ValueError(f"cannot write {shown!r}: it {what}; name a file")
+    return shown, given, target
+
+
+def check_export_file(path: str | os.PathLike[str]) -> None:
+    """A one-line ValueError where a later :func:`write_export` to ``path`` cannot succeed, said before the work
+    whose output it is (a benchmark ran for minutes, then lost its figures to ``--json /dev/full``): a run
+    directory's own file, a directory, a missing or unwritable folder, a device that refuses writes (probed with a
+    write of no bytes; a FIFO is left alone, as its reader may come later)."""
+    shown, given, target = _file_to_write(path)
     try:
         if given.exists() and not given.is_file():
             if stat.S_ISCHR(given.stat().st_mode):
@@ -146,14 +153,7 @@ def write_export(path: str | os.PathLike[str], data: bytes) -> int:
     """Write ``data`` to ``path`` (atomically: a temporary file beside it, then a rename) unless it is a run
     directory's own file; the bytes written. A ValueError of one line otherwise. Where ``path`` is a device or a
     pipe (``/dev/null``, ``/dev/stdout``, a FIFO), into it as it is: a rename would put a plain file in its place."""
-    shown = str(path)
-    check_not_owned(path)
-    target = Path(os.path.realpath(Path(path).expanduser()))
-    if target.is_dir() or shown.endswith(("/", os.sep)) or not shown.strip():
-        what = "is a directory" if target.is_dir() else "names a directory (it ends in a slash)" if shown.strip() \
-            else "is an empty path"
-        raise ValueError(f"cannot write {shown!r}: it {what}; name a file")
-    given = Path(path).expanduser()  # (as given: /dev/stdout resolves to a pipe's name that cannot be opened)
+    shown, given, target = _file_to_write(path)
     try:
         mode = os.stat(given).st_mode
     except FileNotFoundError:
