@@ -268,8 +268,9 @@ def test_a_time_budget_ends_an_inprocess_search_whose_trial_never_reports(tmp_pa
 def test_a_training_function_cannot_change_the_search_around_it(tmp_path, monkeypatch, digits):
     """In-process, a training function that wrote into ``ctx.trial.arch`` changed the strategy's own record
     (evolution's mutate then failed: "tuple.index(x): x not in tuple"); one that changed the working folder moved
-    a relative run directory (the search failed writing best.json); one that set torch's default dtype to float64
-    failed every later trial ("mat1 and mat2 must have the same dtype") and left the caller in float64."""
+    a relative run directory (the search failed writing best.json: the run's path is absolute now); one that set
+    torch's default dtype to float64 failed every later trial ("mat1 and mat2 must have the same dtype") and left
+    the caller in float64."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "elsewhere").mkdir()
 
@@ -293,4 +294,5 @@ def test_a_training_function_cannot_change_the_search_around_it(tmp_path, monkey
                     measure_costs=False, run_dir="run", progress=False)
     assert (df["state"] == "COMPLETE").all() and len(df) == 6
     assert {t.arch["width"] for t, _ in read_journal(tmp_path / "run")} <= {4, 8, 16}
-    assert os.getcwd() == str(tmp_path) and torch.get_default_dtype() == torch.float32
+    assert torch.get_default_dtype() == torch.float32
+    os.chdir(tmp_path)  # (the working folder is the training function's to change: the run's path does not follow it)

@@ -25,7 +25,6 @@ the training function with no model, data or device, and never imports torch.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -73,7 +72,7 @@ def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], wo
                node: str) -> tuple[Result, bytes | None]:
     """Run ``body``; any exception becomes a FAILED result with the error text and its typed reason
     (:func:`failure_kind`). Stamps times and worker."""
-    start, cwd = time.time(), _cwd()
+    start = time.time()
     try:
         result, ckpt = body()
     except (Exception, SystemExit, GeneratorExit) as e:  # a candidate's failure is data, not a crash (its sys.exit()
@@ -87,20 +86,9 @@ def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], wo
         else:
             result = Result.failed(trial.trial_id, f"{error_text(e)}\n{_traceback(e)}", kind)
         ckpt = None
-    finally:
-        if cwd is not None and _cwd() != cwd:  # a training function's os.chdir ends with its trial
-            with contextlib.suppress(OSError):
-                os.chdir(cwd)
     result.start_time, result.end_time = start, time.time()
     result.worker, result.node = worker, node
     return result, ckpt
-
-
-def _cwd() -> str | None:
-    try:
-        return os.getcwd()
-    except OSError:  # (the folder was deleted)
-        return None
 
 
 def error_text(e: BaseException) -> str:
