@@ -36,7 +36,8 @@ from nas.core.spec import BUILTIN, CUSTOM, train_from_spec
 from nas.core.types import Arch, check_seed, python_numbers
 from nas.engine.supernet_actor import EpochDone, SupernetFailed, SupernetGang, SupernetJob
 from nas.parts import check_device
-from nas.run.config import RunConfig
+from nas.run.config import DifferentSearch, RunConfig
+from nas.run.lock import InUse
 from nas.run.supernet_store import SupernetStore
 from nas.strategies.fixed import FixedArchs
 from nas.train.data import Dataset, dataset_fingerprint, load_dataset
@@ -262,15 +263,13 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     try:
         return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
                               run_dir=out_dir, seed=cfg.search.seed, resume=again, **search_options)
-    except ValueError as e:  # (said as a retraining's: "cannot resume ...: it is a different search (epochs ...)")
-        other = f"cannot resume {str(out_dir)!r}: it is a different search ("
-        if str(e).endswith("choose another --run-dir"):  # (another retraining took the folder after our check)
-            raise ValueError(str(e).removesuffix("--run-dir") + out_flag) from None
-        if not again or not str(e).startswith(other):
+    except InUse as e:  # (another retraining took the folder after our check)
+        raise InUse(e.dir, e.holder, out_flag) from None
+    except DifferentSearch as e:
+        if not again:
             raise
-        raise ValueError(f"{out_flag} {str(out_dir)!r} holds a retraining of other settings "
-                         f"({str(e).removeprefix(other)}; choose another {out_flag}") from None
-
+        raise ValueError(f"{out_flag} {str(out_dir)!r} holds a retraining of other settings ({'; '.join(e.diffs)}); "
+                         f"choose another {out_flag}") from None
 
 def _earlier_retraining(out_dir: str | os.PathLike[str]) -> bool:
     """Whether ``out_dir`` holds a retraining :func:`retrain` made (its run.json names the strategy FixedArchs): the

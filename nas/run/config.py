@@ -40,6 +40,15 @@ from nas.train.settings import TrainSettings
 FORMAT_VERSION = 3
 
 
+
+class DifferentSearch(ValueError):
+    """A resume refused because the run on disk is another search: ``diffs``, each ``"field: run has X, this call Y"``
+    (:meth:`RunConfig.check_resume`); :func:`nas.oneshot.retrain` says them as a retraining's."""
+
+    def __init__(self, where: object, diffs: list[str]) -> None:
+        super().__init__(f"cannot resume {str(where)!r}: it is a different search ({'; '.join(diffs)})")
+        self.diffs = diffs
+
 @dataclasses.dataclass
 class SearchSection:
     """What is searched and how: the space, the strategy, the budget, the objectives, the scheduler."""
@@ -334,7 +343,7 @@ class RunConfig:
                              f"its finished trials stay readable; search the supernet as it is now into a new "
                              f"--run-dir ({diffs[0]})")
         if diffs:
-            raise ValueError(f"cannot resume {str(where)!r}: it is a different search ({'; '.join(diffs)})")
+            raise DifferentSearch(where, diffs)
         if current.search.budget < self.search.budget:
             raise ValueError(f"budget may only be raised when resuming: {str(where)!r} has budget "
                              f"{self.search.budget}, got {current.search.budget}")
@@ -391,5 +400,5 @@ def _from_flat(values: Mapping[str, Any]) -> RunConfig:
     return RunConfig(search=search, train=train, execution=ExecutionSection(**tree.get("execution", {})), **top)
 
 
-__all__ = ["FORMAT_VERSION", "ExecutionSection", "RunConfig", "RunIdentity", "SearchSection", "TrainSection",
-           "leaves"]
+__all__ = ["FORMAT_VERSION", "DifferentSearch", "ExecutionSection", "RunConfig", "RunIdentity", "SearchSection",
+           "TrainSection", "leaves"]

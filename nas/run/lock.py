@@ -11,7 +11,7 @@ holder writes next to the lock in ``RUN/.lock.json``. Readers (results, best, st
 >>> RunLock(d).acquire()
 Traceback (most recent call last):
 ...
-ValueError: run directory ... is in use by another search (pid ...); wait for it to end or choose another --run-dir
+nas.run.lock.InUse: run directory ... is in use by another search (pid ...); wait for it to end or choose another ...
 >>> held(d)
 True
 >>> first.release(); RunLock(d).acquire().release(); held(d)
@@ -38,6 +38,16 @@ HOLDER_FILE = ".lock.json"
 HOLDER_KEYS = ("pid", "host", "started")  # what .lock.json says of the search that holds the lock
 
 
+class InUse(ValueError):
+    """A run directory another search holds: the holder said as :meth:`RunLock.holder_text` says it, and the option
+    that named the folder (``flag``); :func:`nas.oneshot.retrain` says it again naming its own option."""
+
+    def __init__(self, run_dir: Path, holder: str, flag: str = "--run-dir") -> None:
+        super().__init__(f"run directory {str(run_dir)!r} is in use by another search ({holder}); wait for it to end "
+                         f"or choose another {flag}")
+        self.dir, self.holder = run_dir, holder
+
+
 class RunLock:
     """An exclusive, non-blocking lock on a run directory."""
 
@@ -46,13 +56,12 @@ class RunLock:
         self._lock = filelock.FileLock(self.dir / LOCK_FILE, timeout=0, is_singleton=False)
 
     def acquire(self, flag: str = "--run-dir") -> RunLock:
-        """The lock, taken; held by another, a one-line ValueError naming the holder and ``flag``, the option that
+        """The lock, taken; held by another, a one-line :class:`InUse` naming the holder and ``flag``, the option that
         named the folder (``nas retrain``'s is --out)."""
         try:
             self._lock.acquire(timeout=0)
         except filelock.Timeout:
-            raise ValueError(f"run directory {str(self.dir)!r} is in use by another search ({self.holder_text()}); "
-                             f"wait for it to end or choose another {flag}") from None
+            raise InUse(self.dir, self.holder_text(), flag) from None
         return self
 
     def write_holder(self) -> None:
