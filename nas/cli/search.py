@@ -56,12 +56,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     cfg = resume_config(args) if args.resume else config_from_args(args)
     print(start_line(cfg, resume=bool(args.resume)), flush=True)  # (before torch, pandas and Ray are imported)
     from nas.parts import check_inputs, check_run_dir
+    from nas.strategies.fixed import FixedArchs
 
     if not args.resume:
         check_inputs(cfg)  # every name, before torch, pandas and Ray are imported
     else:
         check_run_dir(args.resume, resume=True)  # (held by another search: said as it is)
-        if cfg.search.strategy == "FixedArchs":  # (the strategy nas.retrain hands in: no name knows it)
+        if cfg.search.strategy == FixedArchs.__name__:  # (the strategy nas.retrain hands in: no name knows it)
             raise ValueError(f"{args.resume!r} is a retraining (nas retrain): continue it with the nas retrain "
                              f"command that made it (the same run and --out)")
         try:

@@ -60,6 +60,7 @@ from nas.run.weights import (
     read_json,
     weights_match,
 )
+from nas.strategies.fixed import FixedArchs
 
 if TYPE_CHECKING:
     from nas.engine.interfaces import LoopStatus, SnapshotState
@@ -363,7 +364,7 @@ class RunStore:
     def continue_with(self) -> str:
         """What continues this run after a full disk: a retraining (``nas.retrain``'s FixedArchs strategy) by its own
         command, which ``nas search --resume`` refuses."""
-        if self.strategy_name == "FixedArchs":
+        if self.strategy_name == FixedArchs.__name__:
             return "run the same nas retrain command again"
         return f"resume with: nas search --resume {self.path}"
 
