@@ -4,8 +4,10 @@ answers, and the loop, strategies and journal running on it unchanged."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from nas.core.types import Outcome, Trial, TrialState
@@ -165,3 +167,36 @@ def test_bad_worker_counts_are_refused(space, bench, bad):
         SimulatedExecutor(space, bench, workers=bad)
     with pytest.raises(ValueError, match="noise must be >= 0"):
         SimulatedExecutor(space, bench, noise=-0.1)
+
+
+def test_constraints_make_candidates_over_a_limit_infeasible(tmp_path):
+    """(The simulated executor ignored --max-params and --max-latency-ms: 37 of 40 trials over a limit were COMPLETE,
+    counted best and put on the front.) Each limit is checked on the costs the table reports, as a worker checks
+    what it measured: over one, an INFEASIBLE failure at no cost, with the costs; the best and the front stay within."""
+    import nas
+    from nas.train.settings import TrainSettings
+
+    settings = TrainSettings(max_params=300_000, max_latency_ms=12, objectives=("val_acc", "params:min"))
+    df = nas.search("nb201", "random", budget=40, executor="simulated", workers=4, seed=0, settings=settings,
+                    run_dir=tmp_path / "run")
+    costs = pd.DataFrame(df["metrics"].tolist())
+    over = (costs["params"] > 300_000) | (costs["latency_ms"] > 12)
+    assert over.sum() > 10 and (df[over]["failure"] == "INFEASIBLE").all() and (df[over]["state"] == "FAILED").all()
+    assert (df[over]["end_time"] == df[over]["start_time"]).all()  # (nothing charged)
+    assert (df[~over]["state"] == "COMPLETE").all() and not df[over]["error"].str.contains("Traceback").any()
+    front = set(df.attrs["front"]["trial_id"])
+    assert front and front <= set(df[~over]["trial_id"])
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ({"max_flops": 3e6}, "the simulated executor's table reports no flops (max_flops): the limit cannot be checked"),
+    ({"proxy_screen": "synflow:3"}, "the simulated executor scores no zero-cost proxy (proxy_screen 'synflow:3')"),
+])
+def test_a_constraint_the_table_cannot_check_is_refused_before_anything_is_made(tmp_path, settings, said):
+    import nas
+    from nas.train.settings import TrainSettings
+
+    with pytest.raises(ValueError, match=re.escape(said)):
+        nas.search("nb201", "random", budget=4, executor="simulated", settings=TrainSettings(**settings),
+                   run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

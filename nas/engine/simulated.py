@@ -25,6 +25,11 @@ trial that paused or finished here runs the longer schedule likewise, charged it
 table cannot answer (other hyperparameters, another epoch count, another trial's checkpoint) raise
 :class:`UnsupportedTrial` at ``submit``: a simulated answer to them would be made up.
 
+``constraints`` (:class:`nas.train.constraints.Constraints`: ``--max-params``, ``--max-flops``, ``--max-latency-ms``)
+are checked on the costs the table reports with the trial's first answer, as a worker checks what it measured: a
+candidate over a limit is an INFEASIBLE failure at no cost, never a result. A limit on a cost the table does not
+report is refused at construction (its check would pass every candidate).
+
 >>> from nas.engine.tabular.nb201_table import NB201Benchmark
 >>> from nas.search_spaces.nb201 import NB201Space
 >>> from nas.strategies.random import RandomSearch
@@ -53,6 +58,7 @@ from nas.core.space import SearchSpace
 from nas.core.types import Arch, FailureKind, Outcome, Report, Result, Trial
 from nas.engine.protocol import BoundedCheckpoints, Event, EventKind, ExecutorConfig, KeepRule, PrefetchRule
 from nas.engine.slots import SlotLoads
+from nas.train.constraints import LIMITS, Constraints
 
 
 class TabularBenchmark(Protocol):
@@ -87,14 +93,15 @@ class SimulatedExecutor:
     ``seed``; ``objectives``: metric specs (default ``val_acc`` maximised); ``epochs``: what a trial
     without ``epochs`` trains (default the benchmark's). Results carry simulated ``start_time``/``end_time``
     and the worker (``sim-0``, ...). ``round_trip``: simulated seconds from a result (or a report at a
-    decision epoch) leaving its worker to the answer arriving there; ``prefetch``: "auto", True or False."""
+    decision epoch) leaving its worker to the answer arriving there; ``prefetch``: "auto", True or False;
+    ``constraints``: limits on the table's reported costs (a candidate over one is INFEASIBLE)."""
 
     needs_ray = False
 
     def __init__(self, space: SearchSpace, benchmark: TabularBenchmark, *, workers: int = 1,
                  seed: int | None = None, noise: float = 0.0, round_trip: float = 0.0,
                  prefetch: bool | str = "auto", objectives: Sequence[str] | str = ("val_acc:max",),
-                 epochs: int | None = None) -> None:
+                 epochs: int | None = None, constraints: Constraints | None = None) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
         if not noise >= 0:
@@ -108,6 +115,9 @@ class SimulatedExecutor:
         if self.epochs not in self.fidelities:
             raise ValueError(f"epochs must be one the benchmark answers, {list(self.fidelities)}; got {epochs!r}")
         self.objectives = Objectives(objectives)
+        self.constraints = constraints if constraints is not None and constraints.active else None
+        if self.constraints is not None:
+            self._check_reported(self.constraints)
         self.noise, self.round_trip = float(noise), float(round_trip)
         self.prefetch = PrefetchRule(prefetch)
         self.prefetch.observe_round_trip(self.round_trip)
@@ -127,6 +137,16 @@ class SimulatedExecutor:
         self.max_queued = 0  # the most trials ever held at workers beyond those running (prefetch)
         self.work = 0.0  # simulated training seconds of every trial delivered
 
+    def _check_reported(self, constraints: Constraints) -> None:
+        """Refuse a limit on a cost the table does not report (asked of one architecture of the space, drawn from a
+        generator of its own: the executor's noise is not touched)."""
+        metrics = self._query(self.space.sample(np.random.default_rng(0)), self.epochs)[2]
+        missing = [f"{metric} ({name})" for name, metric in LIMITS.items()
+                   if getattr(constraints, name) is not None and metric not in metrics]
+        if missing:
+            raise ValueError(f"the simulated executor's table reports no {', '.join(missing)}: the limit cannot be "
+                             f"checked; leave it out, or run the search on the inprocess or ray executor")
+
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> SimulatedExecutor:
         """Options as the constructor's; a ``benchmark`` name is one of :data:`nas.core.registry.tables`
@@ -137,11 +157,19 @@ class SimulatedExecutor:
         bench = opts.pop("benchmark", "nb201-cifar10")
         if isinstance(bench, str):
             bench = tables.get(bench)()
-        if cfg.settings is not None:
-            opts.setdefault("objectives", list(cfg.settings.objectives))
-            if cfg.settings.epochs in getattr(bench, "fidelities", (bench.epochs,)):
-                opts.setdefault("epochs", cfg.settings.epochs)
-        return cls(cfg.space, bench, workers=cfg.workers, seed=cfg.seed, **opts)
+        constraints = None
+        if (t := cfg.settings) is not None:
+            opts.setdefault("objectives", list(t.objectives))
+            if t.epochs in getattr(bench, "fidelities", (bench.epochs,)):
+                opts.setdefault("epochs", t.epochs)
+            if t.proxy_screen is not None:
+                raise ValueError(f"the simulated executor scores no zero-cost proxy (proxy_screen "
+                                 f"{t.proxy_screen!r}): leave it out, or run the search on the inprocess or ray "
+                                 f"executor")
+            unset = type(t)().max_params  # (the default bound: no limit the user set, so no refusal either)
+            constraints = Constraints(max_params=None if t.max_params == unset else t.max_params,
+                                      max_flops=t.max_flops, max_latency_ms=t.max_latency_ms)
+        return cls(cfg.space, bench, workers=cfg.workers, seed=cfg.seed, constraints=constraints, **opts)
 
     @property
     def slots(self) -> int:
@@ -178,12 +206,14 @@ class SimulatedExecutor:
                 f"{answers}-epoch training from scratch{resumes} with fixed hyperparameters")
         return done, target
 
+    def _query(self, arch: Arch, epochs: int) -> tuple[float, float, dict[str, Any]]:
+        if self.reports:
+            return self.benchmark.query_epochs(arch, epochs)  # type: ignore[attr-defined,no-any-return]
+        return self.benchmark.query(arch)
+
     def _stage(self, arch: Arch, epochs: int) -> tuple[int, float, dict[str, Any], list[float]]:
         """One schedule's answer; KeyError/ValueError where the table or the objectives have none."""
-        if self.reports:
-            reward, seconds, metrics = self.benchmark.query_epochs(arch, epochs)  # type: ignore[attr-defined]
-        else:
-            reward, seconds, metrics = self.benchmark.query(arch)
+        reward, seconds, metrics = self._query(arch, epochs)
         if self.noise:
             reward += float(self.rng.normal(0.0, self.noise))
         metrics = {**metrics, "val_acc": reward, "train_seconds": seconds}
@@ -197,11 +227,16 @@ class SimulatedExecutor:
         self._resumable.pop(trial.trial_id, None)
         rungs = [f for f in self.fidelities if done < f < target and f in wait_epochs] if self.reports else []
         try:
-            return _Run(trial, [self._stage(trial.arch, e) for e in (*rungs, target)])
+            stages = [self._stage(trial.arch, e) for e in (*rungs, target)]
         except _ObjectiveMissing as e:
             return _Run(trial, [], Result.failed(trial.trial_id, str(e), FailureKind.OBJECTIVE_MISSING))
         except (KeyError, ValueError) as e:  # not an architecture of the table: a failed trial, at no cost
             return _Run(trial, [], Result.failed(trial.trial_id, f"{type(e).__name__}: {e}"))
+        violation = self.constraints.check(stages[0][2]) if self.constraints is not None else None
+        if violation is not None:  # (as a worker refuses what it measured: nothing is trained, nothing charged)
+            costs = {m: stages[0][2][m] for m in LIMITS.values() if m in stages[0][2]}
+            return _Run(trial, [], Result.failed(trial.trial_id, str(violation), FailureKind.INFEASIBLE, metrics=costs))
+        return _Run(trial, stages)
 
     def submit(self, trial: Trial, *, keep: KeepRule | None = None, wait_epochs: Collection[int] = ()) -> None:
         """``wait_epochs``: the fidelities below its own at which the trial reports and waits for the loop's
