@@ -206,6 +206,18 @@ class Executor(Protocol):
     def shutdown(self) -> None: ...
 
 
+@runtime_checkable
+class SimulatedClock(Protocol):
+    """An executor on a simulated clock (:meth:`Executor.now` is not None), resumed: ``resume_at(time, ended)``,
+    before any trial is submitted, makes its clock go on from the last time the run's journal holds (so a resumed
+    run's times stay in order and its ``time_budget`` counts the simulated time already spent) and tells it how each
+    trial that finished ended (trial id -> its last result's outcome and epoch: a paused one may be promoted). The
+    trials in flight at the crash start again at that time: with several workers the rest of the run can differ from
+    an uninterrupted one's, whose in-flight trials had started earlier."""
+
+    def resume_at(self, time: float, ended: Mapping[int, tuple[Outcome, int]]) -> None: ...
+
+
 class ExecutorClass(Protocol):
     """What the registry holds: an executor class built from an :class:`ExecutorConfig`; ``needs_ray`` says
     whether the API must connect to (or start) a Ray cluster before building it."""
@@ -369,4 +381,5 @@ class PrefetchRule:
 
 
 __all__ = ["GANG_STRATEGIES", "BoundedCheckpoints", "Checkpoints", "Event", "EventKind", "Executor", "ExecutorClass",
-           "ExecutorConfig", "KeepRule", "PrefetchRule", "TrainFn", "build_executor", "finished", "prefetch_mode"]
+           "ExecutorConfig", "KeepRule", "PrefetchRule", "SimulatedClock", "TrainFn", "build_executor", "finished",
+           "prefetch_mode"]

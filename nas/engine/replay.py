@@ -20,10 +20,12 @@ calls :func:`replay`, which uses only the loop's public operations.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nas.core.types import Report, Result, Trial, arch_key
+from nas.engine.protocol import SimulatedClock
 
 if TYPE_CHECKING:
     from nas.engine.loop import SearchLoop
@@ -102,12 +104,24 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
                 loop.book.records[tid].runs += 1  # a promotion's result (one not finished re-runs: the loop counts it)
             _restore_result(loop, rec.trial, rec.result, after)
     loop.requeue.extend(submitted.values())
+    if isinstance(loop.executor, SimulatedClock):
+        times = [t for rec in restored.records for t in _times(rec)]
+        ended = {tid: (record.result.outcome, record.result.epoch) for tid, record in loop.book.records.items()
+                 if record.result is not None}
+        loop.executor.resume_at(max(times, default=0.0), ended)
     if loop.store is not None:
         for trial_id, data in loop.store.kept_checkpoints():
             record = loop.book.get(trial_id)
             if record is not None and record.result is not None and record.result.ok:
                 loop.executor.checkpoints.put(trial_id, data)
                 loop.store.note_kept(trial_id)
+
+
+def _times(rec: Recorded) -> list[float]:
+    """The times on the executor's clock a journal record holds (a result's start and end, a report's)."""
+    r = rec.result if rec.kind == "result" else None
+    times = [r.start_time, r.end_time] if r is not None else [rec.report.time] if rec.report is not None else []
+    return [t for t in times if isinstance(t, int | float) and math.isfinite(t)]
 
 
 def _replay_promotion(loop: SearchLoop, trial_id: int, line: int) -> None:

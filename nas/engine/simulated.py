@@ -47,7 +47,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -184,6 +184,15 @@ class SimulatedExecutor:
     def now(self) -> float:
         return self._now
 
+    def resume_at(self, time: float, ended: Mapping[int, tuple[Outcome, int]]) -> None:
+        """A resumed run's clock goes on from ``time``, the last its journal holds, and the trials it paused or
+        completed before (``ended``) may be promoted, as here (:class:`nas.engine.protocol.SimulatedClock`)."""
+        if self._held or self._events:
+            raise RuntimeError("resume_at comes before any trial is submitted")
+        self._now = max(self._now, float(time))
+        self._resumable.update({tid: epoch for tid, (outcome, epoch) in ended.items()
+                                if outcome in (Outcome.COMPLETE, Outcome.PAUSED)})
+
     # -- submission --------------------------------------------------------------------------------
     def _plan(self, trial: Trial) -> tuple[int, int]:
         """(epochs already trained, epochs to reach) of a trial; UnsupportedTrial where the table has
@@ -191,7 +200,7 @@ class SimulatedExecutor:
         asks = [f"hparams={dict(trial.hparams)}"] if trial.hparams else []
         done = 0
         if trial.checkpoint_from is not None:
-            if trial.checkpoint_from == trial.trial_id and trial.trial_id in self._resumable and trial.epochs:
+            if trial.checkpoint_from == trial.trial_id and trial.epochs and trial.trial_id in self._resumable:
                 done = self._resumable[trial.trial_id]
             else:
                 asks.append(f"checkpoint_from={trial.checkpoint_from}")
