@@ -292,3 +292,17 @@ def test_a_rank_that_fails_alone_or_stops_answering_fails_the_trial_with_a_typed
     assert by_id.loc[3].failure == "COLLECTIVE" and "Timed out" in by_id.loc[3].error  # after collective_timeout
     assert (by_id.drop([1, 3]).state == "COMPLETE").all() and len(df) == 5
     assert ex.restarts == 2  # both gangs out of step were rebuilt
+
+
+def test_a_strict_gang_strategy_the_cluster_cannot_place_is_refused_at_once(ray_local, tmp_path, capsys):
+    """(STRICT_SPREAD with 2 ranks on one node waited the whole start_timeout, 120 s, then ended in a traceback.)
+    The search is refused in one line before any actor starts; STRICT_PACK of the same gang fits the node."""
+    args = ["search", "--space", "toy", "--dataset", "none", "--train-function", "nas.train.simple:noop",
+            "--workers", "1", "--trial-workers", "2", "--budget", "1"]
+    assert main([*args, "--gang-strategy", "STRICT_SPREAD", "--run-dir", str(tmp_path / "spread")]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[-1] == ("nas search: error: gang_strategy STRICT_SPREAD puts each of a gang's 2 ranks on a node of its "
+                        "own; the Ray cluster has 1 node(s) with room for one: use SPREAD or PACK, or fewer "
+                        "trial_workers")
+    assert not (tmp_path / "spread").exists()
+    assert main([*args, "--gang-strategy", "STRICT_PACK", "--run-dir", str(tmp_path / "pack")]) == 0

@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     except Exception as e:
         where = your_code(e)
-        told = isinstance(e, ValueError) or (isinstance(e, OSError) and e.errno is not None)
+        told = isinstance(e, ValueError | TimeoutError) or (isinstance(e, OSError) and e.errno is not None)
         if where is None and not told:
             raise  # (a bug of ours: its traceback is what we need to see)
         said = f"{type(e).__name__} in your code ({where}): " if where else ""

@@ -88,9 +88,10 @@ class GangPool:
             infos = ray.get([ref for gang in self.starting.values() for ref in gang.ready], timeout=start_timeout)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
             self.shutdown()
-            why = (f"were not placed and started within {start_timeout:g} s (start_timeout): the cluster lacks room"
-                   if isinstance(e, ray.exceptions.GetTimeoutError) else f"failed to start: {e}")
-            raise RuntimeError(f"the gangs' actors {why}") from None
+            if isinstance(e, ray.exceptions.GetTimeoutError):  # (a cluster without the room: said in one line)
+                raise TimeoutError(f"the gangs' actors were not placed and started within {start_timeout:g} s "
+                                   f"(start_timeout): the cluster lacks room") from None
+            raise RuntimeError(f"the gangs' actors failed to start: {e}") from None
         for g, gang in sorted(self.starting.items(), reverse=True):  # (gang 0 is handed out first)
             gang.nodes = [info["node"][:12] for info in infos[g * spec.ranks:(g + 1) * spec.ranks]]
             self.free[g] = None

@@ -65,7 +65,7 @@ class TrainerPool(SlotLoads):
             raise RuntimeError(f"trainer actors failed to start: {e}") from None
         except ray.exceptions.GetTimeoutError:
             self.shutdown()
-            raise RuntimeError(f"trainer actors were not placed and started within {self.start_timeout:g} s "
+            raise TimeoutError(f"trainer actors were not placed and started within {self.start_timeout:g} s "
                                f"(start_timeout): the cluster lacks free resources for the pool") from None
 
     @property
