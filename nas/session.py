@@ -84,8 +84,15 @@ class Given:
 
 
 def default_run_dir(space: str, strategy: str) -> str:
+    """``runs/<time>-<space>-<strategy>``, with ``-2``, ``-3``... where a search of the same second took it (short
+    searches in a loop were refused: "already holds a run")."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return str(Path("runs") / f"{stamp}-{space.replace(':', '.')}-{strategy}")
+    base = Path("runs") / f"{stamp}-{space.replace(':', '.')}-{strategy}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return str(path)
 
 
 class Run:

@@ -580,3 +580,13 @@ def test_a_path_ending_in_a_slash_names_a_folder_and_a_look_alike_name_is_the_us
     assert not (tmp_path / "new").exists()
     assert main(["results", str(run_copy), "--csv", str(run_copy / "trials.jsonl.csv")]) == 0  # (not the journal)
     assert owned_by_run(run_copy / "trials.jsonl.csv") is None and owned_by_run(run_copy / ".trials.jsonl.x")
+
+
+def test_searches_started_in_one_second_each_get_a_default_folder(tmp_path, monkeypatch):
+    """(A second short nas.search() without run_dir in the same second was refused: "already holds a run".)"""
+    monkeypatch.chdir(tmp_path)
+    for _ in range(3):
+        nas.search("toy", "random", budget=1, executor="inprocess", data=None, train=nas.train.simple.noop,
+                   progress=False)
+    made = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert len(made) == 3 and all("-toy-random" in name for name in made)

@@ -26,7 +26,7 @@ from nas.run.files import os_error_text
 
 #: the argument groups of ``nas search --help``: a section of the tree (the run's own leaves: "run") and its title
 GROUPS = {"search": "search (what is searched and how)", "train": "training (how each candidate trains)",
-          "execution": "execution (where trials run; a resume may change it)", "run_dir": "run"}
+          "execution": "execution (where trials run; a resume may change --address only)", "run_dir": "run"}
 _SCALAR = {"int": int, "float": float, "str": nonempty}
 
 
