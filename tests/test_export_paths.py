@@ -584,9 +584,19 @@ def test_a_path_ending_in_a_slash_names_a_folder_and_a_look_alike_name_is_the_us
 
 def test_searches_started_in_one_second_each_get_a_default_folder(tmp_path, monkeypatch):
     """(A second short nas.search() without run_dir in the same second was refused: "already holds a run".)"""
+    import datetime
+
+    import nas.session
+
+    class Frozen(datetime.datetime):  # (the three searches start in one second, as short ones in a loop do)
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 12, 4, 20, 0, 0)
+
+    monkeypatch.setattr(nas.session.datetime, "datetime", Frozen)
     monkeypatch.chdir(tmp_path)
     for _ in range(3):
         nas.search("toy", "random", budget=1, executor="inprocess", data=None, train=nas.train.simple.noop,
                    progress=False)
     made = sorted(p.name for p in (tmp_path / "runs").iterdir())
-    assert len(made) == 3 and all("-toy-random" in name for name in made)
+    assert made == ["20261204-200000-toy-random", "20261204-200000-toy-random-2", "20261204-200000-toy-random-3"]
