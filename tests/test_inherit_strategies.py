@@ -115,6 +115,19 @@ def test_pbt_bad_arch_mutation_is_named():
         PopulationBasedTraining(ToySpace(), arch_mutation=1.5)
 
 
+def test_a_child_without_data_gets_its_parents_state():
+    """A training function run without data (data=None) got no ``ctx.inherited``: the runner dropped the parent's
+    checkpoint that the executor handed it, so a child started as if it had no parent."""
+    evo = RegularizedEvolution(ToySpace(), population=4, sample_size=2, inherit=True, seed=0)
+    results = {t.trial_id: (t, r) for t, r in
+               SearchLoop(evo, InProcessExecutor(ToySpace(), None, train=saving_curve), budget=12).run()}
+    children = [(t, r) for t, r in results.values() if t.inherit_from is not None]
+    assert len(children) == 8 and all(r.ok for _, r in results.values())
+    for t, r in children:  # (saving_curve goes on from the epoch of the state it inherits)
+        assert r.history[0]["epoch"] == results[t.inherit_from][1].epoch + 1
+        assert r.metrics["inherited_from"] == t.inherit_from
+
+
 @pytest.mark.parametrize("strategy", [
     lambda: PopulationBasedTraining(ToySpace(), population=12, seed=0),
     lambda: RegularizedEvolution(ToySpace(), population=12, sample_size=3, inherit=True, seed=0),

@@ -16,6 +16,7 @@ from nas.strategies.pbt import PopulationBasedTraining
 from nas.strategies.random import RandomSearch
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
+from tests.helpers import saving_curve
 
 
 def complete(trial, score, epoch=1):
@@ -136,6 +137,21 @@ def test_exploit_really_copies_weights_and_retired_architectures_leave(digits):
     assert len(initial_archs) == 4 and final < initial_archs  # architectures only leave
     # the first retirement's architecture was its member's alone (no copies before it): gone for good
     assert nas.core.types.arch_key(pbt.exploits[0]["retired_arch"]) not in final
+
+
+def test_a_member_without_data_goes_on_from_its_donors_epoch():
+    """A training function run without data (data=None) got no checkpoint back: every segment, an exploiting
+    member's too, started again at epoch 1."""
+    space = ToySpace()
+    pbt = PopulationBasedTraining(space, population=4, interval=2, resample_probability=0.0, seed=0)
+    results = {t.trial_id: (t, r) for t, r in
+               SearchLoop(pbt, InProcessExecutor(space, None, train=saving_curve), budget=24).run()}
+    assert all(r.ok for _, r in results.values())
+    continued = [(t, r) for t, r in results.values() if t.checkpoint_from is not None]
+    children = [t for t, _ in continued if results[t.checkpoint_from][0].member != t.member]
+    assert len(continued) == 20 and children, "no member exploited another in 24 segments"
+    for t, r in continued:
+        assert r.history[0]["epoch"] == results[t.checkpoint_from][1].epoch + 1
 
 
 def test_trainers_without_checkpoints_make_pbt_stop_asking_for_them():

@@ -144,17 +144,25 @@ class TrialRunner:
             if space is not None:
                 space.validate(trial.arch)
             if self.side is None or space is None:
-                return self._run_bare(trial, report, keep)
+                return self._run_bare(trial, checkpoint, report, inherit, keep)
             with self.side.flags():
                 return self._run(self.side, trial, space, checkpoint, report, inherit, keep)
 
         return run_safely(trial, body, self.worker, self.node)
 
-    def _run_bare(self, trial: Trial, report: ReportFn | None, keep: Keep) -> tuple[Result, bytes | None]:
+    def _run_bare(self, trial: Trial, checkpoint: bytes | None, report: ReportFn | None, inherit: bytes | None,
+                  keep: Keep) -> tuple[Result, bytes | None]:
+        """No model: the function gets the state it continues from and its parent's state as a trial with data
+        does (without them a promotion or a PBT segment started again from epoch 0)."""
         ctx = self._context(trial, model=None, data=None, hparams=self.settings.for_trial(trial), device="cpu",
-                            report=report)
+                            checkpoint=CheckpointIO(checkpoint, "cpu"), report=report)
+        measured: dict[str, Any] = {}
+        if inherit is not None:  # no tensors to copy: the parent's whole state is the function's to use
+            ctx.inherited = CheckpointIO(inherit, "cpu").load()
+            if trial.inherit_from is not None:
+                measured["inherited_from"] = trial.inherit_from
         returned = self._train(ctx)
-        return self._outcome(ctx, returned, {}, keep)
+        return self._outcome(ctx, returned, measured, keep)
 
     def _run(self, side: DeviceSide, trial: Trial, space: SearchSpace, checkpoint: bytes | None,
              report: ReportFn | None, inherit: bytes | None, keep: Keep) -> tuple[Result, bytes | None]:
