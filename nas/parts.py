@@ -29,6 +29,7 @@ from nas.core.types import python_numbers
 from nas.engine.protocol import Executor, check_executor_options, prefetch_mode
 from nas.run.config import RunConfig
 from nas.run.config_tree import BUILTIN
+from nas.train.hparams import check_searched
 
 if TYPE_CHECKING:
     from nas.run.warmstart import WarmTrial
@@ -122,6 +123,8 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if strategy:
         cls = strategy_class(s.strategy, s.strategy_options)
         check_objectives(cls, s.objectives)
+        if isinstance(searched := s.strategy_options.get("hparams"), Mapping):  # (a trial's: PBT's option)
+            check_searched(searched)
         if cls.state_file is not None and "storage" in s.strategy_options:
             check_storage(s.strategy_options["storage"], config.run_dir, cls.state_file, resume=resume)
     registry.schedulers.check(s.scheduler)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -197,3 +198,18 @@ def test_checkpoints_outlive_the_driver_so_a_resumed_pbt_run_continues_its_membe
     epochs = dict(zip(df.trial_id, df.epochs))
     for _, row in resumed.iterrows():  # each segment goes on from the epoch its source had reached
         assert row.epochs == epochs[row.checkpoint_from] + 1
+
+
+@pytest.mark.parametrize(("hparams", "said"), [
+    ({"dropout": [0.1, 0.2]}, "hparams ['dropout'] are none a trial may set; known: lr, batch_size"),
+    ({"optimizer": ["adam", "rmsprop"]}, "hparams 'optimizer': unknown optimizer 'rmsprop'; known: adam, adamw, sgd"),
+    ({"momentum": {"low": 0.5, "high": 1.5, "log": False}}, "hparams 'momentum': momentum must be"),
+])
+def test_hparams_no_trial_takes_are_refused_before_the_search(tmp_path, capsys, hparams, said):
+    """(An unknown name or value passed the checks: every trial failed "unknown hyperparameters", exit status 0.)"""
+    from nas.cli import main
+
+    assert main(["search", "--space", "toy", "--strategy", "pbt", "-o", f"hparams={json.dumps(hparams)}",
+                 "--executor", "inprocess", "--dataset", "none", "--budget", "2", "--run-dir",
+                 str(tmp_path / "run")]) == 2
+    assert said in capsys.readouterr().err and not (tmp_path / "run").exists()

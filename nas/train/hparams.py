@@ -45,6 +45,36 @@ def _number(hp: Mapping[str, Any], name: str, low: float, high: float | None = N
         raise ValueError(f"{name} must be {kind} {rng}, got {v!r}")
 
 
+def check_searched(spec: Mapping[str, Any]) -> None:
+    """The hyperparameters a strategy searches (PBT's ``hparams`` option: name -> a range or choices), checked before
+    anything runs: each name one a trial may set (:data:`TRIAL_HPARAMS`), each choice and each end of a range a
+    value it takes. (An unknown name or value failed every trial, and the search ended with exit status 0.)
+
+    >>> check_searched({"lr": {"low": 1e-4, "high": 0.1}, "optimizer": ["adam", "sgd"]})
+    >>> check_searched({"dropout": [0.1, 0.2]})
+    Traceback (most recent call last):
+    ...
+    ValueError: hparams ['dropout'] are none a trial may set; known: lr, batch_size, weight_decay, momentum, ...
+    >>> check_searched({"optimizer": ["adam", "rmsprop"]})
+    Traceback (most recent call last):
+    ...
+    ValueError: hparams 'optimizer': unknown optimizer 'rmsprop'; known: adam, adamw, sgd
+    """
+    unknown = sorted(set(spec) - set(TRIAL_HPARAMS))
+    if unknown:
+        raise ValueError(f"hparams {unknown} are none a trial may set; known: {', '.join(TRIAL_HPARAMS)}")
+    for name, searched in spec.items():
+        if isinstance(searched, Mapping):
+            values = [searched[end] for end in ("low", "high") if end in searched]
+        else:
+            values = list(searched) if isinstance(searched, list | tuple) else []  # (else: the strategy says)
+        for value in values:
+            try:
+                check_hparams({name: value})
+            except ValueError as e:
+                raise ValueError(f"hparams {name!r}: {e}") from None
+
+
 def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
     """``hp`` checked value by value (a ValueError names the first bad one); returns a plain dict."""
     _number(hp, "lr", 0, low_open=True)
