@@ -202,6 +202,8 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
         _check_executor(config, resume)
         if executor == "simulated":
             _check_simulated(config, spec["class"], trains=function != BUILTIN)
+            if not resume:  # (its table answers every trial: loading digits cost each simulated search 1-6 s)
+                t = dataclasses.replace(t, dataset=None)
     data: Dataset | None = given.data
     if data is None and t.dataset is not None:
         data = load_dataset(t.dataset, seed=s.seed)

@@ -200,3 +200,18 @@ def test_a_constraint_the_table_cannot_check_is_refused_before_anything_is_made(
         nas.search("nb201", "random", budget=4, executor="simulated", settings=TrainSettings(**settings),
                    run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_simulated_search_reads_no_dataset(tmp_path):
+    """(Each simulated search and resume loaded digits through scikit-learn, 1-6 s, for trials its table answers.)
+    A new one records none; one made before, which recorded its dataset, resumes as it was made."""
+    import nas
+
+    nas.search("nb201", "random", budget=3, executor="simulated", seed=0, run_dir=tmp_path / "run", progress=False)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["train"]["dataset"] is None
+    old = json.loads((tmp_path / "run" / "run.json").read_text())
+    old["train"].update(dataset="digits", dataset_fingerprint=nas.train.data.dataset_fingerprint(
+        nas.load_dataset("digits", seed=0)))
+    (tmp_path / "run" / "run.json").write_text(json.dumps(old))
+    assert len(nas.search("nb201", "random", budget=5, executor="simulated", seed=0, data="digits",
+                          run_dir=tmp_path / "run", resume=True, progress=False)) == 5
