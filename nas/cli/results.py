@@ -71,7 +71,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from nas.run.reader import load_run, read_journal
+    from nas.run.reader import load_run_records
 
     if args.pareto or args.export:
         if not args.pareto:
@@ -83,13 +83,12 @@ def cmd_best(args: argparse.Namespace) -> int:
 
     if args.draw and not args.draw.endswith((".html", ".dot")):
         raise UsageError(f"--draw writes .html (interactive, offline) or .dot (Graphviz), got {args.draw!r}")
-    cfg, df = load_run(args.run_dir)
+    cfg, records, df = load_run_records(args.run_dir)
     done = df[df.state == "COMPLETE"]
     if done.empty:
         raise UsageError(f"run {args.run_dir!r} has no completed trial")
     best = done.loc[done.score.idxmax()]
-    records = {t.trial_id: t for t, _ in read_journal(args.run_dir)}
-    trial = records[int(best.trial_id)]
+    trial = records[int(done.score.idxmax())][0]  # (row i of the frame is record i)
     from nas.monitor.tables import best_block
     from nas.run.export import write_export  # (a run's own files refused; atomic: nothing left on failure)
 

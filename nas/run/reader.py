@@ -100,12 +100,20 @@ def load_run(run_dir: str | os.PathLike[str], *,
              before: Sequence[tuple[Trial, Result]] = ()) -> tuple[RunConfig, pd.DataFrame]:
     """A run directory's config (run.json, typed) and its trials, one row each in finishing order, after ``before``
     (e.g. the trials a warm start told its strategy: :func:`nas.run.warmstart.load_run_with_warm`)."""
+    cfg, _, df = load_run_records(run_dir, before=before)
+    return cfg, df
+
+
+def load_run_records(run_dir: str | os.PathLike[str], *, before: Sequence[tuple[Trial, Result]] = ()
+                     ) -> tuple[RunConfig, list[tuple[Trial, Result]], pd.DataFrame]:
+    """:func:`load_run` with the records its rows come from (row ``i`` is record ``i``): a caller that needs a
+    trial's own arch or hparams reads the journal once, not twice."""
     if not isinstance(run_dir, str | os.PathLike):  # (pathlib's "expected str, bytes or os.PathLike object")
         raise TypeError(f"a run directory is a path, got {run_dir!r} ({type(run_dir).__name__})")
     cfg = read_config(Path(run_dir))
-    before = list(before)
+    records = [*before, *read_journal(run_dir)]
     try:
-        return cfg, results_frame([*before, *read_journal(run_dir)], registered_formatter(cfg))
+        return cfg, records, results_frame(records, registered_formatter(cfg))
     except UnfitArchitecture as e:  # (where the reader finds it: the journal, or the run a warm start read)
         where = Path(run_dir) / JOURNAL if e.index >= len(before) else "a trial of the warm start's run"
         raise ValueError(f"{where}: {e}") from None
