@@ -109,29 +109,40 @@ def curve_metric(df: pd.DataFrame) -> str | None:
     return keys[0] if keys else None
 
 
+#: shades of the colour scale the learning curves are drawn in (one trace each)
+CURVE_COLOURS = 12
+
+
 def learning_curves(df: pd.DataFrame, final: pd.Series, objective: str | Objective) -> go.Figure | None:
     """One line per trial: its per-epoch metric (from the journaled ``history``), coloured by its ``final`` value
-    of ``objective`` (brighter is better)."""
+    of ``objective`` (brighter is better). The lines of one of :data:`CURVE_COLOURS` shades (FAILED: red) share one
+    trace, broken between trials: a trace per trial cost plotly 25 s and the page a trace's markup per trial."""
     metric = curve_metric(df)
     if metric is None:
         return None
     o = Objective.parse(objective)
-    fig = go.Figure()
     better = final if o.mode == "max" else -final  # (the colour scale runs dark to bright, worse to better)
     lo, hi = (float(better.min()), float(better.max())) if better.notna().any() else (0.0, 1.0)
-    for row, value in zip(df.itertuples(), better):
-        hist = [r for r in (row.history or []) if metric in r]
+    lines: dict[str, tuple[list[Any], list[Any], list[Any]]] = {}  # colour -> x, y, trial ids (None between trials)
+    for tid, state, history, value in zip(df.trial_id, df.state, df.history, better, strict=True):
+        hist = [r for r in (history or []) if metric in r]
         if not hist:
             continue
         frac = 0.5 if hi == lo or pd.isna(value) else (float(value) - lo) / (hi - lo)
-        color = _viridis(frac) if row.state == "COMPLETE" else "crimson"
-        fig.add_scatter(x=[r.get("epoch", i + 1) for i, r in enumerate(hist)], y=[r[metric] for r in hist],
-                        mode="lines+markers", line={"color": color, "width": 1.5}, marker={"size": 4},
-                        name=f"trial {row.trial_id}", showlegend=False, opacity=0.8,
-                        hovertemplate=f"trial {row.trial_id}<br>epoch %{{x}}<br>{literal(metric)} %{{y:.4f}}"
-                                      "<extra></extra>")
-    if not fig.data:
+        frac = frac if frac == frac else 0.5  # (NaN: values spread wider than a float, 1e308 and -1e308)
+        color = _viridis(round(frac * (CURVE_COLOURS - 1)) / (CURVE_COLOURS - 1)) if state == "COMPLETE" else "crimson"
+        xs, ys, ids = lines.setdefault(color, ([], [], []))
+        xs += [*(r.get("epoch", i + 1) for i, r in enumerate(hist)), None]
+        ys += [*(r[metric] for r in hist), None]
+        ids += [int(tid)] * len(hist) + [None]
+    if not lines:
         return None
+    fig = go.Figure()
+    for color, (xs, ys, ids) in lines.items():
+        fig.add_scatter(x=xs, y=ys, customdata=ids, mode="lines+markers", line={"color": color, "width": 1.5},
+                        marker={"size": 4}, showlegend=False, opacity=0.8, connectgaps=False,
+                        hovertemplate=f"trial %{{customdata}}<br>epoch %{{x}}<br>{literal(metric)} %{{y:.4f}}"
+                                      "<extra></extra>")
     return _layout(fig, f"Learning curves ({metric} per epoch; colour: final {o.metric}, brighter is better; red: "
                    "FAILED)", "epoch", metric)
 
@@ -151,13 +162,15 @@ def genealogy(df: pd.DataFrame, values: pd.Series, objective: str | Objective) -
     done = done[(done.state == "COMPLETE") & done.value.notna()].set_index("trial_id")
     if done.empty:
         return None
-    xs: list[Any] = []
-    ys: list[Any] = []
-    for tid, row in done.iterrows():
-        parent = row.parent
-        if parent is not None and not pd.isna(parent) and int(parent) in done.index:
-            xs += [int(parent), tid, None]
-            ys += [float(done.loc[int(parent), "value"]), row.value, None]
+    value = done.value.to_dict()  # (a lookup per child: iterrows and .loc per row took 23 of 98 s at 100k trials)
+    pairs = [(int(parent), tid) for tid, parent in zip(done.index, done.parent, strict=True)
+             if not pd.isna(parent) and int(parent) in value]
+    xs = np.full(3 * len(pairs), np.nan)  # parent, child, gap: one line per pair in one trace
+    ys = np.full(3 * len(pairs), np.nan)
+    if pairs:
+        xs[0::3], xs[1::3] = zip(*pairs, strict=True)
+        ys[0::3] = [value[parent] for parent, _ in pairs]
+        ys[1::3] = [value[child] for _, child in pairs]
     fig = go.Figure()
     fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "rgba(120,120,120,0.45)", "width": 1},
                     hoverinfo="skip", name="parent -> child")
