@@ -134,3 +134,14 @@ def test_status_file_is_written_while_the_loop_runs(tmp_path):
                data=None, train=scored(toy_score))
     assert seen[0]["state"] == "running" and seen[0]["budget"] == 3 and seen[0]["started"] >= start - 1
     assert json.loads((tmp_path / "run" / STATUS_FILE).read_text())["state"] == "finished"
+
+
+def test_tables_of_trials_show_at_most_their_cap(monkeypatch, run_dir):
+    """(A 100,000-trial run's trial table was 31 MB of its page.) The best TABLE_ROWS rows, and where the rest are."""
+    from nas.monitor import page
+
+    monkeypatch.setattr(page, "TABLE_ROWS", 2)
+    html_text = page.report_html([run_dir])
+    trials = html_text[html_text.index("<h3>Trial detail</h3>"):]
+    trials = trials[:trials.index("</table>")]
+    assert "the best 2 of " in trials and trials.count("<tr>") == 1 + 2  # (the head and two rows)

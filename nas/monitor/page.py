@@ -89,6 +89,18 @@ def _table(df: pd.DataFrame, table_id: str, arch_cols: Sequence[str] = ("arch",)
             + "\n".join(body) + "</tbody></table></div>")
 
 
+#: rows a table of trials shows at most (a 100,000-trial run's table was 31 MB of the page, a DOM no browser sorts)
+TABLE_ROWS = 2_000
+
+
+def _capped(df: pd.DataFrame, table_id: str, which: str) -> str:
+    """:func:`_table` of the first :data:`TABLE_ROWS` rows, saying where the rest are."""
+    if len(df) <= TABLE_ROWS:
+        return _table(df, table_id)
+    return (f"<p class='note'>{which} {TABLE_ROWS:,} of {len(df):,} (every trial: nas results RUN --csv FILE)</p>"
+            + _table(df.head(TABLE_ROWS), table_id))
+
+
 def _num(v: Any, fmt: str) -> str:
     """A number formatted; "" for a missing one and for anything that is no number (a metric the run reported as
     text, a table or a list: the report plots and formats metrics as numbers)."""
@@ -183,9 +195,9 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
                  + best_architectures(cfg, df, done, top, key))
     failed = df[df.state == "FAILED"]
     parts.append(f"<h3>Failed trials ({len(failed)})</h3>" + (
-        _table(failed[["trial_id", "arch", "worker", "error"]], f"{key}-failed") if len(failed)
+        _capped(failed[["trial_id", "arch", "worker", "error"]], f"{key}-failed", "the first") if len(failed)
         else "<p class='note'>none</p>"))
-    parts.append("<h3>Trial detail</h3>" + _table(trial_table(df, objectives), f"{key}-trials"))
+    parts.append("<h3>Trial detail</h3>" + _capped(trial_table(df, objectives), f"{key}-trials", "the best"))
     parts.append("<h3>Run configuration</h3><pre>" + html.escape(json.dumps(cfg.to_json(), indent=2, default=str))
                  + "</pre>")
     return "\n".join(parts)
