@@ -156,12 +156,21 @@ def test_stop_request_cancels_or_awaits_in_flight_trials(tmp_path, reference, mo
 
 def test_first_sigint_requests_a_stop_and_the_second_aborts(capsys):
     stop, before = StopSignal("wait"), signal.getsignal(signal.SIGINT)
+    stop.running = True  # (as the loop sets it when it starts)
     with pytest.raises(KeyboardInterrupt), stop_on_sigint(stop):
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.requested
         os.kill(os.getpid(), signal.SIGINT)
     assert "Ctrl-C again aborts at once" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_sigint_before_the_loop_runs_aborts_at_once(capsys):
+    """Before the loop runs (the workers starting, up to start_timeout) no loop would hear a requested stop."""
+    stop = StopSignal()
+    with pytest.raises(KeyboardInterrupt), stop_on_sigint(stop):
+        os.kill(os.getpid(), signal.SIGINT)
+    assert not stop.requested and "stopping" not in capsys.readouterr().err
 
 
 # -- a real `nas search` killed, then resumed ---------------------------------------------------------

@@ -61,6 +61,49 @@ def test_sigterm_stops_gracefully_and_the_run_resumes(tmp_path, executor):
     assert sorted(df["trial_id"]) == list(range(12)) and (df["state"] == "COMPLETE").all()
 
 
+NEVER_UP = textwrap.dedent("""
+    import os, signal, threading
+
+    if os.getpid() != int(os.environ["NAS_TEST_DRIVER"]):  # (a Ray worker unpickling train: an actor starting)
+        open(f"worker-{os.getpid()}", "w").close()
+        try:  # (one signal, from the first rank of a gang)
+            os.close(os.open("signalled", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.kill(int(os.environ["NAS_TEST_DRIVER"]), signal.SIGTERM)
+        except FileExistsError:
+            pass
+        threading.Event().wait()  # (its actor is never up)
+
+    def train(ctx):
+        ctx.report(epoch=1, val_acc=0.5)
+""")
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("gang", [[], ["--trial-workers", "2"]], ids=["trainers", "gang"])
+def test_sigterm_while_the_workers_start_ends_the_start_at_once(tmp_path, gang):
+    """A stop asked for while the workers start (Ray placing them, their constructors running: up to
+    ``start_timeout``) ends the start at once, exit 130, and takes the new run back; it waited the whole
+    start_timeout, then ended in an error with a half-made run directory left behind. The workers' constructors
+    never return (they block where they unpickle the training function, after sending the signal)."""
+    (tmp_path / "sig.py").write_text(NEVER_UP)
+    code, out = search(tmp_path, "--executor", "ray", "--cpus-per-trial", "0.5", "--quiet",
+                       "--executor-option", "start_timeout=60", *gang)
+    assert (tmp_path / "signalled").exists()
+    assert code == 130 and "Traceback" not in out, out[-3000:]
+    assert "aborted before the search started; nothing was kept in run" in out, out[-3000:]
+    assert not (tmp_path / "run").exists()  # (taken back, as a refused start is)
+    workers = [int(f.name.removeprefix("worker-")) for f in tmp_path.glob("worker-*")]
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    assert workers and wait_until(lambda: all(map(gone, workers)), "the blocked workers to end", timeout=60)
+
+
 def test_sigterm_ends_other_commands_as_ctrl_c_does(tmp_path):
     """`nas supernet train` (no graceful stop of its own): SIGTERM ends it as Ctrl-C, its epochs journaled, the run
     stopped, exit 130 (it was killed by the signal), with the command that continues it; that command, only the

@@ -82,9 +82,9 @@ class GangPool:
         self.starting: dict[int, Gang] = {}
         self.restarts = 0
         self.retired: list[int] = []
-        for g in range(count):
-            self._start(g)
         try:
+            for g in range(count):
+                self._start(g)
             infos = ray.get([ref for gang in self.starting.values() for ref in gang.ready], timeout=start_timeout)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as e:
             self.shutdown()
@@ -92,6 +92,9 @@ class GangPool:
                 raise TimeoutError(f"the gangs' actors were not placed and started within {start_timeout:g} s "
                                    f"(start_timeout): the cluster lacks room") from None
             raise RuntimeError(f"the gangs' actors failed to start: {e}") from None
+        except BaseException:  # (Ctrl-C or SIGTERM while they start: none is left behind on a joined cluster)
+            self.shutdown()
+            raise
         for g, gang in sorted(self.starting.items(), reverse=True):  # (gang 0 is handed out first)
             gang.nodes = [info["node"][:12] for info in infos[g * spec.ranks:(g + 1) * spec.ranks]]
             self.free[g] = None

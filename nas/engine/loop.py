@@ -148,6 +148,8 @@ class SearchLoop:
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> list[tuple[Trial, Result]]:
+        if self.stop is not None:  # (from now on a stop is heard: before, a signal aborts the start)
+            self.stop.running = True
         status = self.status("running")
         if self.store is not None:
             self.store.write_status(status)

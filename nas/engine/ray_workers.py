@@ -45,9 +45,13 @@ class TrainerPool(SlotLoads):
         self.starting: dict[int, tuple[ray.ObjectRef, float]] = {}  # slot -> (its replacement's ready ref, deadline)
         self.retired: list[int] = []  # slots whose worker was lost and could not be replaced
         self.restarts = 0
-        for i in range(workers):
-            self._start(i)
-        self._wait_ready()
+        try:
+            for i in range(workers):
+                self._start(i)
+            self._wait_ready()
+        except BaseException:  # (Ctrl-C or SIGTERM while they start: none is left behind on a joined cluster)
+            self.shutdown()
+            raise
 
     def _start(self, i: int) -> None:
         threads = max(1, math.floor(self.cpus))

@@ -1,6 +1,7 @@
 """A graceful stop of a running search: :class:`StopSignal` asks the loop to submit nothing more, cancelling the
 trials in flight (a resume re-runs them) or waiting for them; :func:`stop_on_sigint` makes the first Ctrl-C (or
-SIGTERM) request it and the second abort at once.
+SIGTERM) request it and the second abort at once. Before the loop runs (Ray and the workers starting, which may
+take up to ``start_timeout``), there is nothing to stop gracefully: the first aborts at once.
 
 >>> stop = StopSignal("wait")
 >>> stop.requested, stop.mode
@@ -30,6 +31,7 @@ class StopSignal:
             raise ValueError(f"unknown interrupt mode {mode!r}; known: {', '.join(INTERRUPT_MODES)}")
         self.mode = mode
         self.requested = False
+        self.running = False  # set by the loop as it starts: until then a signal aborts (stop_on_sigint)
 
     def request(self) -> None:
         self.requested = True
@@ -38,12 +40,13 @@ class StopSignal:
 @contextlib.contextmanager
 def stop_on_sigint(stop: StopSignal, stream: TextIO | None = None) -> Iterator[StopSignal]:
     """While inside, the first SIGINT (Ctrl-C) or SIGTERM (a batch scheduler's or ``kill``'s stop) requests
-    ``stop``; a second raises KeyboardInterrupt at once. The previous handlers are restored on leaving. Main thread
-    only (as Python's signals)."""
+    ``stop``; a second raises KeyboardInterrupt at once, as does the first one before the loop runs (the executor's
+    start waited for the workers, up to ``start_timeout``, with the stop requested and nobody to hear it). The
+    previous handlers are restored on leaving. Main thread only (as Python's signals)."""
     out = stream or sys.stderr
 
     def handler(signum: int, frame: object) -> None:
-        if stop.requested:
+        if stop.requested or not stop.running:
             raise KeyboardInterrupt
         stop.request()
         what = "cancelling" if stop.mode == "cancel" else "waiting for"
