@@ -209,6 +209,34 @@ def test_a_cluster_address_where_nothing_answers_is_refused_at_once(tmp_path, ca
     assert list(tmp_path.iterdir()) == []
 
 
+def join_listening(cwd: Path, **env: str) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """`nas search --address` to a port that only accepts connections (no Ray there), with ``env`` for Ray's auth
+    variables (the test's own taken out): the address and the process."""
+    keep = {k: v for k, v in os.environ.items()
+            if k not in ("RAY_ADDRESS", "PYTHONPATH", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        return address, subprocess.run(
+            [sys.executable, "-m", "nas.cli", "search", "--space", "toy", "--budget", "2", "--dataset", "synthetic",
+             "--run-dir", "run", "--quiet", "--address", address], cwd=cwd, env=keep | env, capture_output=True,
+            text=True, timeout=300)
+
+
+def test_a_token_file_that_cannot_be_read_is_one_line_naming_the_token(tmp_path):
+    """RAY_AUTH_TOKEN_PATH naming no readable file was Ray's 40-line AuthenticationError traceback (exit 1). Ray
+    reads the token before it connects, so a port that only accepts stands for the cluster."""
+    from nas.engine.cluster import TOKEN_HINT
+
+    missing = tmp_path / "no-token"
+    address, proc = join_listening(tmp_path, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(missing))
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"nas search: error: cannot join the Ray cluster at {address!r}: no token to give it (RAY_AUTH_TOKEN_PATH is "
+        f"set but file cannot be opened or is empty: {missing}): {TOKEN_HINT}"), proc.stderr[-3000:]
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("address", "said"), [
     ("http://127.0.0.1:8265", "'http://127.0.0.1:8265' is not a Ray cluster's address: give its head's host:port (port "
                               "6379 by default), not the dashboard's URL"),

@@ -192,6 +192,7 @@ def check_reachable(address: str, *, timeout: float = 10.0) -> None:
 def join(address: str, *, run_name: str | None = None) -> str | None:
     """Join the cluster at ``address`` (given explicitly, or ``RAY_ADDRESS``); returns its dashboard's URL if any."""
     import ray
+    import ray.exceptions
 
     check_reachable(address)
 
@@ -205,8 +206,21 @@ def join(address: str, *, run_name: str | None = None) -> str | None:
         if address == "auto":
             raise ValueError("no Ray cluster runs on this machine for the address 'auto': start one (ray start "
                              "--head) or give its head's address (host:port)") from None
-        raise ValueError(f"cannot join the Ray cluster at {address!r}: {str(e).splitlines()[0]}") from None
+        # (the port answered, so most often the cluster's token auth refused this process: Ray says only "Failed
+        # to connect", its "Unauthenticated" is in the C++ log lines above)
+        raise ValueError(f"cannot join the Ray cluster at {address!r}: {str(e).splitlines()[0]}; its port answers, "
+                         f"so either its token auth refused this process (no token, or not its token: {TOKEN_HINT}) "
+                         f"or what answers there is not a Ray cluster's head") from None
+    except ray.exceptions.AuthenticationError as e:  # (the token named could not be read: a traceback before)
+        why = str(e).splitlines()[0].partition(". Ensure ")[0]
+        raise ValueError(f"cannot join the Ray cluster at {address!r}: no token to give it ({why}): "
+                         f"{TOKEN_HINT}") from None
     return dashboard_url(ctx)
+
+
+#: What a driver joining a cluster with token auth needs (docs/cluster.md, "A real cluster with token auth")
+TOKEN_HINT = ("set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH naming a "
+              "readable file that holds it")
 
 
 @contextlib.contextmanager
