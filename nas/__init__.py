@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         Outcome,
         Report,
         Result,
+        SupernetChanged,
         Trial,
         TrialState,
         arch_hash,
@@ -55,7 +56,7 @@ _WHERE = {
     "nas.core.space": ["SearchSpace", "Task"],
     "nas.core.strategy": ["Strategy"],
     "nas.core.types": ["Arch", "Decision", "FailureKind", "InvalidArchitecture", "InvalidSpace", "Outcome", "Report",
-                       "Result", "Trial", "TrialState", "arch_hash", "arch_key"],
+                       "Result", "SupernetChanged", "Trial", "TrialState", "arch_hash", "arch_key"],
     "nas.engine.inprocess": ["InProcessExecutor"],
     "nas.engine.interfaces": ["Callback", "LoopStatus"],
     "nas.engine.loop": ["SearchLoop"],
@@ -71,8 +72,8 @@ _WHERE = {
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 __all__ = ["Arch", "Callback", "Dataset", "Decision", "Executor", "FailureKind", "InProcessExecutor",
     "InvalidArchitecture", "InvalidSpace", "LoopStatus", "Outcome", "Report", "Result", "RunConfig", "SearchConfig",
-    "SearchLoop", "SearchSpace", "Strategy", "Task", "TrainSettings", "Trial", "TrialContext", "TrialState",
-    "arch_hash", "arch_key", "connect", "fit", "hypervolume", "load_dataset", "load_results", "load_run",
+    "SearchLoop", "SearchSpace", "Strategy", "SupernetChanged", "Task", "TrainSettings", "Trial", "TrialContext",
+    "TrialState", "arch_hash", "arch_key", "connect", "fit", "hypervolume", "load_dataset", "load_results", "load_run",
     "make_strategy", "pareto_front", "register_space", "register_strategy", "resolve_space", "retrain", "scored",
     "search", "sleeping", "train_supernet"]
 assert __all__ == sorted(_MODULE_OF)

@@ -6,6 +6,7 @@ standalone; bad input is one line."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 
@@ -14,8 +15,9 @@ import pytest
 import torch
 
 import nas.api
-from nas.core.types import FailureKind, Trial
+from nas.core.types import FailureKind, Outcome, Trial
 from nas.oneshot import retrain, train_supernet
+from nas.run.reader import read_journal
 from nas.search_spaces.macro import MacroSpace
 from nas.search_spaces.nb201 import NB201Space
 from nas.strategies.fixed import FixedArchs
@@ -25,7 +27,7 @@ from nas.train.device import DeviceSide
 from nas.train.runner import TrialRunner
 from nas.train.settings import TrainSettings
 from nas.train.supernet_eval import SupernetEval, recalibrate_bn
-from nas.train.supernet_io import read_info
+from nas.train.supernet_io import WEIGHTS, read_info, weights_bytes
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # (tests/conftest.py)
 
@@ -118,8 +120,41 @@ def test_weights_changed_during_a_search_fail_the_trial_in_one_line(macro_dir, d
                    executor="inprocess")
     supernet_eval._CACHE.clear()
     result, _ = TrialRunner(digits, SETTINGS, train=ev).run(Trial(0, ARCH), MacroSpace(), None)
-    assert result.failure is FailureKind.CHECKPOINT_MISSING
+    assert result.failure is FailureKind.SUPERNET_CHANGED  # (not CHECKPOINT_MISSING, a lost checkpoint: no stop)
     assert "changed since this search read it" in result.error and "\n" not in result.error
+
+
+def test_a_supernet_retrained_under_a_search_stops_it_at_the_next_trial(macro_dir, digits, tmp_path):
+    """The weights file is replaced (as a resumed training writes it) after the first result. Each trial checks
+    the file, so the next one fails as SUPERNET_CHANGED and the search stops there in one line, its finished
+    trials kept. Before, the worker's cached copy hid the change until a worker restarted, and from then on every
+    trial failed (328 of 400 on Ray) while the search went on to its budget and ended as finished."""
+    d = tmp_path / "supernet"
+    shutil.copytree(macro_dir, d)
+
+    class Retrain(nas.Callback):
+        def on_result(self, status, trial, result):
+            if trial.trial_id == 0:
+                torch.manual_seed(1)
+                (d / "new").write_bytes(weights_bytes(MacroSpace().supernet(digits.task),
+                                                      space_spec=MacroSpace().spec(), epoch=3))
+                os.replace(d / "new", d / WEIGHTS)
+
+    supernet_eval._CACHE.clear()
+    run = tmp_path / "run"
+    args, options = ("macro", "random"), dict(budget=6, executor="inprocess", supernet=d, seed=0, settings=SETTINGS,
+                                              run_dir=run)
+    with pytest.raises(nas.SupernetChanged, match=re.escape(
+            "the supernet changed under this search, so it stops after 2 finished trials (kept): "
+            f"{d / WEIGHTS} changed since this search read it (sha256 ")) as e:
+        nas.api.search(*args, callbacks=[Retrain()], **options)
+    assert str(e.value).endswith("; search the supernet as it is now into a new --run-dir (a resume of this run is "
+                                 "refused while the weights are not those it searched)") and "\n" not in str(e.value)
+    ends = [(r.outcome, r.failure) for _, r in read_journal(run)]
+    assert ends == [(Outcome.COMPLETE, None), (Outcome.FAILED, FailureKind.SUPERNET_CHANGED)]
+    assert json.loads((run / "status.json").read_text())["state"] == "failed"
+    with pytest.raises(ValueError, match="cannot resume .*: the supernet .* was trained on or replaced"):
+        nas.api.search(*args, resume=True, **options)
 
 
 @pytest.mark.parametrize(("space", "supernet", "data", "message"), [

@@ -69,6 +69,11 @@ class InvalidSpace(ValueError):
     """A space whose declaration is broken (empty options, duplicate names, a build that fails)."""
 
 
+class SupernetChanged(ValueError):
+    """The weights file of the supernet a search evaluates with is no longer the one the search read (it was
+    trained on or replaced): no later trial can be scored as the earlier ones were, so the search stops."""
+
+
 class TrialState(StrEnum):
     PENDING = "PENDING"
     QUEUED = "QUEUED"  # submitted to the executor, not begun by a worker yet (prefetched or in transit)
@@ -112,6 +117,7 @@ class FailureKind(StrEnum):
     OBJECTIVE_MISSING = "OBJECTIVE_MISSING"  # the trainer never reported an objective metric
     CHECKPOINT_MISSING = "CHECKPOINT_MISSING"  # the checkpoint it starts from is no longer kept
     COLLECTIVE = "COLLECTIVE"  # a collective of its data-parallel gang failed or timed out (a rank stopped answering)
+    SUPERNET_CHANGED = "SUPERNET_CHANGED"  # the supernet's weights file changed under the search: the search stops
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.space import InvalidSpace
 from nas.core.strategy import Strategy, check_asked
-from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, TrialState
+from nas.core.types import Decision, FailureKind, Outcome, Result, SupernetChanged, Trial, TrialState
 from nas.engine.book import FailureWatch, TrialBook, TrialRecord
 from nas.engine.interfaces import Callback, LoopStatus, RunWriter, SnapshotState
 from nas.engine.protocol import Event, EventKind, Executor, KeepRule
@@ -45,7 +45,9 @@ class SearchLoop:
 
     A space whose ``build`` fails for some architectures makes FAILED trials (data, like a NaN loss);
     one whose build failed for each of the first ``broken_space_trials`` finished trials (and none got
-    past it) is broken, and the search stops with :class:`nas.core.space.InvalidSpace` and the first error."""
+    past it) is broken, and the search stops with :class:`nas.core.space.InvalidSpace` and the first error.
+    A trial that found the supernet it evaluates with changed (SUPERNET_CHANGED) stops it at once with
+    :class:`nas.core.types.SupernetChanged`: every later trial would fail alike."""
 
     def __init__(
         self,
@@ -85,6 +87,7 @@ class SearchLoop:
         self.space_watch = FailureWatch(FailureKind.INVALID_SPACE, broken_space_trials, clears=lambda r: True)
         self.objective_watch = FailureWatch(FailureKind.OBJECTIVE_MISSING, broken_space_trials,
                                             clears=lambda r: r.ok)
+        self.supernet_watch = FailureWatch(FailureKind.SUPERNET_CHANGED, 1, clears=lambda r: False)  # (the first)
         self.scheduler = scheduler
         kept = executor.checkpoints  # (the checkpoints trials start from: the owner of each says which may go)
         kept.victim = scheduler.expendable if scheduler is not None and scheduler.pauses else strategy.expendable
@@ -349,6 +352,12 @@ class SearchLoop:
         if first is not None:
             raise ValueError(f"none of the first {self.objective_watch.count} trials reported the objective, so "
                              f"the search stops: {first}")
+        first = self.supernet_watch.see(result)
+        if first is not None:
+            raise SupernetChanged(
+                f"the supernet changed under this search, so it stops after {self.finished} finished trials (kept): "
+                f"{first.removeprefix('SUPERNET_CHANGED: ')}; search the supernet as it is now into a new --run-dir "
+                f"(a resume of this run is refused while the weights are not those it searched)")
 
     def _stop_in_flight(self) -> None:
         """A requested stop: await the running trials ("wait"), or cancel them ("cancel") and leave

@@ -10,8 +10,9 @@ scheduler, objective (the measured params, FLOPs and latency of the sub-network)
 does for trained trials, on any executor.
 
 The supernet's weights are read once per worker process (a cache keyed by the weights file, its SHA-256 and the
-device) and checked against the hash read when the search began: a supernet retrained meanwhile fails the trial
-with CHECKPOINT_MISSING rather than mixing two supernets in one search. The batch-norm batches are the same for
+device) and checked against the hash read when the search began, and each trial checks that the file is still
+that one: a supernet retrained meanwhile fails the trial with SUPERNET_CHANGED, and the loop stops the search
+there rather than mix two supernets in one search or fail every later trial. The batch-norm batches are the same for
 every trial (a fixed seed), so two evaluations of one architecture give the same figures.
 
 ``nas.search(..., supernet=DIR)`` runs a search with it (or pass ``train=SupernetEval(DIR, ...)``).
@@ -24,22 +25,24 @@ import dataclasses
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from nas.core.spec import resolve_space_spec
-from nas.core.types import FailureKind
+from nas.core.types import FailureKind, SupernetChanged
 from nas.train.context import TrialContext, TrialFailure
 from nas.train.hparams import make_optimizer
-from nas.train.supernet_io import SupernetInfo, check_fits, load_weights, read_info
+from nas.train.supernet_io import SupernetInfo, check_fits, checked_bytes, load_weights, read_info
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace, Task
     from nas.core.weight_sharing import Supernet
     from nas.train.feed import DeviceFeed
 
-_CACHE: dict[tuple[str, str, str], Supernet] = {}  # (weights file, sha256, device) -> the supernet: one per worker
+_CACHE: dict[tuple[str, str, str], tuple[Supernet, tuple[int, ...] | None]] = {}  # (weights file, sha256, device)
+# -> the supernet and the file's stat when last checked: one per worker
 LOADS = {"count": 0}  # weights files read by this process (a test and the benchmark read it)
 
 
@@ -127,19 +130,36 @@ def finetune(model: torch.nn.Module, ctx: TrialContext, steps: int, seed: int) -
 
 def cached_supernet(info: SupernetInfo, space: SearchSpace, device: torch.device) -> tuple[Supernet, bool]:
     """The supernet of ``info`` on ``device``, read from disk on this process's first call only; and whether it
-    came from the cache."""
+    came from the cache. Each call checks that the file is still the one read (its inode, size and times; its
+    bytes hashed again where they changed), so a supernet retrained under a running search stops it at the next
+    trial of any worker, not only where a worker restarted and read the new file
+    (:class:`nas.core.types.SupernetChanged`)."""
     key = (str(info.path.resolve()), info.sha256, str(device))
     if key in _CACHE:
-        return _CACHE[key], True
+        net, seen = _CACHE[key]
+        now = _stamp(info.path)
+        if now != seen:
+            checked_bytes(info)  # (rewritten with the same bytes: still the search's supernet)
+            _CACHE[key] = net, now
+        return net, True
+    stamp = _stamp(info.path)  # (before the read: a change during it is seen at the next call)
     state = load_weights(info, device)
     with torch.device("meta"):
         net = space.supernet(info.task)
     net = net.to_empty(device=device)
     net.load_state_dict(state, strict=True)
     _CACHE.clear()  # one supernet per worker: a search uses one
-    _CACHE[key] = net.eval()
+    _CACHE[key] = net.eval(), stamp
     LOADS["count"] += 1
     return net, False
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +208,8 @@ class SupernetEval:
         t0 = time.perf_counter()
         try:
             supernet, cached = cached_supernet(self.info, self.space, torch.device(ctx.device))
+        except SupernetChanged as e:  # (the loop stops the search: no later trial can be scored alike)
+            raise TrialFailure(FailureKind.SUPERNET_CHANGED, str(e)) from None
         except ValueError as e:
             raise TrialFailure(FailureKind.CHECKPOINT_MISSING, str(e)) from None
         opt, arch = self.options, ctx.trial.arch

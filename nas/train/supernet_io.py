@@ -38,6 +38,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from nas.core.space import Task
+from nas.core.types import SupernetChanged
 from nas.core.weight_sharing import Supernet
 
 WEIGHTS = "supernet.safetensors"
@@ -109,16 +110,24 @@ def read_info(run_dir: str | os.PathLike[str]) -> SupernetInfo:
 
 
 def load_weights(info: SupernetInfo, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-    """The tensors of the file ``info`` describes, once its bytes hash to ``info.sha256``; else a ValueError
-    (the file changed since ``info`` was read, e.g. its training was resumed)."""
+    """The tensors of the file ``info`` describes, once its bytes hash to ``info.sha256``
+    (:func:`checked_bytes`)."""
+    return {k: v.to(device) for k, v in load_tensors(checked_bytes(info)).items()}
+
+
+def checked_bytes(info: SupernetInfo) -> bytes:
+    """The bytes of the file ``info`` describes; :class:`nas.core.types.SupernetChanged` where they no longer hash
+    to ``info.sha256`` (its training was resumed, or another supernet written there), a ValueError where the
+    file cannot be read."""
     try:
         data = info.path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read {info.path}: {e.strerror or e}") from None
-    if hashlib.sha256(data).hexdigest() != info.sha256:
-        raise ValueError(f"{info.path} changed since this search read it (sha256 {info.sha256[:12]}...); "
-                         "start the search again to use the new weights")
-    return {k: v.to(device) for k, v in load_tensors(data).items()}
+    now = hashlib.sha256(data).hexdigest()
+    if now != info.sha256:
+        raise SupernetChanged(f"{info.path} changed since this search read it (sha256 {info.sha256[:12]}..., now "
+                              f"{now[:12]}...)")
+    return data
 
 
 def check_fits(info: SupernetInfo, space: Any, task: Task) -> None:
@@ -139,4 +148,4 @@ def check_fits(info: SupernetInfo, space: Any, task: Task) -> None:
                          f"(tensor {diff!r} differs)")
 
 
-__all__ = ["WEIGHTS", "SupernetInfo", "check_fits", "load_weights", "read_info", "weights_bytes"]
+__all__ = ["WEIGHTS", "SupernetInfo", "check_fits", "checked_bytes", "load_weights", "read_info", "weights_bytes"]
