@@ -165,6 +165,9 @@ def test_a_supernet_retrained_under_a_search_stops_it_at_the_next_trial(macro_di
     # (a run killed before its first epoch: the command it named was refused, "already holds a run; pass --resume")
     ("macro", "unfinished", "digits", "'{d}/unfinished' holds no trained supernet (no supernet.safetensors; train one "
                                       "with `nas supernet train --resume --run-dir {d}/unfinished`)"),
+    # (a search run: the command it named was refused, "is a search run, not a supernet run directory")
+    ("macro", "search", "digits", "'{d}/search' is a search run, not a supernet run directory: pass the run "
+                                  "directory of a trained supernet (`nas supernet train --run-dir DIR`)"),
     ("macro", "nb201", "digits", "supernet '{d}/nb201' is of space 'nb201', not 'macro'"),
     (NB201Space(channels=8), "nb201", "digits", "supernet '{d}/nb201' was trained for space {{'class': 'nb201', "
      "'args': {{'channels': 4}}}}, not {{'class': 'nb201', 'args': {{'channels': 8}}}} (tensor"),
@@ -180,6 +183,8 @@ def test_bad_input_is_one_line_and_starts_nothing(macro_dir, tmp_path, space, su
     (d / "empty").mkdir(exist_ok=True)
     (d / "unfinished").mkdir(exist_ok=True)
     (d / "unfinished" / "run.json").write_text("{}")
+    (d / "search").mkdir(exist_ok=True)
+    (d / "search" / "run.json").write_text('{"format": 1, "search": {"space": "macro"}, "train": {}}')
     if data == "tabular":
         rng = np.random.default_rng(0)
         data = Dataset.from_arrays(rng.normal(size=(40, 5)).astype(np.float32), np.arange(40) % 2)
@@ -241,7 +246,7 @@ def test_nas_search_supernet_records_it_and_resumes_from_the_command_line(macro_
     assert "supernet_sha256" in err and "search the supernet as it is now into a new --run-dir" in err
     assert main(["search", "--space", "macro", "--supernet", str(tmp_path / "run"), "--run-dir", str(tmp_path / "x"),
                  *common]) == 2
-    assert "holds no trained supernet" in capsys.readouterr().err
+    assert f"{str(tmp_path / 'run')!r} is a search run, not a supernet run directory" in capsys.readouterr().err
 
 
 def test_a_search_on_other_data_than_the_supernet_saw_is_warned(macro_dir, tmp_path, caplog):
