@@ -215,7 +215,7 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
     if t.supernet is not None:  # each trial's sub-network evaluated with the supernet's weights, not trained
         train = _supernet_eval(config, space, data, train)
         supernet_sha256 = train.info.sha256
-        _warn_other_data(t.supernet, fingerprint, config)
+        _warn_of_supernet(t.supernet, train.info.epoch, fingerprint, config)
     config = dataclasses.replace(
         config, run_dir=config.run_dir or default_run_dir(spec["class"], given.strategy.name if given.strategy
                                                          else s.strategy),
@@ -244,16 +244,27 @@ def _supernet_eval(config: RunConfig, space: SearchSpace, data: Dataset | None, 
     return for_search(ev, space, data, train)
 
 
-def _warn_other_data(supernet: str, fingerprint: str | None, config: RunConfig) -> None:
-    """A warning where the search's data is not what the supernet in ``supernet`` was trained on (its run's
-    dataset fingerprint): other data, or the same dataset split by another seed, whose validation examples then
-    include ones the supernet trained on (scores too high). Weights without their run say nothing to compare."""
-    from nas.run.supernet_store import read_run
+def _warn_of_supernet(supernet: str, epoch: int, fingerprint: str | None, config: RunConfig) -> None:
+    """A warning where the supernet in ``supernet`` (its weights of ``epoch``) is not finished, or the search's data
+    is not what it was trained on (its run's dataset fingerprint): other data, or the same dataset split by another
+    seed, whose validation examples then include ones the supernet trained on (scores too high). Weights without
+    their run say nothing to compare."""
+    from nas.run.supernet_store import read_run, supernet_status
 
     try:
         trained = read_run(Path(supernet))
+        state = (supernet_status(supernet) or {}).get("state")
     except (ValueError, OSError):
         return
+    planned = trained.get("epochs")
+    if isinstance(planned, int) and epoch < planned and state == "running":
+        log.warning("the supernet %s is still training (epoch %d of %d): sub-networks are scored with the weights of "
+                    "epoch %d, and this search stops when the next epoch's are written; search it once it is "
+                    "finished", supernet, epoch, planned, epoch)
+    elif isinstance(planned, int) and epoch < planned:  # (stopped or failed: scores of part-trained weights)
+        log.warning("the supernet %s has trained %d of its %d epochs (state %s): sub-networks are scored with those "
+                    "weights; to score them with the finished supernet, continue it first with "
+                    "`nas supernet train --resume --run-dir %s`", supernet, epoch, planned, state, supernet)
     if fingerprint is not None and trained.get("dataset_fingerprint") not in (None, fingerprint):
         log.warning("the supernet %s was trained on dataset %r split with seed %s, other examples than this search's "
                     "(dataset %r, seed %s): sub-networks are scored on data the supernet saw in training or never "

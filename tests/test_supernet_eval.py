@@ -264,3 +264,35 @@ def test_a_search_on_other_data_than_the_supernet_saw_is_warned(macro_dir, tmp_p
                        "than this search's (dataset 'synthetic', seed 0): sub-networks are scored on data the supernet "
                        "saw in training or never saw; search with the supernet's dataset and seed"]
     assert len(said[2]) == 1 and "(dataset 'digits', seed 1)" in said[2][0]
+
+
+def test_a_search_on_an_unfinished_supernet_is_warned(tmp_path, caplog):
+    """A supernet stopped after 1 of its 3 epochs (as Ctrl-C leaves it), and one still training: each search of it
+    says so at its start, with the epochs trained of those planned, as other data is said; once finished, nothing.
+    Before, nothing was said, and sub-networks were silently scored with part-trained weights."""
+    d, said = tmp_path / "supernet", []
+
+    def search(i: int) -> None:
+        caplog.clear()
+        nas.api.search("macro", "random", budget=1, executor="inprocess", supernet=d, seed=0, settings=SETTINGS,
+                       run_dir=tmp_path / str(i), progress=False)
+        said.append([r.getMessage() for r in caplog.records if r.getMessage().startswith(f"the supernet {d} ")])
+
+    def stop(record):
+        search(0)  # (the training holds its run: still training)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_supernet("macro", "digits", d, epochs=3, settings=SETTINGS, seed=0, progress=False,
+                       executor="inprocess", on_epoch=stop)
+    search(1)
+    assert said[0] == [f"the supernet {d} is still training (epoch 1 of 3): sub-networks are scored with the weights "
+                       "of epoch 1, and this search stops when the next epoch's are written; search it once it is "
+                       "finished"]
+    assert said[1] == [f"the supernet {d} has trained 1 of its 3 epochs (state stopped): sub-networks are scored with "
+                       "those weights; to score them with the finished supernet, continue it first with "
+                       f"`nas supernet train --resume --run-dir {d}`"]
+    train_supernet("macro", "digits", d, epochs=3, settings=SETTINGS, seed=0, progress=False, executor="inprocess",
+                   resume=True)
+    search(2)
+    assert said[2] == []  # (finished: nothing to say)
