@@ -85,6 +85,32 @@ def test_the_supernet_is_read_once_per_worker_and_a_trial_reports_its_accuracy(m
     assert results[0].metrics["params"] < results[2].metrics["params"]  # the sub-network's own size is measured
 
 
+def test_a_sub_network_scored_with_the_supernet_is_recorded_as_not_trained(macro_dir, digits):
+    """Nothing is trained but the fine-tuning steps: 0 epochs, and the training seconds are those steps' (the runner
+    recorded 1 epoch, and the evaluation's time as training time)."""
+    plain, tuned = (TrialRunner(digits, SETTINGS, train=SupernetEval(macro_dir, bn_batches=2, finetune_steps=n))
+                    .run(Trial(0, ARCH), MacroSpace(), None)[0].metrics for n in (0, 3))
+    assert (plain["epochs_trained"], plain["train_seconds"], plain["samples_per_second"]) == (0, 0.0, 0.0)
+    assert tuned["epochs_trained"] == 0 and 0 < tuned["train_seconds"] < tuned["eval_seconds"]
+    assert tuned["samples_per_second"] > 0
+
+
+def test_epochs_given_to_a_supernet_search_are_said_to_be_retrain_s(macro_dir, tmp_path, capsys):
+    """--epochs trains nothing in a supernet search: a note says so and what it is kept for, nas retrain's default;
+    without the flag, nothing is said."""
+    from nas.cli import main
+
+    common = ["--space", "macro", "--budget", "1", "--supernet", str(macro_dir), "--executor", "inprocess",
+              "--quiet", "--device", "cpu", "--threads", "1", "--no-measure-costs"]
+    assert main(["search", *common, "--run-dir", str(tmp_path / "a")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    assert main(["search", *common, "--epochs", "2", "--run-dir", str(tmp_path / "b")]) == 0
+    assert ("note: a supernet search trains nothing (each sub-network is scored with the supernet's weights); "
+            "--epochs 2 is kept as the epochs nas retrain trains the chosen ones for") in capsys.readouterr().err
+    out = retrain(tmp_path / "b", top=1, executor="inprocess")
+    assert list(out["epochs"]) == [2] and out["metrics"].iloc[0]["epochs_trained"] == 2
+
+
 def test_finetuning_before_evaluation_is_deterministic(macro_dir, digits):
     runner = TrialRunner(digits, SETTINGS, train=SupernetEval(macro_dir, bn_batches=2, finetune_steps=3))
     a, b = (runner.run(Trial(i, ARCH), MacroSpace(), None)[0] for i in (0, 1))

@@ -55,6 +55,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())  # (Ray puts the driver's folder on its workers' path too)
     cfg = resume_config(args) if args.resume else config_from_args(args)
     print(start_line(cfg, resume=bool(args.resume)), flush=True)  # (before torch, pandas and Ray are imported)
+    if cfg.train.supernet is not None and "--epochs" in given_flags(args, getattr(args, "argv", ())):
+        print(f"note: a supernet search trains nothing (each sub-network is scored with the supernet's weights); "
+              f"--epochs {cfg.train.settings.epochs} is kept as the epochs nas retrain trains the chosen ones for",
+              file=sys.stderr, flush=True)
     from nas.parts import check_inputs, check_run_dir
     from nas.strategies.fixed import FixedArchs
 

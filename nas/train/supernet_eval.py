@@ -214,9 +214,13 @@ class SupernetEval:
             raise TrialFailure(FailureKind.CHECKPOINT_MISSING, str(e)) from None
         opt, arch = self.options, ctx.trial.arch
         supernet.load_subnet(ctx.model, arch)
-        metrics: dict[str, Any] = {}
+        # (nothing trained but the fine-tuning steps: the runner's figures of a training epoch would be false)
+        metrics: dict[str, Any] = {"epochs_trained": 0, "train_seconds": 0.0, "samples_per_second": 0.0}
         if opt.finetune_steps:
+            t1 = time.perf_counter()
             metrics["finetune_loss"] = finetune(ctx.model, ctx, opt.finetune_steps, opt.seed + 1)
+            metrics["train_seconds"] = seconds = time.perf_counter() - t1
+            metrics["samples_per_second"] = opt.finetune_steps * ctx.hparams["batch_size"] / max(seconds, 1e-9)
         recalibrate_bn(ctx.model, ctx.data, opt.bn_batches, opt.bn_batch_size or ctx.hparams["batch_size"],
                        seed=opt.seed, autocast=ctx.autocast)
         val_loss, val_acc = ctx.evaluate()
