@@ -202,8 +202,9 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
         _check_executor(config, resume)
         if executor == "simulated":
             _check_simulated(config, spec["class"], trains=function != BUILTIN)
-            if not resume:  # (its table answers every trial: loading digits cost each simulated search 1-6 s)
-                t = dataclasses.replace(t, dataset=None)
+            made_with_data = resume and read_config(Path(str(config.run_dir))).train.dataset is not None
+            if not made_with_data:  # (its table answers every trial: loading digits cost each search 1-6 s; a
+                t = dataclasses.replace(t, dataset=None)  # run made before, which recorded it, resumes with it)
     data: Dataset | None = given.data
     if data is None and t.dataset is not None:
         data = load_dataset(t.dataset, seed=s.seed)
