@@ -281,9 +281,11 @@ def check_dataset(name: str) -> None:
 
     kind = name.partition(":")[0]
     if kind in ("cifar10", "cifar100", "imagefolder"):
-        from nas.train.datasets import parse_spec
+        from nas.train.datasets import find_cifar_dir, parse_spec
 
         root = parse_spec(name)[1]
+        if not root.is_dir() and kind != "imagefolder":  # (where to get it and where to put it, as the loader says)
+            find_cifar_dir(kind, root)
         if not root.is_dir():
             raise ValueError(f"dataset {name!r}: the folder {str(root)!r} does not exist")
     elif name not in ("digits", "synthetic") and not (Path(name).suffix == ".npz" and Path(name).is_file()):

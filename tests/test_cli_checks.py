@@ -53,6 +53,9 @@ BAD = [
     (["--scheduler", "ashaa"], "unknown scheduler 'ashaa' (did you mean 'asha'?)"),
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),
     (["--dataset", "digitz"], "unknown dataset 'digitz' (did you mean 'digits'?)"),
+    (["--dataset", "cifar10:no/such/dir"], "cifar10 directory 'no/such/dir' does not exist; nothing is downloaded: "
+                                           "get cifar-10-python.tar.gz from https://www.cs.toronto.edu"),  # (the docs'
+    # promise: where to get it and where to put it; it said only "the folder ... does not exist")
     (["--objective", "val_acc:maxx"], "must be max or min, got 'maxx'"),
     (["--seed", "1" + "0" * 40], "config key 'seed' must be below 2**63 in size"),
     (["--time-budget", "inf"], "config key 'time_budget' must be a finite number of seconds > 0 (or none)"),
