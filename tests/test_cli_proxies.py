@@ -79,9 +79,20 @@ def test_bad_input_is_one_line_and_exit_2(nas_cli, argv, message):
     assert code == 2 and out == "" and len(said) == 1 and message in said[0], err
 
 
-def test_sample_goes_with_space_only(params_run, nas_cli):
-    code, _, err = nas_cli("proxies", params_run, "--sample", "3")
-    assert code == 2 and "--sample and --space-option go with --space" in err
+def test_a_run_s_trials_are_ranked_over_a_seeded_sample(params_run, nas_cli, monkeypatch):
+    """(Every scored trial was ranked, about 0.5 s each: a 100,000-trial run took 13 hours.) At most RUN_SAMPLE of
+    them, or --sample N, drawn by --seed."""
+    from nas.cli import zero_cost
+
+    code, out, err = nas_cli("proxies", params_run, "--sample", "4", "--proxies", "params", "--batch", "16")
+    assert code == 0 and out.startswith("a seeded sample of 4 of the 6 scored trials of"), err
+    monkeypatch.setattr(zero_cost, "RUN_SAMPLE", 5)
+    code, out, err = nas_cli("proxies", params_run, "--proxies", "params", "--batch", "16")
+    assert code == 0 and out.startswith("a seeded sample of 5 of the 6 scored trials of"), err
+    code, _, err = nas_cli("proxies", params_run, "--sample", "2")
+    assert code == 2 and "--sample with a run directory ranks N of its scored trials, N from 3 to 100,000; got 2" in err
+    code, _, err = nas_cli("proxies", params_run, "--space-option", "channels=4")
+    assert code == 2 and "--space-option goes with --space, not with a run directory" in err
 
 
 def test_the_proxy_constraint_makes_low_scorers_infeasible_before_training(tmp_path, nas_cli):

@@ -4,6 +4,7 @@ architectures, computed in this process at initialisation (nothing trains).
 - ``nas proxies RUN_DIR``: each proxy of every finished trial's architecture, built for the run's data, and its
   Spearman's rho and Kendall's tau (scipy) against the trials' scores: does the proxy rank this run's candidates as
   training did? ``params`` is the baseline a proxy must beat.
+- ``nas proxies RUN --sample N``: the same over a seeded sample of N of them (default at most 1,000).
 - ``nas proxies --space S --sample N``: the proxies of N architectures sampled from space S (seeded), one row each.
 
 Both print each proxy's seconds per cell, computing that proxy alone on this CPU (one torch thread). The proxies that
@@ -61,6 +62,8 @@ def _finished(run_dir: str) -> tuple[Any, Any, list[Any], list[float]]:
 
 #: the most architectures ``--sample`` scores (each builds a network and runs the proxies on it)
 MAX_SAMPLE = 100_000
+#: a run's scored trials ranked at most, without ``--sample`` (about 0.5 s each: a 100,000-trial run took 13 hours)
+RUN_SAMPLE = 1_000
 
 
 def _data(name: str | None, seed: int) -> Any:
@@ -83,12 +86,22 @@ def cmd_proxies(args: argparse.Namespace) -> int:
         raise UsageError("give a run directory, or --space S --sample N (not both)")
     torch.set_num_threads(1)  # tiny work in the driver: one thread, and s/cell comparable across machines
     if args.run_dir is not None:
-        if args.sample is not None or args.space_option:
-            raise UsageError("--sample and --space-option go with --space, not with a run directory")
+        if args.space_option:
+            raise UsageError("--space-option goes with --space, not with a run directory")
+        if args.sample is not None and not 3 <= args.sample <= MAX_SAMPLE:
+            raise UsageError(f"--sample with a run directory ranks N of its scored trials, N from 3 to "
+                             f"{MAX_SAMPLE:,}; got {args.sample}")
         cfg, space, archs, scores = _finished(args.run_dir)
+        of = len(archs)
+        if of > (n := args.sample or RUN_SAMPLE):  # (a seeded sample, so the figures can be had again)
+            import numpy as np
+
+            keep = np.sort(np.random.default_rng(args.seed).choice(of, size=n, replace=False))
+            archs, scores = [archs[i] for i in keep], [scores[i] for i in keep]
         data = _data(args.dataset or cfg.train.dataset, cfg.search.seed)
         x, y = _minibatch(data, args.batch, args.seed)
-        print(f"{len(archs)} scored trials of {args.run_dir} ({cfg.search.space}, objective "
+        sampled = f"a seeded sample of {len(archs):,} of the {of:,} " if len(archs) < of else f"{of} "
+        print(f"{sampled}scored trials of {args.run_dir} ({cfg.search.space}, objective "
               f"{cfg.search.objectives[0]}); proxies at initialisation on {data.name}, a minibatch of {len(x)}")
         print(f"{'proxy':<10} {'spearman':>9} {'kendall':>8} {'s/cell':>8}")
         for name in names:
@@ -131,7 +144,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--space", help="instead of a run: a space (registered name) whose samples are scored")
     p.add_argument("--space-option", action="append", default=[], metavar="KEY=VALUE",
                    help="the space's constructor arguments (with --space; repeatable)")
-    p.add_argument("--sample", type=int, help="architectures sampled from --space")
+    p.add_argument("--sample", type=int, help=f"architectures sampled from --space; with a run directory, its "
+                   f"scored trials ranked (a seeded sample; default at most {RUN_SAMPLE:,})")
     p.add_argument("--proxies", default=ALL, help=f"comma-separated (default: {ALL})")
     p.add_argument("--dataset", help="the data the cells are built for and the minibatch comes from (default: the "
                    "run's; with --space: digits)")
