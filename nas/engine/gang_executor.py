@@ -20,7 +20,8 @@ its checkpoint and its result. Faults, none of which hangs the search:
   rank's typed reason at once, and the gang rebuilt;
 - a rank stops answering: the others' next collective fails after ``collective_timeout`` seconds; the gang is
   rebuilt and the trial retried as for a dead rank, then FAILED (COLLECTIVE). (When a rank dies, its peers'
-  collectives fail too: whichever the driver hears first, the trial loses one attempt.)
+  collectives fail too: whichever the driver hears first, the trial loses one attempt; once none is left, a rank
+  found dead is what the trial failed of, WORKER_LOST naming it.)
 
 A gang that cannot be rebuilt (the cluster no longer has room for every gang, or the new one is not up within
 ``start_timeout``) is retired and the search goes on with the rest; with none left it stops with an error. The
@@ -73,6 +74,9 @@ class _Run:
     ended: bool = False  # rank 0's result is out
     clean: bool = True
 
+
+#: seconds a gang's ranks have to answer whether they are alive, once a trial has failed for good on a collective
+PING = 5.0
 
 class GangExecutor:
     """See the module docstring. ``collective_timeout``: seconds a rank's collective waits for the others."""
@@ -300,9 +304,27 @@ class GangExecutor:
             return []
         trial = run.trial
         if isinstance(e, ray.exceptions.RayActorError | ray.exceptions.ObjectLostError):
-            error = f"{name} died; the trial ran {run.attempt + 1} times: {e}"
-            return self._lost(run, rank, Result.failed(trial.trial_id, error, FailureKind.WORKER_LOST, worker=name))
+            return self._lost(run, rank, self._died(run, rank, str(e)))
         return self._end(run, Result.failed(trial.trial_id, f"{name}: {type(e).__name__}: {e}", worker=name))
+
+    def _died(self, run: _Run, rank: int, why: str) -> Result:
+        name = self.pool.spec.names(run.gang.index)[rank]
+        return Result.failed(run.trial.trial_id, f"{name} died; the trial ran {run.attempt + 1} times: {why}",
+                             FailureKind.WORKER_LOST, worker=name)
+
+    def _dead_rank(self, run: _Run) -> int | None:
+        """The rank of ``run``'s gang that is dead, where one is: a collective fails on every rank when one dies, and
+        the driver may hear of that before of the death. A rank that answers within :data:`PING` seconds, or does
+        not answer (hung, not dead: a COLLECTIVE failure), is alive."""
+        calls = [actor.info.remote() for actor in run.gang.actors]  # (the monitor group answers while it trains)
+        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=PING)
+        for rank, call in enumerate(calls):
+            if call in ready:
+                try:
+                    ray.get(call)
+                except ray.exceptions.RayActorError:
+                    return rank
+        return None
 
     def _lost(self, run: _Run, rank: int, failed: Result) -> list[Event]:
         """The gang lost the trial (rank ``rank`` died, or a collective failed: a peer died or stopped answering):
@@ -310,6 +332,8 @@ class GangExecutor:
         the driver may hear first of its death or of its peer's failed collective: either way, one attempt.)"""
         trial, name = run.trial, self.pool.spec.names(run.gang.index)[rank]
         if trial.trial_id in self._cancelled or run.attempt >= self.max_retries:
+            if failed.failure is FailureKind.COLLECTIVE and (dead := self._dead_rank(run)) is not None:
+                failed = self._died(run, dead, f"its peers' collective failed first: {failed.error}")
             return self._end(run, failed)
         log.warning("trial %d lost its gang (%s: %s); the gang is rebuilt and the trial retried", trial.trial_id,
                     name, (failed.error or "").splitlines()[0])
