@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import socket
 from pathlib import Path
@@ -183,3 +184,36 @@ def test_serve_on_a_port_in_use_is_one_line(run_dir, capsys):
     err = capsys.readouterr().err.strip()
     assert err == (f"nas serve: error: cannot serve on 127.0.0.1:{port}: Address already in use; leave --port out "
                    "for a free one"), err
+
+
+def test_the_live_page_is_rebuilt_no_more_often_than_twice_its_build_time(run_dir, tmp_path, monkeypatch):
+    """(Every change of the journal rebuilt the whole page: a 200,000-trial run's took 50 s, so a live run's page
+    was never current and each reload cost a build.) A change rebuilds it once twice the last build's time has passed;
+    a trial's page reads the run once per change of its files."""
+    import shutil
+
+    import nas.run.reader
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    now = [0.0]
+    pages = LivePages(run, refresh=5, clock=lambda: now[0])
+    builds = []
+
+    def build():
+        builds.append(now[0])
+        now[0] += 40  # (a build of 40 s)
+        return f"page {len(builds)}"
+
+    monkeypatch.setattr(pages, "_index", build)
+    assert pages.index() == "page 1"
+    mtime = (run / "trials.jsonl").stat().st_mtime_ns
+    os.utime(run / "trials.jsonl", ns=(mtime, mtime + 10**9))  # (a change of the journal)
+    now[0] += 30
+    assert pages.index() == "page 1"  # 30 s after a 40 s build: the page as it was
+    now[0] += 60
+    assert pages.index() == "page 2" and builds == [0.0, 130.0]
+    reads = []
+    load = nas.run.reader.load_run
+    monkeypatch.setattr(nas.run.reader, "load_run", lambda d: reads.append(d) or load(d))
+    assert pages.trial(0) is not None and pages.trial(1) is not None and len(reads) == 1
