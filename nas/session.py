@@ -241,8 +241,27 @@ def _supernet_eval(config: RunConfig, space: SearchSpace, data: Dataset | None, 
     assert config.train.supernet is not None
     if not space.has_supernet and data is not None:
         space.supernet(data.task)  # the space's own one-line refusal, before the supernet is read
+    _refuse_search_run(Path(config.train.supernet))
     ev = SupernetEval(config.train.supernet, space=space, seed=config.search.seed, **options)
     return for_search(ev, space, data, train)
+
+
+def _refuse_search_run(path: Path) -> None:
+    """A search's run directory given as the supernet: said as what it is (the supernet's own refusal, "holds no
+    trained supernet", named a `nas supernet train --resume` there, which refuses a search run)."""
+    from nas.run.layout import read_run_json
+    from nas.run.supernet_store import KIND
+    from nas.train.supernet_io import WEIGHTS
+
+    if (path / WEIGHTS).is_file() or not (path / "run.json").is_file():
+        return
+    try:
+        made = read_run_json(path)
+    except ValueError:
+        return  # (the supernet's reading says what is wrong)
+    if made.get("kind") != KIND and isinstance(made.get("search"), dict):
+        raise ValueError(f"{str(path)!r} is a search run, not a supernet run directory: pass the run directory of a "
+                         "trained supernet (`nas supernet train --run-dir DIR`)")
 
 
 def _warn_of_supernet(supernet: str, epoch: int, fingerprint: str | None, config: RunConfig) -> None:

@@ -85,9 +85,6 @@ def read_info(run_dir: str | os.PathLike[str]) -> SupernetInfo:
         raise ValueError(f"supernet directory {str(path)!r} does not exist")
     file = path.resolve() / WEIGHTS  # (absolute: workers may run in another directory)
     if not file.is_file():
-        if _search_run(path):  # (the train command named below refuses it: "is a search run")
-            raise ValueError(f"{str(path)!r} is a search run, not a supernet run directory: pass the run directory "
-                             "of a trained supernet (`nas supernet train --run-dir DIR`)")
         resume = " --resume" if (path / "run.json").is_file() else ""  # (a run killed before its first epoch)
         raise ValueError(f"{str(path)!r} holds no trained supernet (no {WEIGHTS}; train one with "
                          f"`nas supernet train{resume} --run-dir {path}`)")
@@ -110,18 +107,6 @@ def read_info(run_dir: str | os.PathLike[str]) -> SupernetInfo:
     if not isinstance(info.space_spec, dict) or not isinstance(info.space_spec.get("class"), str):
         raise ValueError(f"{file} is not a supernet weights file: its space_spec is {info.space_spec!r}")
     return info
-
-
-def _search_run(path: Path) -> bool:
-    """Whether ``path`` holds a search's run (its run.json a table with a search and no supernet kind)."""
-    from nas.run.layout import read_run_json
-    from nas.run.supernet_store import KIND
-
-    try:
-        cfg = read_run_json(path)
-    except ValueError:
-        return False
-    return cfg.get("kind") != KIND and isinstance(cfg.get("search"), dict)
 
 
 def load_weights(info: SupernetInfo, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
