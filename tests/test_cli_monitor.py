@@ -217,3 +217,14 @@ def test_the_live_page_is_rebuilt_no_more_often_than_twice_its_build_time(run_di
     load = nas.run.reader.load_run
     monkeypatch.setattr(nas.run.reader, "load_run", lambda d: reads.append(d) or load(d))
     assert pages.trial(0) is not None and pages.trial(1) is not None and len(reads) == 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5])
+def test_results_as_json_are_written_in_pieces_that_make_the_whole_text(n):
+    """(nas results --format json made every record and the whole text at once: 11 KB per trial, 2.35 GB for
+    200,000 trials.) The pieces, of two records here, join to json.dumps of the records."""
+    from nas.monitor.tables import json_chunks
+
+    df = pd.DataFrame({"a": [float("nan"), *range(1, n)][:n], "metrics": [{"x": [i, None]} for i in range(n)]})
+    records = [{"a": None if i == 0 else float(i), "metrics": {"x": [i, None]}} for i in range(n)]
+    assert "".join(json_chunks(df, rows=2)) == json.dumps(records, indent=1)

@@ -20,7 +20,7 @@ def terminal_width() -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from nas.monitor.tables import arch_view, export_frame, results_table, to_json
+    from nas.monitor.tables import arch_view, export_frame, json_chunks, results_table
     from nas.run.reader import registered_space
     from nas.run.warmstart import load_run_with_warm
 
@@ -50,7 +50,9 @@ def cmd_results(args: argparse.Namespace) -> int:
         flat().loc[order].to_csv(sys.stdout, index=False)
         return 0
     if args.format == "json":
-        print(to_json(flat().loc[order]))
+        for chunk in json_chunks(flat().loc[order]):  # (written as made: not the whole text at once)
+            sys.stdout.write(chunk)
+        print()
         return 0
     if df.empty:
         print("no finished trials yet")
