@@ -106,7 +106,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 130
     from nas.monitor.status import format_summary, run_status
 
-    run_dir = df.attrs["run_dir"]
+    run_dir, dashboard = df.attrs["run_dir"], df.attrs.get("dashboard")
+    del df  # (the summary reads the run as `nas status` does: one table of every trial at a time, not two)
     print(format_summary(run_status(run_dir)))  # the same wall time and utilization as `nas status`
     if len(cfg.search.objectives) > 1:
         from nas.monitor.pareto import format_front, run_front
@@ -114,7 +115,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(format_front(*run_front(run_dir)))
     print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
     if args.keep_dashboard:
-        keep_cluster_up(df.attrs.get("dashboard"))
+        keep_cluster_up(dashboard)
     return 0
 
 
