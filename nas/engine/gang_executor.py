@@ -44,7 +44,7 @@ import ray.exceptions
 
 from nas.core.types import Decision, FailureKind, Outcome, Report, Result, Trial
 from nas.engine.gang_actor import Began, GangEnded, RankEnd
-from nas.engine.gang_pool import Gang, GangPool, GangSpec
+from nas.engine.gang_pool import Gang, GangPool, GangSpec, check_placeable
 from nas.engine.inprocess import DECISION_OF
 from nas.engine.protocol import GANG_STRATEGIES, BoundedCheckpoints, Event, ExecutorConfig, KeepRule, TrainFn
 from nas.engine.retries import Retries, Retry
@@ -119,7 +119,7 @@ class GangExecutor:
         if need_cpu > cluster.get("CPU", 0) + 1e-9 or need_gpu > cluster.get("GPU", 0) + 1e-9:
             raise ValueError(f"{workers} gangs x {trial_workers} ranks need {need_cpu:g} CPUs and {need_gpu:g} GPUs, "
                              f"the Ray cluster has {cluster.get('CPU', 0):g} and {cluster.get('GPU', 0):g}")
-        _check_placeable(spec)
+        check_placeable(spec)
         self.space, self.max_retries = space, max_retries
         self._inbox: queue.SimpleQueue[tuple[int, int]] = queue.SimpleQueue()  # (serial, rank); (-1, -1): wake up
         self._runs: dict[int, _Run] = {}  # serial -> run, until every rank's part is in
@@ -391,36 +391,5 @@ class GangExecutor:
         self.shutdown()
 
 
-
-def _check_placeable(spec: GangSpec) -> None:
-    """Refuse a strict gang strategy that no node of the cluster can place (it waited ``start_timeout``, then
-    failed)."""
-    nodes = [(n["Resources"].get("CPU", 0.0), n["Resources"].get("GPU", 0.0)) for n in ray.nodes() if n.get("Alive")]
-    if (refusal := placement_refusal(spec, nodes)) is not None:
-        raise ValueError(refusal)
-
-
-def placement_refusal(spec: GangSpec, nodes: list[tuple[float, float]]) -> str | None:
-    """Why a gang of ``spec`` cannot be placed on nodes of these (CPUs, GPUs), where its strategy is strict:
-    STRICT_SPREAD wants a node of its own for each rank, STRICT_PACK one node for all of them; None where it can.
-
-    >>> spec = GangSpec(2, "STRICT_PACK", 1.0, 0.0, "gloo", 60.0, ())
-    >>> print(placement_refusal(spec, [(1.0, 0.0), (1.0, 0.0)]))  # doctest: +NORMALIZE_WHITESPACE
-    gang_strategy STRICT_PACK puts a gang's 2 ranks on one node; no node of the Ray cluster has room for 2 x 1 CPUs:
-    use PACK or SPREAD, or fewer trial_workers
-    >>> spread = dataclasses.replace(spec, strategy="SPREAD")
-    >>> placement_refusal(spec, [(2.0, 0.0)]), placement_refusal(spread, [(1.0, 0.0)])
-    (None, None)
-    """
-    holds = [min(cpu // spec.cpus, gpu // spec.gpus if spec.gpus else spec.ranks) for cpu, gpu in nodes]  # ranks
-    if spec.strategy == "STRICT_SPREAD" and sum(h >= 1 for h in holds) < spec.ranks:
-        return (f"gang_strategy STRICT_SPREAD puts each of a gang's {spec.ranks} ranks on a node of its own; the Ray "
-                f"cluster has {sum(h >= 1 for h in holds)} node(s) with room for one: use SPREAD or PACK, or fewer "
-                f"trial_workers")
-    if spec.strategy == "STRICT_PACK" and not any(h >= spec.ranks for h in holds):
-        return (f"gang_strategy STRICT_PACK puts a gang's {spec.ranks} ranks on one node; no node of the Ray cluster "
-                f"has room for {spec.ranks} x {spec.cpus:g} CPUs{f' and {spec.gpus:g} GPUs' if spec.gpus else ''}: "
-                f"use PACK or SPREAD, or fewer trial_workers")
-    return None
 
 __all__ = ["GangExecutor"]

@@ -62,13 +62,11 @@ class TrainerPool(SlotLoads):
     def _wait_ready(self) -> None:
         """Fail fast, with the worker's own error, when the trainer cannot even start (e.g. a space
         class that the workers cannot import, or device='cuda' on a machine without one)."""
-        try:
+        try:  # (the constructor shuts the pool down on any failure here)
             ray.get([a.info.remote() for a in self.actors], timeout=self.start_timeout)
         except ray.exceptions.RayActorError as e:
-            self.shutdown()
             raise RuntimeError(f"trainer actors failed to start: {e}") from None
         except ray.exceptions.GetTimeoutError:
-            self.shutdown()
             raise TimeoutError(f"trainer actors were not placed and started within {self.start_timeout:g} s "
                                f"(start_timeout): the cluster lacks free resources for the pool") from None
 
