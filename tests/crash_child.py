@@ -31,6 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import JournalFile  # (tests/ is on the path: this module is run or imported from there)
+
 import nas
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.settings import TrainSettings
@@ -55,14 +57,14 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-class KillingJournal:
+class KillingJournal(JournalFile):
     """The journal file, appending as usual; SIGKILLs the process once the planned record is handed to the OS."""
 
     def __init__(self, path: Path, kill: dict) -> None:
-        self.f = open(path, "ab")  # noqa: SIM115 (the journal's own file object)
         self.kill = kill
         self.records = path.read_bytes().count(b"\n") if path.exists() else 0
         self.promotions = sum(1 for line in path.read_bytes().splitlines() if _promotion(line)) if path.exists() else 0
+        super().__init__(path)
 
     def write(self, data: bytes) -> int:
         n = self.f.write(data)
@@ -77,15 +79,6 @@ class KillingJournal:
             self.f.flush()  # in the OS: it outlives the process
             die()
         return n
-
-    def flush(self) -> None:
-        self.f.flush()
-
-    def fileno(self) -> int:
-        return self.f.fileno()
-
-    def close(self) -> None:
-        self.f.close()
 
 
 def _promotion(line: bytes) -> bool:

@@ -1,5 +1,6 @@
 """What several test modules share that is not a fixture (fixtures are in tests/conftest.py): the fast `nas search`
-flags, a small custom space's source, waiting for state another process owns, and stopping what a test started."""
+flags, a small custom space's source, a journal file whose writes a test controls, waiting for state another process
+owns, and stopping what a test started."""
 
 from __future__ import annotations
 
@@ -30,6 +31,26 @@ TINY_SPACE = textwrap.dedent("""
             return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, arch["hidden"]), act,
                                        torch.nn.Linear(arch["hidden"], task.num_classes))
 """)
+
+
+class JournalFile:
+    """A run's journal opened to append, as the store's ``opener`` (a documented run option) hands it over; a
+    subclass overrides ``write`` to fail or crash at a planned point."""
+
+    def __init__(self, path) -> None:
+        self.f = open(path, "ab")  # noqa: SIM115 (the journal's own file object)
+
+    def write(self, data: bytes) -> int:
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def fileno(self) -> int:
+        return self.f.fileno()
+
+    def close(self) -> None:
+        self.f.close()
 
 
 def saving_curve(ctx) -> None:

@@ -28,6 +28,7 @@ from nas.run.store import RunStore
 from nas.search_spaces.nb201 import NB201Space
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.train.simple import scored
+from tests.helpers import JournalFile
 
 TOY = scored(toy_score)
 OPTIONS = {"population": 6, "sample_size": 3}
@@ -242,26 +243,18 @@ def test_a_kept_checkpoint_that_is_not_plain_data_is_refused(tmp_path):
 
 
 # -- a full disk -----------------------------------------------------------------------------------------
-class FullAfter:
+class FullAfter(JournalFile):
     """A journal file whose writes fail with ENOSPC once ``n`` have succeeded (a disk filling up)."""
 
     def __init__(self, path, n):
-        self.f, self.n = open(path, "ab"), n  # noqa: SIM115
+        super().__init__(path)
+        self.n = n
 
     def write(self, data):
         if self.n == 0:
             raise OSError(errno.ENOSPC, "No space left on device")
         self.n -= 1
         return self.f.write(data)
-
-    def flush(self):
-        self.f.flush()
-
-    def fileno(self):
-        return self.f.fileno()
-
-    def close(self):
-        self.f.close()
 
 
 def test_a_full_disk_stops_with_one_line_and_the_journal_resumes(tmp_path):
