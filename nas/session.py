@@ -50,7 +50,7 @@ from nas.core.types import Trial
 from nas.engine.cluster import workers_text
 from nas.engine.interfaces import Callback
 from nas.engine.loop import SearchLoop
-from nas.engine.protocol import Executor, ExecutorConfig, build_executor
+from nas.engine.protocol import Executor, ExecutorConfig, SimulatedClock, build_executor
 from nas.engine.stop import StopSignal
 from nas.parts import (
     build_scheduler,
@@ -64,6 +64,7 @@ from nas.parts import (
 from nas.run.config import RunConfig
 from nas.run.journal import bulk_load
 from nas.run.reader import results_frame
+from nas.run.rerun import Diverged, Rerun
 from nas.run.store import RunStore, read_config
 from nas.run.warmstart import WarmTrial, load_warm_start, tell_warm_start
 from nas.train.data import Dataset, dataset_fingerprint, load_dataset
@@ -132,8 +133,21 @@ class Run:
             strategy = _with_state_file(config, given, store, strategy, space)
             if executor is None:
                 executor, url = _make_executor(config, space, data, train, notify)
-            loop = _loop(config, store, executor, strategy, scheduler, warm, callbacks, stop,
-                         own=given.executor is None)
+            rerun = _reruns(config, given, store, executor)
+            try:
+                loop = _loop(config, store, executor, strategy, scheduler, warm, callbacks, stop,
+                             own=given.executor is None, rerun=rerun)
+            except Diverged as e:  # (nothing written yet: resume as any other run, replaying the journal)
+                executor.shutdown()
+                executor, url = _make_executor(config, space, data, train, notify)
+                strategy = build_strategy(config.search.strategy, space, config.search.seed,
+                                          config.search.strategy_options, config.search.objectives)
+                loop = _loop(config, store, executor, strategy, build_scheduler(config, strategy), warm, callbacks,
+                             stop, own=True)
+                if loop.requeue:  # (none where the run had ended: a raised budget goes on from its end)
+                    log.warning("cannot continue %s exactly (%s): its journal is replayed instead, and the %d trials "
+                                "it had running when it stopped start again at this resume's clock", config.run_dir,
+                                e, len(loop.requeue))
         except BaseException:
             if executor is not None and given.executor is None:
                 executor.shutdown()
@@ -403,24 +417,43 @@ def _make_executor(config: RunConfig, space: SearchSpace, data: Dataset | None, 
     return executor, url
 
 
+def _reruns(config: RunConfig, given: Given, store: RunStore, executor: Executor) -> bool:
+    """Whether a resume runs the search again from its start against its journal (:mod:`nas.run.rerun`): the
+    executor simulated, so deterministic and free (and, with the strategy, built here from names, so built again
+    where the journal differs), the strategy seeded and holding no state in a file of its own."""
+    s = config.search
+    return (store.restored is not None and isinstance(executor, SimulatedClock) and given.executor is None
+            and given.strategy is None and s.seed is not None
+            and registry.strategies.get(s.strategy).state_file is None)
+
+
 def _loop(config: RunConfig, store: RunStore, executor: Executor, strategy: Strategy, scheduler: Scheduler | None,
           warm: Sequence[WarmTrial], callbacks: Sequence[Callback], stop: StopSignal | None, *,
-          own: bool) -> SearchLoop:
+          own: bool, rerun: bool = False) -> SearchLoop:
+    """The search's loop; a resumed one restored from its journal, or (``rerun``) run again up to the journal's
+    end, each record checked to be the journal's (Diverged where one is not)."""
     from nas.monitor.status import monitoring_callbacks
 
     run_dir, s = str(config.run_dir), config.search
     on_ray = own and registry.executors.get(config.execution.executor).needs_ray
     monitors = monitoring_callbacks(run_dir, given=callbacks, ray_namespace=f"nas-{Path(run_dir).name}" if on_ray
                                     else None, logs=config.execution.log, objectives=s.objectives)
-    loop = SearchLoop(strategy, executor, budget=s.budget, time_budget=s.time_budget, store=store,
+    writer = Rerun(store, store.restored.records) if rerun and store.restored is not None else None
+    loop = SearchLoop(strategy, executor, budget=s.budget, time_budget=s.time_budget, store=writer or store,
                       callbacks=[*callbacks, *monitors], stop=stop, scheduler=scheduler)
-    if warm and (store.restored is None or store.restored.snapshot is None):  # (a snapshot holds them)
+    if warm and (writer or store.restored is None or store.restored.snapshot is None):  # (a snapshot holds them)
         tell_warm_start(strategy, warm)
     if warm and s.strategy_options.get("inherit"):
         keep_warm_weights(executor, warm)
-    if store.restored is not None:
+    if writer is not None:
+        if not loop.fast_forward(lambda: writer.caught_up):
+            raise Diverged(f"run again, the search ended with {loop.finished} trials finished where the journal "
+                           f"goes on after line {writer.records[writer.matched - 1].line if writer.matched else 0}")
+        loop.store = store
+    elif store.restored is not None:
         with bulk_load(freeze=True):  # (no collector passes over the replayed records)
             loop.restore(store.restored)
+    if store.restored is not None:
         store.fix_best(loop.best)
     return loop
 

@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nas.core.space import InvalidSpace
@@ -163,17 +163,8 @@ class SearchLoop:
                 if self.stop is not None and self.stop.requested:
                     self._stop_in_flight()
                     break
-                self._fill()
-                if self.store is not None and self.store.snapshot_due(self.strategy_seconds):
-                    self.store.snapshot(self.snapshot_state())  # asks and tells so far all journaled: a consistent cut
-                if self.book.in_flight == 0 and self.out_of_budget():
-                    break  # (promotions of paused trials go on past the budget until none is due)
-                if self.book.in_flight == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
-                    raise RuntimeError(
-                        f"strategy {self.strategy.name!r} proposed nothing with no trial running "
-                        f"({self.finished}/{self.budget} finished): the search cannot go on"
-                    )
-                self._handle(self._by_deadline(self.executor.poll(timeout=self.poll_timeout)))
+                if not self._round():
+                    break
                 if self.store is not None and self.store.status_due():
                     self.store.write_status(self.status("running"))
             self.end_state = ("interrupted" if self.interrupted else
@@ -191,6 +182,35 @@ class SearchLoop:
             for cb in self.callbacks:
                 cb.on_end(status)
         return self.results()
+
+    def _round(self) -> bool:
+        """Fill the free slots, snapshot when due, handle what the executor has; False where the search is done."""
+        self._fill()
+        if self.store is not None and self.store.snapshot_due(self.strategy_seconds):
+            self.store.snapshot(self.snapshot_state())  # asks and tells so far all journaled: a consistent cut
+        if self.book.in_flight == 0 and self.out_of_budget():
+            return False  # (promotions of paused trials go on past the budget until none is due)
+        if self.book.in_flight == 0 and self.executor.free_slots() > 0:  # (none free: workers restart)
+            raise RuntimeError(
+                f"strategy {self.strategy.name!r} proposed nothing with no trial running "
+                f"({self.finished}/{self.budget} finished): the search cannot go on"
+            )
+        self._handle(self._by_deadline(self.executor.poll(timeout=self.poll_timeout)))
+        return True
+
+    def fast_forward(self, caught_up: Callable[[], bool]) -> bool:
+        """Run the search, unheard (no callback is told), until ``caught_up()`` between two rounds; False where it
+        ended first. A resume that runs a deterministic search again from its start against its journal
+        (:mod:`nas.run.rerun`) catches up so, then :meth:`run` goes on as the uninterrupted run did."""
+        callbacks, self.callbacks = self.callbacks, []
+        try:
+            while not caught_up():
+                if self.out_of_time() or not self._round():
+                    return False
+        finally:
+            self.callbacks = callbacks
+        self.resumed = self.finished
+        return True
 
     def _by_deadline(self, events: list[Event]) -> list[Event]:
         """``events`` up to the time budget's end. A simulated clock's poll moves to its next event, which may lie

@@ -15,6 +15,10 @@ journaled again when an earlier resume re-queued it is the same one), each resul
 records of the loop's book; trials submitted (or continued) and never finished are re-queued under their own
 ids; kept checkpoints go back to the executor. :meth:`nas.engine.loop.SearchLoop.restore`
 calls :func:`replay`, which uses only the loop's public operations.
+
+A replay restores what the driver knew, not what the executor held (trials in flight run again from the resume's
+clock). Where the executor is deterministic and free to run (simulated), a resume runs the whole search again
+instead, checked against the journal (:mod:`nas.run.rerun`), and ends as the uninterrupted run.
 """
 
 from __future__ import annotations
@@ -109,6 +113,9 @@ def replay(loop: SearchLoop, restored: Restored) -> None:
         ended = {tid: (record.result.outcome, record.result.epoch) for tid, record in loop.book.records.items()
                  if record.result is not None}
         loop.executor.resume_at(max(times, default=0.0), ended)
+        loop.busy_seconds += sum(r.end_time - r.start_time for rec in restored.records  # (the clock counts them too)
+                                 if rec.kind == "result" and (r := rec.result) is not None
+                                 and r.start_time is not None and r.end_time is not None)
     if loop.store is not None:
         for trial_id, data in loop.store.kept_checkpoints():
             record = loop.book.get(trial_id)

@@ -96,11 +96,11 @@ class JournalWriter:
         return e
 
     def write_submit(self, trial: Trial) -> None:
-        self._write(_line({"kind": "submit", "trial": _trial(trial)}))
+        self._write(record_line("submit", trial))
 
     def write_report(self, trial: Trial, report: Report) -> None:
         """An intermediate result (one epoch); synced with the next result."""
-        self._write(_line({"kind": "report", "trial": _trial(trial), "report": report.to_dict()}))
+        self._write(record_line("report", trial, report))
 
     def flush(self) -> None:
         """Hand what was written to the OS (it survives the driver's crash; an fsync makes it survive the
@@ -112,7 +112,7 @@ class JournalWriter:
 
     def write_results(self, batch: Iterable[tuple[Trial, Result]]) -> int:
         """Append every result of ``batch`` and make them durable with one fsync; records written."""
-        data = b"".join(_line({"kind": "result", "trial": _trial(t), "result": _result(r)}) for t, r in batch)
+        data = b"".join(record_line("result", t, r) for t, r in batch)
         if data:
             self._write(data)
             self.sync()
@@ -143,6 +143,17 @@ class JournalWriter:
 _TRIAL_FIELDS = tuple(f.name for f in dataclasses.fields(Trial))
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(Result))
 _TRIAL_NAMES, _RESULT_NAMES = frozenset(_TRIAL_FIELDS), frozenset(_RESULT_FIELDS)
+
+
+def record_line(kind: str, trial: Trial, payload: Result | Report | None = None) -> bytes:
+    """The journal's line for a record: ``kind`` submit (no payload), report (a :class:`Report`) or result (a
+    :class:`Result`). A record read back (:class:`Record`) gives the same bytes: what a re-run compares."""
+    rec: dict[str, Any] = {"kind": kind, "trial": _trial(trial)}
+    if isinstance(payload, Report):
+        rec["report"] = payload.to_dict()
+    elif payload is not None:
+        rec["result"] = _result(payload)
+    return _line(rec)
 
 
 def _trial(t: Trial) -> dict[str, Any]:
