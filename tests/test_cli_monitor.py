@@ -130,6 +130,58 @@ def test_watch_intervals_are_finite_and_positive(run_dir, capsys, value):
     assert err.endswith(f"--watch must be a finite number of seconds > 0, got {float(value)}"), err
 
 
+def _promoting_run(path):
+    """A simulated ASHA search that promotes: trials with a second result, reports, submissions of each kind."""
+    nas.search("nb201", "random", budget=40, executor="simulated", workers=4, seed=0, run_dir=path, progress=False,
+               scheduler="asha", scheduler_options={"levels": [12, 200], "variant": "promotion"},
+               settings=TrainSettings(epochs=200))
+    return path
+
+
+def test_status_read_on_by_a_kept_tail_equals_a_whole_read_and_parses_each_line_once(tmp_path, monkeypatch):
+    """(`nas status --watch` read and framed the whole journal for every redraw: 3.4-4.0 s each at 100,000 trials.)
+    The journal grows under the reader, a torn last line included; what the kept reader says at the end is what a
+    whole read says, and each result line was parsed once (submissions and reports not at all)."""
+    import nas.run.journal as journal
+    from nas.monitor.status import run_status
+    from nas.run.journal import ResultsTail
+
+    whole = _promoting_run(tmp_path / "whole")
+    data = (whole / "trials.jsonl").read_bytes()
+    grown = tmp_path / "grown"
+    grown.mkdir()
+    (grown / "run.json").write_bytes((whole / "run.json").read_bytes())
+    parsed, real = [], journal._parse
+    tail = ResultsTail(grown / "trials.jsonl")
+    for cut in (0, len(data) // 3, len(data) // 3 + 7, 2 * len(data) // 3, len(data)):  # (the +7: a torn line)
+        (grown / "trials.jsonl").write_bytes(data[:cut])
+        with monkeypatch.context() as m:
+            m.setattr(journal, "_parse", lambda path, n, line: parsed.append(n) or real(path, n, line))
+            st = run_status(grown, tail=tail)
+        assert st["finished"] == len(nas.load_results(grown))
+    keys = ["finished", "complete", "failed", "stopped", "best_score", "best_trial", "best_arch"]
+    assert {k: st[k] for k in keys} == {k: run_status(whole)[k] for k in keys}
+    assert st["stopped"] > 0 and st["complete"] > 0  # (paused trials, and promoted ones that completed)
+    results = [n for n, line in enumerate(data.splitlines(), 1) if b'"kind":"result"' in line]
+    assert parsed == results  # each result line once, in order, nothing else
+
+
+def test_status_refuses_a_line_that_is_no_record_and_reads_a_replaced_journal_from_its_start(tmp_path):
+    from nas.monitor.status import run_status
+    from nas.run.journal import ResultsTail
+
+    run = _promoting_run(tmp_path / "run")
+    path = run / "trials.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    tail = ResultsTail(path)
+    assert run_status(run, tail=tail)["finished"] == 40
+    path.write_bytes(b"".join(lines[:10]))  # (another run in the folder: shorter)
+    assert run_status(run, tail=tail)["finished"] == sum(b'"kind":"result"' in line for line in lines[:10])
+    path.write_bytes(b"".join([*lines[:10], b'{"kind":"submit" oops\n', *lines[10:]]))
+    with pytest.raises(ValueError, match=r"trials.jsonl line 11 is not a journal record \(not JSON\)"):
+        run_status(run, tail=tail)
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "0.5", "2.5", "1e-9"])
 def test_the_live_page_reloads_after_whole_seconds(run_dir, capsys, value):
     """(--refresh inf served a page told to reload every inf s; 1e-9 and 0.5 one that a browser reloads at once, in a

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
 from nas.cli.common import nonempty, path_arg
@@ -27,13 +28,15 @@ def redraw(stream: TextIO, block: str, drawn: int) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from nas.monitor.status import format_status, run_status
+    from nas.run.journal import ResultsTail
+    from nas.run.store import JOURNAL
 
     if args.watch is not None and not 0 < args.watch < float("inf"):
         raise ValueError(f"--watch must be a finite number of seconds > 0, got {args.watch!r}")
     tty = args.watch is not None and sys.stdout.isatty()
-    drawn = 0
+    drawn, tail = 0, ResultsTail(Path(args.run_dir) / JOURNAL)  # (each redraw reads what was appended since)
     while True:
-        st = run_status(args.run_dir)
+        st = run_status(args.run_dir, tail=tail)
         if tty:
             drawn = redraw(sys.stdout, format_status(st), drawn)
         else:

@@ -9,16 +9,22 @@ of the run's wall time; the ETA is the trials left at that rate (or the time bud
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from nas.engine.interfaces import Callback
 from nas.monitor.usage import session_usage
+
+if TYPE_CHECKING:
+    from nas.core.types import Trial
+    from nas.run.config import RunConfig
+    from nas.run.journal import ResultsTail
 
 
 def monitoring_callbacks(run_dir: str | os.PathLike[str], *, ray_namespace: str | None = None,
@@ -59,16 +65,23 @@ def _alive(run_dir: str | os.PathLike[str], live: dict[str, Any]) -> bool:
     return live.get("state") == "running" and held(run_dir)
 
 
-def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dict[str, Any]:
-    """Everything ``nas status`` prints, as values."""
+def run_status(run_dir: str | os.PathLike[str], now: float | None = None, *,
+               tail: ResultsTail | None = None) -> dict[str, Any]:
+    """Everything ``nas status`` prints, as values. ``tail``: the journal's reader, kept by a caller that asks
+    again (``--watch``: each call parses only the lines appended since the last)."""
     from nas.monitor.pareto import front_status
-    from nas.run.reader import load_run
+    from nas.run.journal import ResultsTail
+    from nas.run.reader import summary_frame
+    from nas.run.store import JOURNAL, read_config
     from nas.run.supernet_store import supernet_status
 
     supernet = supernet_status(run_dir)  # (a supernet's training run: its own few lines)
     if supernet is not None:
         return supernet
-    cfg, df = load_run(run_dir)
+    cfg = read_config(Path(run_dir))
+    tail = tail if tail is not None else ResultsTail(Path(run_dir) / JOURNAL)
+    latest = tail.read()
+    df = summary_frame(latest.values())
     live = read_live(run_dir)
     now = time.time() if now is None else now
     budget = cfg.search.budget
@@ -115,11 +128,23 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None) -> dic
         "queued": int(live.get("queued", 0)) if alive and live else 0,
         "best_score": float(best.score) if best is not None else None,
         "best_trial": int(best.trial_id) if best is not None else None,
-        "best_arch": str(best.arch) if best is not None else None,
+        "best_arch": _arch(cfg, latest[int(best.trial_id)][0], tail.path) if best is not None else None,
         "elapsed": elapsed, "throughput": throughput, "left": left, "eta": eta,
         "utilization": usage.utilization,
         **front_status(cfg, df),  # a multi-objective run: its Pareto front's size and hypervolume
     }
+
+
+def _arch(cfg: RunConfig, trial: Trial, journal: Path) -> str:
+    """A trial's architecture as the results table shows it (the registered space's one line, else JSON)."""
+    from nas.run.reader import registered_formatter
+
+    formatter = registered_formatter(cfg)
+    try:
+        return formatter(trial.arch) if formatter else json.dumps(dict(trial.arch), sort_keys=True)
+    except ValueError as e:  # (as the results table says it)
+        raise ValueError(f"{journal}: trial {trial.trial_id}'s architecture is not one of the run's space: {e}") \
+            from None
 
 
 def _duration(seconds: float) -> str:

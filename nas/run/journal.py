@@ -355,6 +355,65 @@ def latest_results(records: Iterable[Record], path: Path) -> dict[int, tuple[Tri
     return latest
 
 
+#: how the writer begins each line of a kind a view of the results skips (a line that begins otherwise is parsed)
+_SKIPPED = (b'{"kind":"submit",', b'{"kind":"report",')
+
+
+class ResultsTail:
+    """The finished trials of the journal at ``path``, each with its first trial and its latest result in the order
+    they first finished (as :func:`latest_results`), read on from where the last :meth:`read` ended: a view of a
+    search that goes on (``nas status --watch``) parses each line once. Lines of submissions and reports, as the
+    writer makes them, are skipped unparsed (so a promotion's result replaces the trial's earlier one without the
+    check :func:`latest_results` makes; every other line is checked against its schema); a journal that is another
+    file now, or shorter than what was read, is read again from its start.
+
+    >>> import tempfile
+    >>> from nas.core.types import Outcome, Result, Trial
+    >>> p = Path(tempfile.mkdtemp()) / "trials.jsonl"
+    >>> tail, w = ResultsTail(p), JournalWriter(p)
+    >>> tail.read()
+    {}
+    >>> t = Trial(0, {"a": 1}); w.write_submit(t); _ = w.write_results([(t, Result(0, Outcome.COMPLETE, score=0.5))])
+    >>> [(tid, r.score) for tid, (_, r) in tail.read().items()], tail.lines
+    ([(0, 0.5)], 2)
+    >>> _ = w.write_results([(Trial(1, {"a": 2}), Result(1, Outcome.COMPLETE, score=0.7))]); w.close()
+    >>> [(tid, r.score) for tid, (_, r) in tail.read().items()], tail.lines
+    ([(0, 0.5), (1, 0.7)], 3)
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.offset = self.lines = 0  # bytes and whole lines read so far
+        self.latest: dict[int, tuple[Trial, Result]] = {}
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file read
+
+    def read(self) -> dict[int, tuple[Trial, Result]]:
+        """The finished trials, with what was appended since the last call read (a torn last line is left for the
+        next call)."""
+        if not self.path.exists():
+            return self.latest
+        check_regular(self.path)
+        with open(self.path, "rb") as f, bulk_load():
+            st = os.fstat(f.fileno())
+            if (st.st_dev, st.st_ino) != self._file or st.st_size < self.offset:
+                self.offset = self.lines = 0
+                self.latest = {}
+                self._file = (st.st_dev, st.st_ino)
+            f.seek(self.offset)
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # (torn by a crash, or still being written)
+                self.lines += 1
+                self.offset += len(line)
+                if line.startswith(_SKIPPED):
+                    continue
+                rec = _parse(self.path, self.lines, line)
+                if rec.result is not None:
+                    had = self.latest.get(rec.trial.trial_id)
+                    self.latest[rec.trial.trial_id] = (had[0] if had else rec.trial, rec.result)
+        return self.latest
+
+
 def read_results(path: Path) -> Iterator[tuple[Trial, Result]]:
     """The finished trials of the journal at ``path`` (see :func:`latest_results`)."""
     yield from latest_results(read_records(path), path).values()

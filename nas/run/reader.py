@@ -96,6 +96,30 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
     return df.astype({"parent": "Int64", "member": "Int64", "checkpoint_from": "Int64"})
 
 
+#: the columns of :func:`results_frame` that :func:`summary_frame` makes
+SUMMARY_COLUMNS = ["trial_id", "state", "outcome", "score", "metrics", "start_time", "end_time", "duration"]
+
+
+def summary_frame(records: Iterable[tuple[Trial, Result]]) -> pd.DataFrame:
+    """:func:`results_frame`'s :data:`SUMMARY_COLUMNS` only (counts, the best, times, objectives: what a summary of
+    the run needs), made column by column: no architecture formatted, nothing copied.
+
+    >>> from nas.core.types import Outcome
+    >>> summary_frame([(Trial(3, {"a": 1}), Result(3, Outcome.COMPLETE, 0.5, start_time=1.0, end_time=3.0))])
+       trial_id     state  outcome  score metrics  start_time  end_time  duration
+    0         3  COMPLETE  COMPLETE    0.5      {}         1.0       3.0       2.0
+    """
+    results = [r for _, r in records]
+    columns: dict[str, list[Any]] = {
+        "trial_id": [r.trial_id for r in results], "state": [r.state.value for r in results],
+        "outcome": [r.outcome.value for r in results], "score": [r.score for r in results],
+        "metrics": [r.metrics for r in results], "start_time": [r.start_time for r in results],
+        "end_time": [r.end_time for r in results]}
+    columns["duration"] = [None if a is None or b is None else b - a
+                           for a, b in zip(columns["start_time"], columns["end_time"], strict=True)]
+    return pd.DataFrame(columns, columns=SUMMARY_COLUMNS)
+
+
 def load_run(run_dir: str | os.PathLike[str], *,
              before: Sequence[tuple[Trial, Result]] = ()) -> tuple[RunConfig, pd.DataFrame]:
     """A run directory's config (run.json, typed) and its trials, one row each in finishing order, after ``before``
