@@ -77,6 +77,21 @@ def test_strategies_and_spaces_list_options_with_defaults(capsys):
     assert "nb201  (15,625 architectures)" in out and "options: channels=16, cells_per_stage=1" in out
 
 
+def test_the_schedulers_listed_options_are_what_each_takes_with_the_defaults_shown(capsys):
+    """(Every scheduler listed max_epochs=None: not an option, `--scheduler-option max_epochs=5` is refused; the
+    run's --epochs sets it.)"""
+    from nas.core.scheduler import make_scheduler
+
+    assert main(["schedulers"]) == 0
+    blocks = re.split(r"\n(?=\S)", capsys.readouterr().out.strip())
+    assert [b.split("\n")[0] for b in blocks] == ["asha", "hyperband", "median", "none"]
+    for block in blocks:
+        name, listed = block.split("\n")[0], re.findall(r"^    options: (.*)$", block, re.M)
+        shown = dict(pair.split("=", 1) for pair in listed[0].split(", ")) if listed else {}
+        assert "max_epochs" not in shown and (shown or name == "none")
+        make_scheduler(name, max_epochs=9, options={k: eval(v) for k, v in shown.items()})  # (reprs of defaults)
+
+
 def _parsers(parser: argparse.ArgumentParser):
     yield parser
     for action in parser._actions:

@@ -23,19 +23,26 @@ def plain(text: str) -> str:
     return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
 
 
+#: constructor parameters the run sets (the space; --seed, --objective; a scheduler's --epochs), never an option
+RUN_SET = ("self", "space", "seed", "objectives", "max_epochs")
+
+
 def options(cls: Any) -> list[tuple[str, Any]]:
-    """(name, default) of the constructor's options (``seed`` aside: it is ``--seed``).
+    """(name, default) of the constructor's options (``seed``, ``objectives`` and a scheduler's ``max_epochs`` aside:
+    the run's ``--seed``, ``--objective`` and ``--epochs`` set them, and no option may).
 
     >>> class S:
     ...     def __init__(self, space, *, seed=None, population: int = 50, dedup=False): ...
     >>> options(S)
     [('population', 50), ('dedup', False)]
+    >>> from nas.schedulers.median import MedianStopping
+    >>> options(MedianStopping)
+    [('grace_period', 1), ('min_samples', 3)]
     """
     params = inspect.signature(cls.__init__).parameters.values()
     out = []
     for p in params:
-        # objectives: the run's, from --objective, not a strategy option
-        if p.name in ("self", "space", "seed", "objectives") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.name in RUN_SET or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if p.kind is p.KEYWORD_ONLY or (p.default is not p.empty):
             out.append((p.name, None if p.default is p.empty else p.default))
