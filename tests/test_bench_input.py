@@ -34,6 +34,11 @@ def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
      "--strategy: unknown strategy 'nosuch'; known: "),
     (["driver", "--strategy", ""], "argument --strategy: '' is empty; give a value"),
     (["warm-start", "--quick", "--strategy", "nosuch"], "--strategy: unknown strategy 'nosuch'; known: "),
+    (["importance", "--sizes", "1000x0"], "--sizes takes TRIALSxDECISIONS pairs of at least 2 trials and 1 "
+                                          "decision, e.g. 1000x50; got '1000x0'"),
+    (["importance", "--sizes", "1000,x5"], "got '1000'"),
+    (["importance", "--choices", "1"], "--choices must be >= 2, got 1"),
+    (["importance", "--noise", "nan"], "--noise must be a finite number >= 0, got nan"),
 ])
 def test_blank_values_and_unknown_strategies_are_refused_up_front(tmp_path, capsys, argv, message):
     assert message in refused([*argv, *(["--out", str(tmp_path / "out")] if argv[0] == "strategies"
