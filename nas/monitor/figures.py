@@ -60,6 +60,33 @@ def _best_line(values: pd.Series, objective: Objective) -> pd.Series:
     return values.cummax() if objective.mode == "max" else values.cummin()
 
 
+#: the most trials a figure draws one mark (a point, a line, a bar) for; beyond, a seeded sample, and the title says so
+MAX_POINTS = 5_000
+
+
+def drawn(d: pd.DataFrame, keep: Any = (), most: int | None = None) -> tuple[pd.DataFrame, str]:
+    """``d``, or (more than ``most`` rows) a seeded sample of ``most`` of its rows that holds the rows ``keep`` labels
+    (the best, the improvements: what the figure is read for), in ``d``'s order; and what the title adds.
+
+    >>> d = pd.DataFrame({"v": range(10)})
+    >>> part, note = drawn(d, keep=[9], most=4)
+    >>> len(part), 9 in part.index, note
+    (4, True, ' (4 of 10 trials drawn: a seeded sample)')
+    >>> drawn(d)[0] is d, drawn(d)[1]
+    (True, '')
+    """
+    most = MAX_POINTS if most is None else most
+    if len(d) <= most:
+        return d, ""
+    kept = d.index.isin(list(keep))
+    rng = np.random.default_rng(0)
+    if kept.sum() > most:  # (more to keep than to draw, as when nearly every trial improved on the best: a sample)
+        kept[rng.choice(np.flatnonzero(kept), int(kept.sum()) - most, replace=False)] = False
+    chosen = kept.copy()
+    chosen[rng.choice(np.flatnonzero(~kept), most - int(kept.sum()), replace=False)] = True
+    return d[chosen], f" ({int(chosen.sum()):,} of {len(d):,} trials drawn: a seeded sample)"
+
+
 def timed(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with ``t_start``/``t_end``: seconds since the first trial started."""
     t0 = float(df.start_time.min()) if len(df) and df.start_time.notna().any() else 0.0
@@ -71,6 +98,7 @@ def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str 
     its results frame and each row's value of the objective)."""
     o = Objective.parse(objective)
     fig = go.Figure()
+    notes = []
     for name, (df, values) in runs.items():
         d = timed(df).assign(value=values).sort_values("t_end")
         done = d[(d.state == "COMPLETE") & d.value.notna()]
@@ -78,13 +106,19 @@ def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str 
             continue
         label = f"{literal(name)}: " if len(runs) > 1 else ""
         metric = literal(o.metric)
-        fig.add_scatter(x=done.t_end, y=done.value, mode="markers", name=f"{label}trials", opacity=0.5,
-                        marker={"size": 6}, customdata=np.stack([done.trial_id, literals(done.arch)], axis=1),
+        best = _best_line(done.value, o)
+        steps = best.ne(best.shift()).to_numpy(copy=True)  # (the improvements: the line needs only them, and its end)
+        steps[-1] = True
+        shown, note = drawn(done, keep=done.index[steps])
+        notes += [f"{label}{note.strip(' ()')}, every improvement among them"] if note else []
+        fig.add_scatter(x=shown.t_end, y=shown.value, mode="markers", name=f"{label}trials", opacity=0.5,
+                        marker={"size": 6}, customdata=np.stack([shown.trial_id, literals(shown.arch)], axis=1),
                         hovertemplate=f"trial %{{customdata[0]}}<br>{metric} %{{y:.4g}}<br>%{{x:.1f}} s<br>"
                                       "%{customdata[1]}<extra></extra>")
-        fig.add_scatter(x=done.t_end, y=_best_line(done.value, o), mode="lines", line={"shape": "hv", "width": 3},
+        fig.add_scatter(x=done.t_end[steps], y=best[steps], mode="lines", line={"shape": "hv", "width": 3},
                         name=f"{label}best so far")
-        failed = d[d.state == "FAILED"]
+        failed, note = drawn(d[d.state == "FAILED"])
+        notes += [f"{label}FAILED: {note.strip(' ()')}"] if note else []
         if len(failed):
             worst = float(done.value.min() if o.mode == "max" else done.value.max())
             fig.add_scatter(x=failed.t_end, y=[worst] * len(failed), mode="markers",
@@ -93,7 +127,8 @@ def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str 
                             hovertemplate="trial failed: %{text}<extra></extra>")
     if not fig.data:
         return None
-    return _layout(fig, f"Best {o.metric} so far and every trial", "seconds since the first trial started",
+    more = f" ({'; '.join(notes)})" if notes else ""
+    return _layout(fig, f"Best {o.metric} so far and every trial{more}", "seconds since the first trial started",
                    objective_label(o))
 
 
@@ -163,6 +198,9 @@ def genealogy(df: pd.DataFrame, values: pd.Series, objective: str | Objective) -
     if done.empty:
         return None
     value = done.value.to_dict()  # (a lookup per child: iterrows and .loc per row took 23 of 98 s at 100k trials)
+    n_children = int(done.parent.notna().sum())
+    top = min(100, MAX_POINTS // 10)
+    done, note = drawn(done, keep=done.value.sort_values(ascending=o.mode == "min").index[:top])  # (the best always)
     pairs = [(int(parent), tid) for tid, parent in zip(done.index, done.parent, strict=True)
              if not pd.isna(parent) and int(parent) in value]
     xs = np.full(3 * len(pairs), np.nan)  # parent, child, gap: one line per pair in one trace
@@ -181,8 +219,8 @@ def genealogy(df: pd.DataFrame, values: pd.Series, objective: str | Objective) -
                     customdata=np.stack([done.parent.astype("string").fillna("-"), literals(done.arch)], axis=1),
                     hovertemplate=f"trial %{{x}}<br>{literal(o.metric)} %{{y:.4g}}<br>parent %{{customdata[0]}}<br>"
                                   "%{customdata[1]}<extra></extra>")
-    n_children = int(done.parent.notna().sum())
-    return _layout(fig, f"Genealogy by {o.metric}: {n_children} trials with a parent (lines join parent and child)",
+    return _layout(fig, f"Genealogy by {o.metric}: {n_children:,} trials with a parent (lines join parent and child)"
+                   f"{note.replace(' trials drawn', f' trials drawn, the best {top} among them')}",
                    "trial id (order proposed)", objective_label(o), showlegend=False)
 
 
@@ -208,6 +246,11 @@ def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame, values: pd.D
     done = df.state == "COMPLETE"
     if not done.any() or decisions.empty:
         return None
+    first = Objective.parse(objectives[0])
+    top = min(100, MAX_POINTS // 10)
+    shown, note = drawn(df[done], keep=values.loc[done, first.metric].sort_values(ascending=first.mode == "min")
+                        .index[:top])
+    done = df.index.isin(shown.index)
     dims = []
     for col in decisions.columns:
         chosen = decisions.loc[done, col]
@@ -218,21 +261,28 @@ def parallel_coordinates(df: pd.DataFrame, decisions: pd.DataFrame, values: pd.D
     objs = [Objective.parse(o) for o in objectives]
     for o in objs:
         dims.append({"label": literal(f"{o.metric} ({o.mode})"), "values": values.loc[done, o.metric]})
-    first = objs[0]
     fig = go.Figure(go.Parcoords(line={"color": values.loc[done, first.metric], "colorscale": SCALE, "showscale": True,
                                        "reversescale": first.mode == "min",
                                        "colorbar": {"title": literal(first.metric)}},
                                  dimensions=dims))
     against = ", ".join(objective_label(o) for o in objs)
-    fig = _layout(fig, f"Decisions against {against} (drag along an axis to filter)", "", "", height=480)
+    note = note.replace(" trials drawn", f" trials drawn, the best {top} among them")
+    fig = _layout(fig, f"Decisions against {against} (drag along an axis to filter){note}", "", "", height=480)
     return fig.update_layout(margin={"l": 90, "r": 90, "t": 110, "b": 40})
 
 
 def worker_timeline(df: pd.DataFrame) -> go.Figure | None:
-    """Which worker ran which trial when: one bar per trial, from start to end, on its worker's row."""
+    """Which worker ran which trial when: one bar per trial, from start to end, on its worker's row; a long run's
+    first :data:`MAX_POINTS` trials (a sample of bars would show idle workers that were not)."""
     d = timed(df).dropna(subset=["t_start", "t_end"])
     if d.empty:
         return None
+    title = "Worker timeline (each bar a trial)"
+    if len(d) > MAX_POINTS:
+        n = len(d)
+        d = d.nsmallest(MAX_POINTS, "t_start")
+        title = (f"Worker timeline (each bar a trial): the first {MAX_POINTS:,} of {n:,} trials, to "
+                 f"{float(d.t_end.max()):,.0f} s")
     fig = go.Figure()
     for state, color in (("COMPLETE", "#4c78a8"), ("FAILED", "crimson")):
         part = d[d.state == state]
@@ -245,7 +295,7 @@ def worker_timeline(df: pd.DataFrame) -> go.Figure | None:
                     hovertemplate="trial %{customdata[0]}<br>%{base:.1f} s to %{x:.1f} s long<br>"
                                   "%{customdata[1]}<extra></extra>")
     rows = d.worker.nunique()
-    return _layout(fig, "Worker timeline (each bar a trial)", "seconds since the first trial started", "worker",
+    return _layout(fig, title, "seconds since the first trial started", "worker",
                    barmode="overlay", height=max(200, 60 + 40 * rows))
 
 
@@ -255,16 +305,20 @@ def population_age(df: pd.DataFrame, population: int | None) -> go.Figure | None
     COMPLETE results, as regularized evolution keeps them) at each finish."""
     d = timed(df).sort_values("t_end")
     fig = go.Figure()
-    kids = d[d.parent.notna()]
+    kids, note = drawn(d[d.parent.notna()])
     if len(kids):
         fig.add_scatter(x=kids.t_start, y=kids.trial_id - kids.parent.astype(int), mode="markers",
-                        name="parent's age when chosen (trials)", marker={"size": 6})
+                        name=f"parent's age when chosen (trials){note}", marker={"size": 6})
     done = d[d.state == "COMPLETE"]
     if population and len(done):
         ends = done.t_end.to_numpy()
-        ages = [float(np.mean(ends[i] - ends[max(0, i + 1 - population):i + 1])) for i in range(len(ends))]
-        fig.add_scatter(x=ends, y=ages, mode="lines", name=f"mean age of the population of {population} (s)",
-                        yaxis="y2", line={"width": 2})
+        sums = np.concatenate([[0.0], np.cumsum(ends)])
+        first = np.maximum(np.arange(1, len(ends) + 1) - population, 0)  # (each finish's window: the last P, or fewer)
+        means = (sums[1:] - sums[first]) / (np.arange(1, len(ends) + 1) - first)
+        ages = ends - means  # (the mean of end_i - end_j over the window: end_i less the window's mean)
+        every = max(1, -(-len(ends) // MAX_POINTS))  # (a line of at most MAX_POINTS points)
+        fig.add_scatter(x=ends[::every], y=ages[::every], mode="lines",
+                        name=f"mean age of the population of {population} (s)", yaxis="y2", line={"width": 2})
         fig.update_layout(yaxis2={"title": "population mean age (s)", "overlaying": "y", "side": "right"})
     if not fig.data:
         return None
