@@ -21,7 +21,7 @@ EXPERIMENTS: tuple[str, ...] = (
     "nb201_strategies", "scaling", "overhead", "trainer_speed", "strategy_speed", "nb201_cells", "driver",
     "ray_poll", "asha_train", "report_cost", "asha_sim", "weight_inheritance", "inherit_search", "warm_start",
     "mo_train", "snapshot_size", "gangs", "nb201_proxies", "nb201_optimum", "two_stage",
-    "supernet_ranks", "cli_latency", "importance",
+    "supernet_ranks", "cli_latency", "importance_cost",
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import nas
 from nas.cli import main
-from nas_benchmarks import importance
+from nas_benchmarks import importance_cost as importance
 
 
 def test_both_forests_find_the_planted_decisions_and_the_figures_are_printed():

@@ -355,17 +355,12 @@ def latest_results(records: Iterable[Record], path: Path) -> dict[int, tuple[Tri
     return latest
 
 
-#: how the writer begins each line of a kind a view of the results skips (a line that begins otherwise is parsed)
-_SKIPPED = (b'{"kind":"submit",', b'{"kind":"report",')
-
-
 class ResultsTail:
     """The finished trials of the journal at ``path``, each with its first trial and its latest result in the order
-    they first finished (as :func:`latest_results`), read on from where the last :meth:`read` ended: a view of a
-    search that goes on (``nas status --watch``) parses each line once. Lines of submissions and reports, as the
-    writer makes them, are skipped unparsed (so a promotion's result replaces the trial's earlier one without the
-    check :func:`latest_results` makes; every other line is checked against its schema); a journal that is another
-    file now, or shorter than what was read, is read again from its start.
+    they first finished (as :func:`latest_results`, but for its check that only a promotion finishes a trial again),
+    read on from where the last :meth:`read` ended: a view of a search that goes on (``nas status --watch``) parses
+    each line once, checked against its schema as every reader does; a journal that is another file now, or
+    shorter than what was read, is read again from its start.
 
     >>> import tempfile
     >>> from nas.core.types import Outcome, Result, Trial
@@ -405,8 +400,6 @@ class ResultsTail:
                     break  # (torn by a crash, or still being written)
                 self.lines += 1
                 self.offset += len(line)
-                if line.startswith(_SKIPPED):
-                    continue
                 rec = _parse(self.path, self.lines, line)
                 if rec.result is not None:
                     had = self.latest.get(rec.trial.trial_id)
