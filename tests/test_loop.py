@@ -165,6 +165,104 @@ def test_what_a_strategy_asks_is_checked_before_it_runs(tmp_path, toy_train, ask
     assert executor.free_slots() == 1  # nothing was submitted
 
 
+class LeavesItsSpace(ToySpace):
+    """A space whose own mutate() makes an architecture its dims() do not allow while ``broken`` (a sample() that
+    does is refused before anything is made: tests/test_space.py)."""
+
+    broken = True
+
+    def mutate(self, arch, rng):
+        child = super().mutate(arch, rng)
+        return {**child, "d0": 99} if self.broken else child
+
+
+def test_a_proposal_outside_the_space_stops_the_search_before_it_is_journaled_and_the_run_resumes(tmp_path):
+    """(Each became a FAILED trial of kind ERROR, journaled, and the run could never be resumed: "its journal holds
+    trial 4, which is not in space".)"""
+    kw = dict(budget=8, executor="inprocess", data=None, train=scored(toy_score), seed=0, run_dir=tmp_path / "run",
+              progress=False, strategy_options={"population": 3, "sample_size": 2})
+    with pytest.raises(nas.InvalidSpace, match=r"strategy 'evolution' proposed trial 3 outside its space "
+                                               r"LeavesItsSpace \(decision 'd0' has value 99; allowed: \[0, 1, 2, 3, "
+                                               r"4\]\): the space's sample\(\) or mutate\(\), or the strategy, makes"):
+        nas.search(LeavesItsSpace(), "evolution", **kw)
+    assert b'"d0":99' not in (tmp_path / "run" / "trials.jsonl").read_bytes()
+    LeavesItsSpace.broken = False
+    try:
+        df = nas.search(LeavesItsSpace(), "evolution", resume=True, **kw)
+    finally:
+        LeavesItsSpace.broken = True
+    assert len(df) == 8 and (df.state == "COMPLETE").all()
+
+
+def test_a_promoted_trials_failed_continuation_keeps_what_it_measured_before(tmp_path):
+    """(The FAILED continuation replaced the trial's paused result: the run's best, 0.25, vanished from the results,
+    `nas status` and `nas best`, while best.json kept naming it.)"""
+    def train(ctx):
+        state = ctx.checkpoint.load()
+        start = state["epoch"] if state else 0
+        if start > 0:
+            raise RuntimeError("transient failure in the continued segment")
+        for e in range(start + 1, ctx.epochs + 1):
+            ctx.checkpoint.save({"epoch": e})
+            if ctx.report(epoch=e, val_acc=0.05 * e + 0.1 * (ctx.trial.trial_id % 3)):
+                return
+
+    run = tmp_path / "run"
+    df = nas.search(ToySpace(), "random", budget=9, executor="inprocess", data=None, train=train, seed=0,
+                    run_dir=run, progress=False, epochs=9, scheduler="asha",
+                    scheduler_options={"variant": "promotion", "grace_period": 1, "eta": 3})
+    continued = df[df.error.fillna("").str.startswith("its continuation failed (ERROR): RuntimeError: transient")]
+    assert len(continued) and (continued.outcome == "STOPPED").all() and continued.score.notna().all()
+    best = df.loc[df.score.idxmax()]
+    assert int(best.trial_id) in set(continued.trial_id)  # (the trials promoted were the best ones)
+    assert json.loads((run / "best.json").read_text())["trial_id"] == int(best.trial_id)
+    columns = ["trial_id", "outcome", "score", "epochs", "error"]
+    assert load_results(run)[columns].equals(df[columns])
+    resumed = nas.search(ToySpace(), "random", budget=12, executor="inprocess", data=None, train=train, seed=0,
+                         run_dir=run, progress=False, epochs=9, scheduler="asha", resume=True,
+                         scheduler_options={"variant": "promotion", "grace_period": 1, "eta": 3})
+    assert resumed[columns].head(len(df)).equals(df[columns])  # (the journal replays: the scheduler heard the same)
+
+
+class Raising(nas.Callback):
+    def __init__(self, hook, error):
+        self.hook, self.error = hook, error
+
+    def on_start(self, status):
+        if self.hook == "on_start":
+            raise self.error
+
+    def on_result(self, status, trial, result):
+        if self.hook == "on_result":
+            raise self.error
+
+
+@pytest.mark.parametrize(("hook", "error", "state"), [
+    ("on_start", RuntimeError("display broken"), "failed"),  # (status.json said "running": `nas status`, "died")
+    ("on_result", KeyboardInterrupt(), "interrupted"),  # (a Ctrl-C in Python with no stop signal: "failed")
+])
+def test_a_search_ended_by_a_callback_or_a_ctrl_c_says_how_in_its_status(tmp_path, hook, error, state):
+    from nas.monitor.status import run_status
+
+    with pytest.raises(type(error)):
+        nas.search(ToySpace(), "random", budget=4, executor="inprocess", data=None, train=scored(toy_score),
+                   run_dir=tmp_path / "run", progress=False, callbacks=[Raising(hook, error)])
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["state"] == state
+    assert run_status(tmp_path / "run")["state"] == state
+    df = nas.search(ToySpace(), "random", budget=4, executor="inprocess", data=None, train=scored(toy_score),
+                    run_dir=tmp_path / "run", progress=False, resume=True)
+    assert len(df) == 4
+
+
+def test_torchs_cpu_allocation_failure_is_an_oom():
+    from nas.core.types import FailureKind
+    from nas.train.runner import failure_kind
+
+    e = RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+                     "to allocate 4000000000000 bytes. Error code 12 (Cannot allocate memory)")
+    assert failure_kind(e) is FailureKind.OOM and failure_kind(RuntimeError("other")) is FailureKind.ERROR
+
+
 @pytest.mark.parametrize("budget", [0, -1, 1.5, True])
 def test_bad_budget(budget, toy_train):
     executor = InProcessExecutor(ToySpace(), None, train=toy_train)

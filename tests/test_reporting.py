@@ -249,6 +249,13 @@ def named_by_a_tuple(ctx):
     return {"val_acc": 0.5, ("per", "class"): 0.1}
 
 
+def saving(state):
+    def fn(ctx):
+        ctx.checkpoint.save(state)
+        ctx.report(epoch=1, val_acc=0.5)
+    return fn
+
+
 @pytest.mark.parametrize(("fn", "kind", "error"), [
     (silent, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...)"),
     # a returned epoch as a reported one: 2**70 ended the search (journal), 2.5 was trained as 2, "x" int()'s words
@@ -273,6 +280,15 @@ def named_by_a_tuple(ctx):
      "{'val_acc': ...} or report them"),
     (a_generator, "OBJECTIVE_MISSING", "OBJECTIVE_MISSING: the training function never called ctx.report(...) "
      "(objective val_acc); nothing to score: it returned a generator (a function with yield), whose body never ran"),
+    (reporting_epoch(0), "ERROR", "ValueError: report epochs count the epochs trained, from 1: got epoch 0"),
+    # (saved, then the continuation that loaded it failed: torch's many lines, or "dictionary update sequence")
+    (saving({"epoch": 1, "thing": {1, 2}}), "ERROR", "TypeError: ctx.checkpoint.save: state['thing'] is a set "
+     "({1, 2}), which a checkpoint cannot hold (it is loaded back with torch.load(weights_only=True), which runs no "
+     "code): keep tensors, numbers, strings, None, and lists and dicts of them"),
+    (saving({"opt": {"lr": [np.float64(0.1)]}}), "ERROR", "TypeError: ctx.checkpoint.save: state['opt']['lr'][0] is "
+     "a float64"),
+    (saving([1]), "ERROR", "TypeError: ctx.checkpoint.save takes a mapping of names to tensors, numbers, strings, "
+     "lists and dicts; got list [1]"),
     (exiting, "ERROR", "SystemExit: 3"),
     (raising, "ERROR", "RuntimeError: out of ideas"),
     (nan, "NAN", "NAN: metric val_acc became nan in epoch 1"),
@@ -300,6 +316,26 @@ def test_one_number_in_a_tensor_or_array_is_a_number(tmp_path):
     first = nas.load_results(tmp_path / "run")["history"].iloc[0][0]
     assert first == {"epoch": 1, "val_acc": 0.5, "correct": 12, "loss": 0.25}
     assert type(first["correct"]) is int and type(first["loss"]) is float
+
+
+def odd_metrics(ctx):
+    ctx.report(epoch=1, val_acc=0.5, model=ctx.model, s={1, 2}, xs=[float("nan"), 1.0])
+
+
+def test_metrics_the_journal_keeps_as_text_are_text_in_the_returned_results_too(tmp_path, caplog, digits):
+    """(The frame nas.search returned held the live objects, a model per trial kept alive, and NaN where the run read
+    back held null: the same run, two tables.)"""
+    df = nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=digits, train=odd_metrics,
+                    run_dir=tmp_path / "run", progress=False, settings=TrainSettings(epochs=1, measure_costs=False))
+    assert all(type(v) in (str, int, float, list, dict) for v in df.metrics.iloc[0].values())  # (no model kept alive)
+    assert df.metrics.iloc[0]["model"].startswith("Sequential(")
+    columns = ["trial_id", "score", "metrics", "history"]
+    assert df[columns].equals(nas.load_results(tmp_path / "run")[columns])
+    assert df.metrics.iloc[0]["s"] == "{1, 2}" and df.metrics.iloc[0]["xs"] == [None, 1.0]
+    assert [m for m in (r.getMessage() for r in caplog.records) if "keeps as its text" in m] == [
+        "metric 'model' is a Sequential, which the journal keeps as its text (str()); report numbers, strings, lists "
+        "or mappings of them", "metric 's' is a set, which the journal keeps as its text (str()); report numbers, "
+        "strings, lists or mappings of them"]
 
 
 def huge(ctx):

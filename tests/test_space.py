@@ -44,6 +44,12 @@ class Declared(SearchSpace):
         ({"a": [b"x", b"y"]}, r"'a' has the option b'x', which is not JSON data"),
         ({"a": [1, print]}, "'a' has the option <built-in function print>, which is not JSON data"),
         ({"a": [{"k": [1, {2}]}, 3]}, r"'a' has the option \{'k': \[1, \{2\}\]\}, which is not JSON data"),
+        # a tuple came back from the journal as a list no option equals: the run could not be resumed
+        ({"shape": [(8, 8), (16, 8)]}, r"'shape' has the option \(8, 8\), which holds a tuple: the run's journal "
+                                       r"records every architecture as JSON, where a tuple comes back as a list that "
+                                       r"no option equals \(a resume could not find it\); give it as a list, \[8, 8\]"),
+        ({"a": [{"k": (1, [2])}]}, r"which holds a tuple: .* give it as a list, \{'k': \[1, \[2\]\]\}"),
+        ({"a": [(1, {2})]}, r"'a' has the option \(1, \{2\}\), which is not JSON data"),
     ],
 )
 def test_broken_declarations_fail_with_a_clear_error(dims, message):
@@ -52,7 +58,7 @@ def test_broken_declarations_fail_with_a_clear_error(dims, message):
 
 
 def test_options_of_json_data_pass():
-    options = [None, True, "x", 2**63 - 1, 0.5, [1, "y"], (2, 3), {"k": [1.5]}]
+    options = [None, True, "x", 2**63 - 1, 0.5, [1, "y"], [2, 3], {"k": [1.5]}]
     assert Declared({"a": options}).decisions["a"] == tuple(options)
 
 
@@ -130,3 +136,50 @@ def test_check_build_rejects_a_non_module():
 
     with pytest.raises(InvalidSpace, match="must return a torch.nn.Module, got str"):
         NotAModule({"a": [1]}).check_build({"a": 1}, TASK)
+
+
+class Own(Declared):
+    """A space with methods of its own that a careless user got wrong (``how`` says which)."""
+
+    def __init__(self, how):
+        super().__init__({"h": [8, 16]})
+        self.how = how
+
+    def sample(self, rng):
+        if self.how == "sample-list":
+            return [8]
+        if self.how == "sample-outside":
+            return {"h": 12}
+        if self.how == "sample-raises":
+            raise RuntimeError("no sampling today")
+        return super().sample(rng)
+
+    def format(self, arch):
+        if self.how == "format-raises":
+            raise RuntimeError("format broken")
+        return 42 if self.how == "format-int" else super().format(arch)
+
+
+@pytest.mark.parametrize(("how", "message"), [
+    # (a list was "cannot convert dictionary update sequence element #0" at the first ask; a raising format() killed
+    # the search at its first best; one returning 42 filled the results' arch column with it)
+    ("sample-list", r"space Own's sample\(\) returned list \[8\]; an architecture is a dict of each decision's option"),
+    ("sample-outside", r"space Own's sample\(\) returned an architecture outside its dims\(\): decision 'h' has value "
+                       r"12; allowed: \[8, 16\]"),
+    ("sample-raises", r"^no sampling today$"),  # (as it is: the CLI names the user's file and line)
+    ("format-raises", r"^format broken$"),
+    ("format-int", r"space Own's format\(\) returned int 42, not a string"),
+])
+def test_a_spaces_own_sample_and_format_are_tried_before_anything_is_made(tmp_path, how, message):
+    import nas
+    from nas.core.spec import check_space
+    from nas.train.simple import scored
+
+    error = RuntimeError if how.endswith("raises") else ValueError
+    with pytest.raises(error, match=message):
+        check_space(Own(how))
+    with pytest.raises(error, match=message):
+        nas.search(Own(how), "random", budget=2, executor="inprocess", data=None, train=scored(lambda a: 1.0),
+                   run_dir=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    check_space(Own("fine"))

@@ -54,11 +54,20 @@ def _json_data(value: Any) -> bool:
         return within_int64(value)
     if isinstance(value, float):
         return math.isfinite(value)
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):  # (a tuple comes back from JSON as a list, which no tuple equals: not an option)
         return all(_json_data(v) for v in value)
     if isinstance(value, Mapping):
         return all(isinstance(k, str) and _json_data(v) for k, v in value.items())
     return False
+
+
+def _tuples_as_lists(value: Any) -> Any:
+    """``value`` with every tuple in it a list (as JSON gives it back)."""
+    if isinstance(value, list | tuple):
+        return [_tuples_as_lists(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _tuples_as_lists(v) for k, v in value.items()}
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +217,10 @@ class SearchSpace:
                 raise InvalidSpace(f"decision {name!r} repeats an option: {same[0]!r} and {same[1]!r} are equal in "
                                    f"Python, so an architecture cannot tell them apart; options {list(opts)}")
             bad = next((o for o in opts if not _json_data(o)), _NONE)
+            if bad is not _NONE and _json_data(listed := _tuples_as_lists(bad)):
+                raise InvalidSpace(f"decision {name!r} has the option {bad!r}, which holds a tuple: the run's journal "
+                                   "records every architecture as JSON, where a tuple comes back as a list that no "
+                                   f"option equals (a resume could not find it); give it as a list, {listed!r}")
             if bad is not _NONE:
                 raise InvalidSpace(f"decision {name!r} has the option {bad!r}, which is not JSON data (a string, "
                                    "finite number, 64-bit integer, boolean or null, or a list or table of them): the "

@@ -99,7 +99,7 @@ def resolve_space_spec(spec: object, *, allow_import: bool,
     obj = _imported(spec, "space", "module:Class", ALLOWED, outside)
     if isinstance(obj, SearchSpace) or (isinstance(obj, type) and issubclass(obj, SearchSpace)):
         return obj
-    raise ValueError(f"space {spec!r} names a {type(obj).__name__}; allowed: {ALLOWED}")
+    raise ValueError(f"space {spec!r} names {_a(type(obj).__name__)}; allowed: {ALLOWED}")
 
 
 def _imported(spec: str, what: str, form: str, allowed: str, outside: str | os.PathLike[str] | None = None) -> Any:
@@ -207,11 +207,44 @@ def check_space(space: SearchSpace, name: str | None = None, *, builds: bool = F
     except NotImplementedError:
         raise ValueError(f"space {shown} declares no decisions (dims() is not implemented); allowed: "
                          f"{ALLOWED}") from None
+    _check_own_methods(space, shown)
     if builds and type(space).build is SearchSpace.build:
         raise ValueError(f"space {shown} does not implement build(arch, task), which the built-in trainer calls "
                          f"for every trial; implement it, or give a training function of your own that builds "
                          f"its models (--train-function MODULE:FUNCTION, train= in Python)")
     return space
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its article: "an int", "a module"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _check_own_methods(space: SearchSpace, shown: str) -> None:
+    """A space's own ``sample`` and ``format``, tried once on an architecture it samples (from a generator of its own),
+    before anything is made (they failed at the first ask, or killed the search at its first best): what they raise
+    comes out as it is (the CLI names the user's file and line), and one that returns what is not an architecture of
+    the space, or (``format``) not a string, is a one-line ValueError naming it."""
+    import numpy as np
+
+    from nas.core.space import SearchSpace
+
+    own = [m for m in ("sample", "format") if getattr(type(space), m) is not getattr(SearchSpace, m)]
+    if not own:
+        return
+    arch = space.sample(np.random.default_rng(0))
+    if not isinstance(arch, Mapping):
+        raise ValueError(f"space {shown}'s sample() returned {type(arch).__name__} {arch!r:.80}; an architecture is "
+                         "a dict of each decision's option")
+    try:
+        space.validate(arch)
+    except ValueError as e:
+        raise ValueError(f"space {shown}'s sample() returned an architecture outside its dims(): {e}") from None
+    if "format" in own:
+        text = space.format(arch)
+        if not isinstance(text, str):
+            raise ValueError(f"space {shown}'s format() returned {type(text).__name__} {text!r:.60}, not a string: "
+                             "the one line the tables and best.json show for an architecture")
 
 
 def train_spec(fn: object) -> str:
@@ -311,7 +344,7 @@ def train_from_spec(spec: str, *, outside: str | os.PathLike[str] | None = None)
     if inspect.isfunction(obj) and obj.__module__ == module_name and not _stdlib(module_name):
         check_train(obj, repr(spec))
         return obj  # type: ignore[no-any-return]
-    raise ValueError(f"training function {spec!r} names a {type(obj).__name__}; allowed: {_TRAIN_ALLOWED}")
+    raise ValueError(f"training function {spec!r} names {_a(type(obj).__name__)}; allowed: {_TRAIN_ALLOWED}")
 
 
 def check_train(fn: Callable[..., Any], name: str) -> None:

@@ -26,7 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from nas.core.space import InvalidSpace
 from nas.core.strategy import Strategy, check_asked
-from nas.core.types import Decision, FailureKind, Outcome, Result, SupernetChanged, Trial, TrialState
+from nas.core.types import (
+    Decision,
+    FailureKind,
+    InvalidArchitecture,
+    Outcome,
+    Result,
+    SupernetChanged,
+    Trial,
+    TrialState,
+)
 from nas.engine.book import FailureWatch, TrialBook, TrialRecord
 from nas.engine.interfaces import Callback, LoopStatus, RunWriter, SnapshotState
 from nas.engine.protocol import Event, EventKind, Executor, KeepRule
@@ -154,11 +163,11 @@ class SearchLoop:
         if self.stop is not None:  # (from now on a stop is heard: before, a signal aborts the start)
             self.stop.running = True
         status = self.status("running")
-        if self.store is not None:
-            self.store.write_status(status)
-        for cb in self.callbacks:
-            cb.on_start(status)
         try:
+            if self.store is not None:
+                self.store.write_status(status)
+            for cb in self.callbacks:  # (one that raises ends the search as failed: status.json says so)
+                cb.on_start(status)
             while not self.out_of_time():
                 if self.stop is not None and self.stop.requested:
                     self._stop_in_flight()
@@ -171,8 +180,8 @@ class SearchLoop:
                               "finished" if self.out_of_budget() or self.out_of_time() else "stopped")
             if self.store is not None:
                 self.store.finish(self.status(), self.snapshot_state())
-        except BaseException:
-            self.end_state = "failed"
+        except BaseException as e:  # (a KeyboardInterrupt: a second Ctrl-C, or one in Python with no stop signal)
+            self.end_state = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
             if self.store is not None:  # no snapshot (the strategy may be mid-batch); say so
                 with contextlib.suppress(Exception):
                     self.store.finish(self.status(), None)
@@ -261,9 +270,24 @@ class SearchLoop:
         self.strategy_seconds += time.perf_counter() - t0
         if trial is not None:
             check_asked(trial, self.strategy.name)
+            self._check_in_space(trial)
         if trial is not None and self.scheduler is not None and self.scheduler.pauses and not trial.save_checkpoint:
             trial = dataclasses.replace(trial, save_checkpoint=True)  # it may pause: its checkpoint is needed
         return trial
+
+    def _check_in_space(self, trial: Trial) -> None:
+        """Stop the search (InvalidSpace) on a proposal outside the strategy's space, before it is journaled: a
+        journal holding one could never be resumed, and every later proposal of a space whose ``sample`` or
+        ``mutate`` leaves its ``dims()`` may do the same."""
+        space = getattr(self.strategy, "space", None)
+        if space is None:
+            return
+        try:
+            space.validate(trial.arch)
+        except InvalidArchitecture as e:
+            raise InvalidSpace(f"strategy {self.strategy.name!r} proposed trial {trial.trial_id} outside its space "
+                               f"{type(space).__name__} ({e}): the space's sample() or mutate(), or the strategy, "
+                               "makes architectures its dims() does not allow") from None
 
     def continuation(self, trial_id: int, epochs: int) -> Trial:
         """A promoted trial: ``epochs`` more of it, from its own kept checkpoint, under its own id."""
@@ -344,17 +368,20 @@ class SearchLoop:
                 self.busy_seconds += result.end_time - result.start_time
             if result.ok and (trial.save_checkpoint or result.outcome is Outcome.PAUSED):
                 self._keep_checkpoint(trial.trial_id)  # before the journal: a journaled trial has its checkpoint
-            batch.append((trial, result, record))
+            seen = result
+            if record.runs > 1 and not result.ok and record.result is not None and record.result.ok:
+                result = failed_continuation(record.result, result)  # (what it measured before stays its result)
+            batch.append((trial, result, record, seen))
         if self.store is not None and batch:
-            self.store.on_results([(t, r) for t, r, _ in batch])  # on disk before anyone else hears of them
-        for trial, result, record in batch:
+            self.store.on_results([(t, r) for t, r, _, _ in batch])  # on disk before anyone else hears of them
+        for trial, result, record, seen in batch:
             best = self.book.finish(record, result)
             self.deliver(record, trial, result)
             if best and self.store is not None:
                 self.store.on_best(trial, result, self.executor.checkpoints.get(trial.trial_id))
             for cb, status in self._callbacks():
                 cb.on_result(status, trial, result)
-            self._check(result)
+            self._check(seen)
 
     def deliver(self, record: TrialRecord, trial: Trial, result: Result) -> None:
         """Tell the strategy of a trial's end once, when it first ends (finished, stopped or paused); a promoted
@@ -421,4 +448,21 @@ class SearchLoop:
         self.resumed = self.finished
 
 
-__all__ = ["SearchLoop"]
+def failed_continuation(before: Result, failed: Result) -> Result:
+    """A promoted trial's continuation that failed: the trial ends STOPPED at what it measured before (its score,
+    epoch and metrics), with the failure said in its error and the continuation's times, worker and learning curve;
+    a FAILED result in its place hid the score it had (a run's best, maybe) from every table, while best.json kept
+    naming it. The scheduler hears a result at the epoch it had: the trial is done, never promoted again.
+
+    >>> before = Result(3, Outcome.PAUSED, 0.25, epoch=1)
+    >>> r = failed_continuation(before, Result.failed(3, "RuntimeError: boom", FailureKind.ERROR, epoch=2))
+    >>> r.outcome.value, r.score, r.epoch, r.error
+    ('STOPPED', 0.25, 1, 'its continuation failed (ERROR): RuntimeError: boom')
+    """
+    kind = failed.failure.value if failed.failure is not None else "FAILED"
+    return dataclasses.replace(before, outcome=Outcome.STOPPED, error=f"its continuation failed ({kind}): "
+                               f"{failed.error}", history=failed.history, start_time=failed.start_time,
+                               end_time=failed.end_time, worker=failed.worker, node=failed.node)
+
+
+__all__ = ["SearchLoop", "failed_continuation"]

@@ -126,6 +126,7 @@ class RunStore:
         self._strategy_at_snapshot = 0.0  # most a resume replays (optuna's TPE: 20-65 ms per ask at 5,000 trials)
         self.status_interval = status_interval
         self.restored: Restored | None = None
+        self.prior: RunConfig | None = None  # a resumed run's run.json as it was (the budget its journal ran under)
         self.records = 0  # journal records (lines) written so far, earlier sessions' included
         self.told = 0  # results journaled (and so told to the strategy)
         self._told_at_snapshot = 0
@@ -173,6 +174,7 @@ class RunStore:
             lock.release()
             raise
         store = cls(path, lock, strategy=config.search.strategy, **kw)
+        store.prior = prior
         store._pending = _json(prior.continued_by(config, _now()).to_json())
         store.records, store.told = len(records), sum(1 for r in records if r.kind == "result")
         store._told_at_snapshot = store.told
@@ -252,7 +254,10 @@ class RunStore:
         the trial and the weights' hash; no weights: best.pt removed, so the pair never disagrees."""
         self._begin()
         if arch_str is None and self.format_arch is not None:
-            arch_str = self.format_arch(trial.arch)
+            try:
+                arch_str = self.format_arch(trial.arch)
+            except Exception:  # (a space's own format(), failing on this one: best.json holds the arch itself)
+                arch_str = None
         if weights is not None:
             self._write(self.path / BEST_PT, weights)
         else:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import logging
 import math
 import numbers
 import reprlib
@@ -91,8 +92,12 @@ class CheckpointIO:
         return state
 
     def save(self, state: Mapping[str, Any]) -> None:
+        """Keep ``state`` (a mapping of tensors, numbers, strings, None, and lists and dicts of them: what a later
+        ``torch.load(weights_only=True)`` takes back without running code) as this trial's checkpoint; anything
+        else is a TypeError naming its key, here, not a failure of the trial that would load it."""
         import torch
 
+        _check_state(state)
         buf = io.BytesIO()
         torch.save({**self.extra, **dict(state)}, buf)
         self._saved = buf.getvalue()
@@ -105,6 +110,40 @@ class CheckpointIO:
         if self._saved is None and self._provider is not None:
             self.save(self._provider())
         return self._saved
+
+
+def _check_state(state: Any) -> None:
+    """A TypeError naming the first value of ``state`` a weights-only load refuses (see :meth:`CheckpointIO.save`).
+
+    >>> _check_state({"epoch": 3, "opt": {"state": {0: [1.0, None]}}, "name": "x"})
+    >>> _check_state([3])
+    Traceback (most recent call last):
+    ...
+    TypeError: ctx.checkpoint.save takes a mapping of names to tensors, numbers, strings, lists and dicts; got list [3]
+    >>> _check_state({"epoch": 3, "thing": {1, 2}})
+    Traceback (most recent call last):
+    ...
+    TypeError: ctx.checkpoint.save: state['thing'] is a set ({1, 2}), which a checkpoint cannot hold (it is loaded ...
+    """
+    import torch
+
+    if not isinstance(state, Mapping):
+        raise TypeError(f"ctx.checkpoint.save takes a mapping of names to tensors, numbers, strings, lists and dicts; "
+                        f"got {type(state).__name__} {state!r:.80}")
+    plain = (str, bytes, int, float, bool, type(None))  # (exactly: a weights-only load refuses numpy.s float64)
+    todo: list[tuple[str, Any]] = [(f"[{k!r}]", v) for k, v in state.items()]
+    while todo:
+        where, value = todo.pop()
+        if type(value) in plain or isinstance(value, torch.Tensor | torch.dtype | torch.device | torch.Size):
+            continue
+        if isinstance(value, Mapping):
+            todo += [(f"{where}[{k!r}]", v) for k, v in value.items()]
+        elif isinstance(value, list | tuple):
+            todo += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            raise TypeError(f"ctx.checkpoint.save: state{where} is a {type(value).__name__} ({value!r:.60}), which a "
+                            "checkpoint cannot hold (it is loaded back with torch.load(weights_only=True), which runs "
+                            "no code): keep tensors, numbers, strings, None, and lists and dicts of them")
 
 
 class TrialContext:
@@ -152,7 +191,8 @@ class TrialContext:
         last = self.history[-1]["epoch"] if self.history else 0
         epoch = last + 1 if epoch is None else _whole_epoch(epoch, "report epoch")
         if epoch <= last:
-            raise ValueError(f"report epochs must increase: got epoch {epoch} after {last}")
+            raise ValueError(f"report epochs must increase: got epoch {epoch} after {last}" if last else
+                             f"report epochs count the epochs trained, from 1: got epoch {epoch}")
         metrics = {k: _journal_value(v, k) for k, v in metrics.items()}
         bad = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
         if bad:
@@ -241,6 +281,7 @@ def _nothing_to_score(returned: Any, wanted: str) -> str:
 
 #: how deep a metric's lists and mappings may nest (the journal's JSON writer stops at 255 levels)
 MAX_NESTING = 32
+log = logging.getLogger(__name__)
 
 
 def _whole_epoch(epoch: Any, what: str) -> int:
@@ -266,8 +307,15 @@ def _journal_value(value: Any, name: str, depth: int = 0) -> Any:
     """A metric as the journal holds it: numbers numpy or torch holds as Python's (:func:`python_numbers`); an
     integer too large for the journal's 64-bit integers as a float (what a JSON reader would make of it; beyond a
     float's range, infinite: a NAN failure at the top level), in lists and mappings too (a tuple as a list, a
-    mapping's keys as strings); any other value as it is. A ValueError naming the metric where it nests deeper
-    than :data:`MAX_NESTING` (each of these crashed the driver's journal writer, and with it the search)."""
+    mapping's keys as strings), a non-finite number inside them as None (JSON's null); any other value (a model, a
+    set, bytes) as its text, as the journal writes it, said once per metric and type (the results a search returns
+    held the live object, kept every trial's model alive, and differed from the same run read back). A ValueError
+    naming the metric where it nests deeper than :data:`MAX_NESTING` (each of these crashed the driver's journal
+    writer, and with it the search).
+
+    >>> _journal_value({"a": (1, float("nan")), 2: b"x"}, "m")
+    {'a': [1, None], '2': "b'x'"}
+    """
     if isinstance(value, Mapping) or type(value) in (list, tuple):
         if depth == MAX_NESTING:
             raise ValueError(f"metric {name!r} nests lists or mappings deeper than {MAX_NESTING} levels")
@@ -277,10 +325,21 @@ def _journal_value(value: Any, name: str, depth: int = 0) -> Any:
     value = python_numbers(value)
     if isinstance(value, int) and not isinstance(value, bool) and not within_int64(value):
         try:
-            return float(value)
+            value = float(value)
         except OverflowError:
-            return math.inf if value > 0 else -math.inf
-    return value
+            value = math.inf if value > 0 else -math.inf
+    if isinstance(value, float) and depth and not math.isfinite(value):
+        return None
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if (name, type(value).__name__) not in _TEXT_SAID:
+        _TEXT_SAID.add((name, type(value).__name__))
+        log.warning("metric %r is a %s, which the journal keeps as its text (str()); report numbers, strings, "
+                    "lists or mappings of them", name, type(value).__name__)
+    return str(value)
+
+
+_TEXT_SAID: set[tuple[str, str]] = set()  # (metric, type) said once per process
 
 
 __all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure"]

@@ -63,6 +63,8 @@ def failure_kind(e: BaseException) -> FailureKind:
     torch = sys.modules.get("torch")
     if isinstance(e, MemoryError) or (torch is not None and isinstance(e, torch.OutOfMemoryError)):
         return FailureKind.OOM
+    if isinstance(e, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(e):
+        return FailureKind.OOM  # (torch's allocation failure on the CPU is a plain RuntimeError)
     if isinstance(e, FloatingPointError):
         return FailureKind.NAN
     return FailureKind.ERROR
