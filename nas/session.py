@@ -134,20 +134,24 @@ class Run:
             if executor is None:
                 executor, url = _make_executor(config, space, data, train, notify)
             rerun = _reruns(config, given, store, executor)
+            if rerun and store.restored is not None:
+                notify(f"running the search again up to its journal's end ({len(store.restored.records):,} records, "
+                       "each checked) to continue it exactly")
             try:
                 loop = _loop(config, store, executor, strategy, scheduler, warm, callbacks, stop,
                              own=given.executor is None, rerun=rerun)
             except Diverged as e:  # (nothing written yet: resume as any other run, replaying the journal)
+                log.warning("cannot continue %s exactly (%s): its journal is replayed instead, and trials it had "
+                            "running when it stopped start again at this resume's clock", config.run_dir, e)
                 executor.shutdown()
                 executor, url = _make_executor(config, space, data, train, notify)
                 strategy = build_strategy(config.search.strategy, space, config.search.seed,
                                           config.search.strategy_options, config.search.objectives)
-                loop = _loop(config, store, executor, strategy, build_scheduler(config, strategy), warm, callbacks,
-                             stop, own=True)
-                if loop.requeue:  # (none where the run had ended: a raised budget goes on from its end)
-                    log.warning("cannot continue %s exactly (%s): its journal is replayed instead, and the %d trials "
-                                "it had running when it stopped start again at this resume's clock", config.run_dir,
-                                e, len(loop.requeue))
+                try:
+                    loop = _loop(config, store, executor, strategy, build_scheduler(config, strategy), warm,
+                                 callbacks, stop, own=True)
+                except ValueError as refused:  # (the replay's refusal: say where the journal first differed too)
+                    raise ValueError(f"{refused} (run again from its start, the search first differed {e})") from None
         except BaseException:
             if executor is not None and given.executor is None:
                 executor.shutdown()
@@ -420,11 +424,23 @@ def _make_executor(config: RunConfig, space: SearchSpace, data: Dataset | None, 
 def _reruns(config: RunConfig, given: Given, store: RunStore, executor: Executor) -> bool:
     """Whether a resume runs the search again from its start against its journal (:mod:`nas.run.rerun`): the
     executor simulated, so deterministic and free (and, with the strategy, built here from names, so built again
-    where the journal differs), the strategy seeded and holding no state in a file of its own."""
+    where the journal differs), the strategy seeded and holding no state in a file of its own, and the run not one
+    that ended by itself (nothing in flight to restore: its replay is as exact, and costs no second search)."""
     s = config.search
     return (store.restored is not None and isinstance(executor, SimulatedClock) and given.executor is None
             and given.strategy is None and s.seed is not None
-            and registry.strategies.get(s.strategy).state_file is None)
+            and registry.strategies.get(s.strategy).state_file is None and not _ended_by_itself(store.path))
+
+
+def _ended_by_itself(run_dir: Path) -> bool:
+    """Whether the run's status.json says its search finished (its budget or time spent)."""
+    from nas.run.schema import SchemaError, read_status
+
+    try:
+        status = read_status(run_dir)
+    except SchemaError:
+        return False
+    return status is not None and status.state == "finished"
 
 
 def _loop(config: RunConfig, store: RunStore, executor: Executor, strategy: Strategy, scheduler: Scheduler | None,
@@ -439,7 +455,8 @@ def _loop(config: RunConfig, store: RunStore, executor: Executor, strategy: Stra
     monitors = monitoring_callbacks(run_dir, given=callbacks, ray_namespace=f"nas-{Path(run_dir).name}" if on_ray
                                     else None, logs=config.execution.log, objectives=s.objectives)
     writer = Rerun(store, store.restored.records) if rerun and store.restored is not None else None
-    loop = SearchLoop(strategy, executor, budget=s.budget, time_budget=s.time_budget, store=writer or store,
+    made = store.prior.search if writer is not None and store.prior is not None else s  # (the journal's budgets)
+    loop = SearchLoop(strategy, executor, budget=made.budget, time_budget=made.time_budget, store=writer or store,
                       callbacks=[*callbacks, *monitors], stop=stop, scheduler=scheduler)
     if warm and (writer or store.restored is None or store.restored.snapshot is None):  # (a snapshot holds them)
         tell_warm_start(strategy, warm)
@@ -449,7 +466,7 @@ def _loop(config: RunConfig, store: RunStore, executor: Executor, strategy: Stra
         if not loop.fast_forward(lambda: writer.caught_up):
             raise Diverged(f"run again, the search ended with {loop.finished} trials finished where the journal "
                            f"goes on after line {writer.records[writer.matched - 1].line if writer.matched else 0}")
-        loop.store = store
+        loop.store, loop.budget, loop.time_budget = store, s.budget, s.time_budget  # (a raised budget: from here)
     elif store.restored is not None:
         with bulk_load(freeze=True):  # (no collector passes over the replayed records)
             loop.restore(store.restored)

@@ -17,6 +17,7 @@ import pytest
 import nas
 from nas.core.registry import tables
 from nas.engine.interfaces import Callback
+from nas.engine.loop import SearchLoop
 from nas.engine.simulated import SimulatedExecutor
 from nas.search_spaces.nb201 import NB201Space
 from tests.helpers import JournalFile
@@ -108,6 +109,31 @@ def test_five_crashes_at_any_record_end_as_the_uninterrupted_run(tmp_path, case)
     assert journal(run) == whole
 
 
+def test_a_crashed_run_resumed_with_a_raised_budget_ends_as_the_uninterrupted_run_of_that_budget(tmp_path):
+    """The search runs again under the budget its journal was made with, then goes on under the raised one."""
+    said = []
+    search(tmp_path / "whole", budget=60, workers=4)
+    assert crashed_at(tmp_path / "run", 20, budget=30, workers=4)
+    search(tmp_path / "run", resume=True, budget=60, workers=4, notify=said.append)
+    assert journal(tmp_path / "run") == journal(tmp_path / "whole")
+    assert said == ["running the search again up to its journal's end (20 records, each checked) to continue it "
+                    "exactly"]
+
+
+def test_a_run_that_ended_by_itself_is_replayed_and_its_raised_budget_goes_on_from_its_end(tmp_path, caplog,
+                                                                                              monkeypatch):
+    """(Run again from its start, a finished run cost its whole search once more: 17-25 s against 1 s for a
+    600-trial predictor run; and with a raised budget its end differed from the journal's, so it fell back anyway.)"""
+    said, again = [], []
+    search(tmp_path / "run", budget=20, workers=4)
+    ended = journal(tmp_path / "run")
+    monkeypatch.setattr(SearchLoop, "fast_forward", lambda loop, caught_up: again.append(loop))
+    with caplog.at_level(logging.WARNING, logger="nas.session"):
+        df = search(tmp_path / "run", resume=True, budget=30, workers=4, notify=said.append)
+    assert not again and not said and not caplog.records  # (replayed: nothing ran again, nothing to warn of)
+    assert journal(tmp_path / "run").startswith(ended) and len(df) == 30 and df["trial_id"].is_unique
+
+
 def test_a_journal_the_search_does_not_write_again_is_replayed(tmp_path, caplog):
     """A journal whose records the search run again does not write (here a score edited by hand; a journal made by
     another version of the table would do it) is resumed as before: replayed, each trial once, the budget met."""
@@ -128,6 +154,25 @@ def test_a_journal_the_search_does_not_write_again_is_replayed(tmp_path, caplog)
                and "differs from the journal's in result.score" in m and "replayed instead" in m for m in said), said
     assert len(df) == 30 and df["trial_id"].is_unique
     assert 0.5 in df["score"].tolist()
+
+
+def test_a_journal_neither_run_again_nor_replayed_is_refused_naming_where_it_first_differed(tmp_path):
+    """(The replay's refusal named only its own line: the one the search run again had found was lost.)"""
+    kw = dict(budget=30, workers=4)
+    with pytest.raises(Crash):
+        search(tmp_path / "run", crash_after=10, **kw)
+    path = tmp_path / "run" / "trials.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    submits = [i for i, line in enumerate(lines) if b'"kind":"submit"' in line]
+    lines[submits[5]], lines[submits[6]] = lines[submits[6]], lines[submits[5]]  # (two proposals swapped)
+    path.write_bytes(b"".join(lines))
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
+    with pytest.raises(ValueError, match=r"cannot resume: replaying the journal \(line \d+\), .* does not replay "
+                                         rf"deterministically \(run again from its start, the search first differed "
+                                         rf"at the journal's line {submits[5] + 1}, run again, the search wrote a "
+                                         r"submit of trial \d+ where the journal has a submit of trial \d+\)"):
+        search(tmp_path / "run", resume=True, **kw)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
 
 
 def executor_object(workers, epochs=None):
@@ -162,3 +207,13 @@ def test_the_clock_goes_on_from_the_journal_and_the_time_budget_counts_it(tmp_pa
     after = results(tmp_path / "run")[len(before):]
     assert after and min(r["start_time"] for r in after) >= last
     assert max(r["end_time"] for r in after) < 1000 + 250  # (the budget ends it; a trial still running may end it)
+
+
+def test_status_of_a_resumed_simulated_run_counts_every_trial_over_its_clock(tmp_path):
+    """(It divided this session's trials by the whole simulated clock: 0.003 trials/s where the run did 0.027.)"""
+    from nas.monitor.status import run_status
+
+    assert crashed_at(tmp_path / "run", 30, budget=40, workers=4)
+    search(tmp_path / "run", resume=True, budget=40, workers=4)
+    st = run_status(tmp_path / "run")
+    assert st["finished"] == 40 and st["throughput"] == pytest.approx(40 / st["elapsed"])

@@ -103,7 +103,9 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None, *,
                           wall_clock=cfg.execution.executor != "simulated")
     elapsed = usage.wall
     finished = len(df)
-    if live and live.get("finished") is not None:  # this session's finished trials, as the loop counted them
+    if cfg.execution.executor == "simulated":  # (its clock, and so the elapsed time, spans every session)
+        in_session = finished
+    elif live and live.get("finished") is not None:  # this session's finished trials, as the loop counted them
         in_session = int(live["finished"]) - int(live.get("resumed") or 0)
     else:
         in_session = len(df[df.end_time >= started]) if started is not None and len(df) else len(df)
