@@ -118,6 +118,7 @@ class FailureKind(StrEnum):
     CHECKPOINT_MISSING = "CHECKPOINT_MISSING"  # the checkpoint it starts from is no longer kept
     COLLECTIVE = "COLLECTIVE"  # a collective of its data-parallel gang failed or timed out (a rank stopped answering)
     SUPERNET_CHANGED = "SUPERNET_CHANGED"  # the supernet's weights file changed under the search: the search stops
+    TIMEOUT = "TIMEOUT"  # it ran past the run's trial_timeout (its worker was stopped, or in-process left behind)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -136,6 +136,10 @@ class GangExecutor:
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> GangExecutor:
         opts = cfg.checked_options("ray")
+        if cfg.settings is not None and cfg.settings.trial_timeout is not None:
+            raise ValueError(f"trial_timeout ({cfg.settings.trial_timeout!r} s) is not enforced on data-parallel "
+                             f"gangs (--trial-workers {cfg.trial_workers}) yet: leave it out, or train each trial on "
+                             "one worker")
         return cls(cfg.space, cfg.data, cfg.settings, workers=cfg.workers, trial_workers=cfg.trial_workers,
                    gang_strategy=cfg.gang_strategy, train=cfg.train, cpus_per_trial=cfg.cpus_per_trial,
                    gpus_per_trial=cfg.gpus_per_trial, max_retries=cfg.max_retries, namespace=cfg.namespace, **opts)

@@ -52,6 +52,8 @@ class InProcessExecutor:
         self.space = space
         self._slots = slots
         self.runner = TrialRunner(data, settings, train=train)
+        self.trial_timeout = settings.trial_timeout if settings is not None else None
+        self._since = 0.0  # when the current trial started (time.monotonic)
         self.checkpoints = BoundedCheckpoints()
         self._queue: collections.deque[tuple[Trial, KeepRule, frozenset[int]]] = collections.deque()
         self._current: tuple[Trial, TrialChannel] | None = None
@@ -110,14 +112,20 @@ class InProcessExecutor:
             # (the training function's own copy: one that wrote into ctx.trial.arch changed the strategy's record)
             channel.start(lambda: self.runner.run(own, self.space, source, report=channel.report,
                                                   inherit=inherit, keep=keep))
-            self._current, self._waiting = (trial, channel), True
+            self._current, self._waiting, self._since = (trial, channel), True, time.monotonic()
         elif not self._waiting:
             self._current[1].go_on()
             self._waiting = True
         trial, channel = self._current
+        deadline = None if self.trial_timeout is None else self._since + self.trial_timeout
+        if deadline is not None:
+            left = max(0.0, deadline - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
         try:
             message = channel.next(timeout)
-        except queue.Empty:  # (a trial that never reports leaves a time budget to end the search)
+        except queue.Empty:  # (a trial that never reports leaves a time budget, or its timeout, to end it)
+            if deadline is not None and time.monotonic() >= deadline:
+                return [*events, self._time_out(trial, channel)]
             return events
         self._waiting = False
         if not isinstance(message, Done | Crashed):
@@ -129,6 +137,18 @@ class InProcessExecutor:
             raise message.error
         result, ckpt = message.value
         return [*events, self._finish(trial, result, ckpt)]
+
+    def _time_out(self, trial: Trial, channel: TrialChannel) -> Event:
+        """The trial ran past ``trial_timeout``: FAILED as TIMEOUT. Its thread cannot be stopped: it is told to stop at
+        its next report and left behind (a daemon), and the next trial starts on a thread of its own."""
+        channel.decide(Decision.STOP)
+        self._current, self._waiting = None, False
+        self._cancelled.discard(trial.trial_id)
+        end = time.time()
+        return Event.finished(trial, Result.failed(
+            trial.trial_id, f"TIMEOUT: it ran past trial_timeout ({self.trial_timeout:g} s); in-process its thread "
+            "cannot be stopped and was left behind", FailureKind.TIMEOUT,
+            start_time=end - (time.monotonic() - self._since), end_time=end, worker=self.runner.worker))
 
     def _finish(self, trial: Trial, result: Result, ckpt: Any) -> Event:
         if trial.trial_id in self._cancelled:

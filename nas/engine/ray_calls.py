@@ -44,6 +44,7 @@ class WorkerStream:
     sent: int = 0  # trials handed to the actor (the next one's number)
     item: Any = None  # future of the stream's next item, filled on Ray's thread
     consume: int = 1  # stream items read once the watched one is in
+    timed_out: int | None = None  # the trial whose timeout stopped this worker (its others run again elsewhere)
 
 
 @dataclasses.dataclass(slots=True)
@@ -60,6 +61,7 @@ class TrialCall:
     streamed: int = 0  # its messages read from the stream
     ended: Ended | None = None  # its take call's return, once in
     ckpt_ref: Any = None  # its checkpoint's reference, once announced (never fetched here)
+    since: float = 0.0  # when it started on its worker (time.monotonic), for the run's trial_timeout
 
 
 class TrialCalls:
@@ -68,9 +70,10 @@ class TrialCalls:
     attempts left (``max_retries``)."""
 
     def __init__(self, pool: TrainerPool, inbox: queue.SimpleQueue[Any], checkpoints: BoundedCheckpoints,
-                 prefetch: PrefetchRule, retries: Retries, max_retries: int) -> None:
+                 prefetch: PrefetchRule, retries: Retries, max_retries: int,
+                 trial_timeout: float | None = None) -> None:
         self.pool, self.inbox, self.checkpoints, self.prefetch = pool, inbox, checkpoints, prefetch
-        self.retries, self.max_retries = retries, max_retries
+        self.retries, self.max_retries, self.trial_timeout = retries, max_retries, trial_timeout
         self.streams: list[WorkerStream | None] = [None] * len(pool.actors)  # each worker's stream, once it is up
         self.running: dict[int, TrialCall] = {}  # trial id -> its call
         self.cancelled: set[int] = set()
@@ -93,7 +96,8 @@ class TrialCalls:
         self.pool.add(slot, 1)
         stream = self.streams[slot]
         assert stream is not None
-        run = self.running[trial.trial_id] = TrialCall(trial, stream, attempt, keep, wait_epochs, idle)
+        run = self.running[trial.trial_id] = TrialCall(trial, stream, attempt, keep, wait_epochs, idle,
+                                                       since=time.monotonic())
         run.number, stream.sent, run.serial = stream.sent, stream.sent + 1, next(self._serials)
         handed = hand_over(run.number, trial, keep, wait_epochs)
         # (the checkpoints travel inside a tuple: the actor fetches them, so a lost one fails this trial alone)
@@ -183,7 +187,7 @@ class TrialCalls:
             stream.trials.popleft()
             events += self._take_finished(run, run.ended)
             if stream.trials and not (nxt := self.running[stream.trials[0]]).started:
-                nxt.started = True
+                nxt.started, nxt.since = True, time.monotonic()
                 if nxt.trial.trial_id not in self.cancelled:
                     events.append(Event.started(nxt.trial, time=time.time(), worker=self.pool.names[stream.slot]))
         return events
@@ -218,6 +222,13 @@ class TrialCalls:
         if trial.trial_id in self.cancelled:
             self.cancelled.discard(trial.trial_id)
             return [Event.finished(trial, Result.cancelled(trial.trial_id, worker=name))]
+        if stream.timed_out == trial.trial_id:
+            return [Event.finished(trial, Result.failed(
+                trial.trial_id, f"TIMEOUT: it ran past trial_timeout ({self.trial_timeout:g} s); its worker was "
+                "stopped and replaced", FailureKind.TIMEOUT, worker=name))]
+        if stream.timed_out is not None:  # (queued behind the one that timed out: not its fault, no attempt spent)
+            self.retries.add(trial, run.attempt, run.keep, run.wait_epochs)
+            return [Event.requeued(trial, worker=name)]
         if not isinstance(e, ray.exceptions.RayActorError | ray.exceptions.ObjectLostError):
             return [Event.finished(trial, Result.failed(trial.trial_id, f"the worker broke: {e}", worker=name))]
         if run.attempt < self.max_retries:
@@ -226,6 +237,26 @@ class TrialCalls:
             return [Event.requeued(trial, worker=name)]
         error = f"worker died {run.attempt + 1} times: {e}"
         return [Event.finished(trial, Result.failed(trial.trial_id, error, FailureKind.WORKER_LOST, worker=name))]
+
+    def time_out(self, now: float) -> float | None:
+        """Stop each worker whose running trial started more than ``trial_timeout`` seconds before ``now`` (its call
+        then fails, and :meth:`_take_failure` records TIMEOUT); the next such deadline, or None. O(workers)."""
+        if self.trial_timeout is None:
+            return None
+        soonest = None
+        for stream in self.streams:
+            if stream is None or not stream.trials or stream.timed_out is not None:
+                continue
+            run = self.running[stream.trials[0]]
+            deadline = run.since + self.trial_timeout
+            if not run.started or deadline > now:
+                soonest = deadline if run.started and (soonest is None or deadline < soonest) else soonest
+                continue
+            log.warning("trial %d ran past trial_timeout (%g s): stopping its worker %s", run.trial.trial_id,
+                        self.trial_timeout, self.pool.names[stream.slot])
+            stream.timed_out = run.trial.trial_id
+            ray.kill(stream.actor, no_restart=True)
+        return soonest
 
     def clear(self) -> None:
         self.streams = [None] * len(self.streams)

@@ -147,7 +147,8 @@ class RayExecutor:
             workers, space_ref=ray.put(space), data_ref=ray.put(data), settings=self.settings, train=train,
             cpus=cpus_per_trial, gpus=gpus_per_trial, name_prefix=name_prefix, namespace=namespace,
             start_timeout=start_timeout, wake=lambda: inbox.put(None))
-        self.calls = TrialCalls(self.pool, inbox, self.checkpoints, self.prefetch, self._retry, max_retries)
+        self.calls = TrialCalls(self.pool, inbox, self.checkpoints, self.prefetch, self._retry, max_retries,
+                                settings.trial_timeout if settings is not None else None)
         for i in range(workers)[::-1]:
             self.calls.open(i)
         t0 = time.perf_counter()
@@ -252,6 +253,9 @@ class RayExecutor:
         self._check_starting()
         self._dispatch_retries()
         deadline = self.pool.next_deadline()
+        due = self.calls.time_out(time.monotonic())  # (a trial past its timeout: its worker stopped)
+        if due is not None:  # (monotonic, as the pool's deadlines)
+            deadline = due if deadline is None else min(deadline, due)
         if not self.calls.running and deadline is None:
             if self._retry:
                 self.pool.check()

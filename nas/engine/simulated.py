@@ -166,6 +166,10 @@ class SimulatedExecutor:
                 raise ValueError(f"the simulated executor scores no zero-cost proxy (proxy_screen "
                                  f"{t.proxy_screen!r}): leave it out, or run the search on the inprocess or ray "
                                  f"executor")
+            if t.trial_timeout is not None:
+                raise ValueError(f"the simulated executor runs no trial that could hang (trial_timeout "
+                                 f"{t.trial_timeout!r}): leave it out, or run the search on the inprocess or ray "
+                                 f"executor")
             unset = type(t)().max_params  # (the default bound: no limit the user set, so no refusal either)
             constraints = Constraints(max_params=None if t.max_params == unset else t.max_params,
                                       max_flops=t.max_flops, max_latency_ms=t.max_latency_ms)

@@ -87,6 +87,10 @@ class TrainSettings:
     measure_costs: bool = option(True, help="measure FLOPs, latency and peak memory of every candidate before it "
                                  "trains")
     cost_repeats: int = option(5, help="timed forward passes per latency figure (after 2 warm-up passes)")
+    trial_timeout: float | None = option(None, help="seconds a trial may run, from its start, before it fails as "
+                                         "TIMEOUT and the search goes on (Ray: its worker is stopped and replaced; "
+                                         "in-process: its thread, which cannot be stopped, is left behind); default: "
+                                         "no limit")
     seed: int = option(0, help="seed of the training")
 
     def __post_init__(self) -> None:
@@ -112,6 +116,11 @@ class TrainSettings:
         Constraints(max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)  # a ValueError names a bad one
         if self.proxy_screen is not None:
             parse_screen(self.proxy_screen)
+        timeout = self.trial_timeout
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not 0 < timeout < float("inf")):
+            raise ValueError(f"trial_timeout must be None (no limit) or a finite number of seconds > 0, "
+                             f"got {timeout!r}")
         if isinstance(self.loader_workers, bool) or not isinstance(self.loader_workers, int) or self.loader_workers < 0:
             raise ValueError(f"loader_workers must be an integer >= 0, got {self.loader_workers!r}")
 

@@ -1,0 +1,76 @@
+"""A trial that hangs fails as TIMEOUT after the run's trial_timeout and the search goes on (in-process: its thread,
+which cannot be stopped, is left behind; on Ray: its worker is stopped and replaced, and a trial queued behind it runs
+again elsewhere). The hang is provoked: the training function of one trial waits on an event that nothing sets until
+the test ends. (With no limit, one hanging trial stalled an in-process search for good, and a resume ran it again.)"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+import ray
+
+import nas
+from nas.search_spaces.toy import ToySpace, toy_score
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
+
+RELEASE = threading.Event()  # (set at the end of each test: the in-process thread left behind then ends)
+
+
+def hangs_in_process(ctx):
+    """Trial 1 hangs until the test ends (its thread, left behind, then ends)."""
+    if ctx.trial.trial_id == 1:
+        RELEASE.wait()
+    ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch))
+
+
+def hangs_on_ray(ctx):
+    """Trial 1 hangs until its worker is stopped."""
+    if ctx.trial.trial_id == 1:
+        threading.Event().wait()
+    ctx.report(epoch=1, val_acc=toy_score(ctx.trial.arch))
+
+
+@pytest.fixture
+def release():
+    RELEASE.clear()
+    yield
+    RELEASE.set()
+
+
+def test_a_hanging_trial_fails_as_timeout_in_process_and_the_search_goes_on(tmp_path, release):
+    df = nas.search(ToySpace(), "random", budget=4, executor="inprocess", data=None, train=hangs_in_process,
+                    seed=0, run_dir=tmp_path / "run", progress=False, settings=nas.TrainSettings(trial_timeout=1.0))
+    assert len(df) == 4 and list(df.failure.fillna("-")) == ["-", "TIMEOUT", "-", "-"]
+    error = df.set_index("trial_id").error[1]
+    assert error == ("TIMEOUT: it ran past trial_timeout (1 s); in-process its thread cannot be stopped and was left "
+                     "behind")
+    assert nas.load_results(tmp_path / "run").failure.tolist()[1] == "TIMEOUT"
+
+
+def test_a_hanging_trial_fails_as_timeout_on_ray_its_worker_replaced(ray_local, tmp_path):
+    df = nas.search(ToySpace(), "random", budget=6, executor="ray", workers=2, cpus_per_trial=0.5, data=None,
+                    train=hangs_on_ray, seed=0, run_dir=tmp_path / "run", progress=False,
+                    settings=nas.TrainSettings(trial_timeout=3.0), executor_options={"prefetch": True})
+    by_id = df.set_index("trial_id")
+    assert sorted(by_id.index) == list(range(6)) and by_id.failure[1] == "TIMEOUT"
+    assert by_id.error[1] == "TIMEOUT: it ran past trial_timeout (3 s); its worker was stopped and replaced"
+    assert (by_id.drop(index=1).state == "COMPLETE").all()  # (a trial queued behind it ran again elsewhere)
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    (dict(executor="simulated", space="nb201"), r"the simulated executor runs no trial that could hang "
+                                                r"\(trial_timeout 5.0\): leave it out"),
+    (dict(settings_kw={"trial_timeout": 0}), r"trial_timeout must be None \(no limit\) or a finite number of seconds "
+                                             r"> 0, got 0"),
+    (dict(settings_kw={"trial_timeout": float("inf")}), "trial_timeout must be None"),
+])
+def test_a_trial_timeout_the_run_cannot_keep_is_refused(tmp_path, kw, message):
+    settings_kw = kw.pop("settings_kw", {"trial_timeout": 5.0})
+    space = kw.pop("space", ToySpace())
+    with pytest.raises(ValueError, match=message):
+        nas.search(space, "random", budget=2, data=None, seed=0, run_dir=tmp_path / "run", progress=False,
+                   settings=nas.TrainSettings(**settings_kw), **{"executor": "inprocess", **kw})
+    assert not (tmp_path / "run").exists()
