@@ -294,3 +294,22 @@ def test_results_as_json_are_written_in_pieces_that_make_the_whole_text(n):
     df = pd.DataFrame({"a": [float("nan"), *range(1, n)][:n], "metrics": [{"x": [i, None]} for i in range(n)]})
     records = [{"a": None if i == 0 else float(i), "metrics": {"x": [i, None]}} for i in range(n)]
     assert "".join(json_chunks(df, rows=2)) == json.dumps(records, indent=1)
+
+
+class Wide(nas.SearchSpace):
+    """A space of 500 decisions: its architectures' text is about 8 KB."""
+
+    def dims(self):
+        return {f"decision_{i}": [0, 1] for i in range(500)}
+
+
+def test_status_shows_a_wide_architecture_cut_saying_where_the_whole_is(tmp_path, capsys):
+    """(A space of 2,000 decisions made `nas status` print a line of 23 KB.)"""
+    run = tmp_path / "run"
+    nas.search(Wide(), "random", budget=2, executor="inprocess", data=None, train=scored(lambda a: 1.0),
+               run_dir=run, progress=False)
+    capsys.readouterr()
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) < 500
+    assert f"characters in all: nas best {run})" in out

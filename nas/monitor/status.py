@@ -218,7 +218,7 @@ def format_status(st: dict[str, Any]) -> str:
     lines.append(f"trials    {st['finished']}/{st['budget']} finished: {st['complete']} COMPLETE{early}, "
                  f"{st['failed']} FAILED; {st['running']} RUNNING, {st.get('queued', 0)} QUEUED")
     if st["best_score"] is not None:
-        lines.append(f"best      {_best(st)} (trial {st['best_trial']}): {st['best_arch']}")
+        lines.append(f"best      {_best(st)} (trial {st['best_trial']}): {_cut(st['best_arch'], st['run_dir'])}")
     else:
         lines.append("best      - (no trial completed yet)")
     from nas.monitor.pareto import format_front_status
@@ -234,6 +234,21 @@ def format_status(st: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: the most of an architecture a status line shows (one of 2,000 decisions made a line of 23 KB)
+ARCH_SHOWN = 300
+
+
+def _cut(arch: str, run_dir: str) -> str:
+    """``arch``, or its first :data:`ARCH_SHOWN` characters and where the whole of it is.
+
+    >>> _cut("x" * 400, "runs/a")[-45:]
+    'x... (400 characters in all: nas best runs/a)'
+    """
+    if len(arch) <= ARCH_SHOWN:
+        return arch
+    return f"{arch[:ARCH_SHOWN]}... ({len(arch):,} characters in all: nas best {run_dir})"
+
+
 def format_summary(st: dict[str, Any]) -> str:
     """The end-of-search lines, from the same values as ``nas status`` (one definition of wall time and
     utilization: :func:`nas.monitor.usage.run_usage`)."""
@@ -241,7 +256,7 @@ def format_summary(st: dict[str, Any]) -> str:
     util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
     lines = [f"finished {st['finished']} trials ({st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
     if st["best_score"] is not None:
-        lines.append(f"best {_best(st)} (trial {st['best_trial']}): {st['best_arch']}")
+        lines.append(f"best {_best(st)} (trial {st['best_trial']}): {_cut(st['best_arch'], st['run_dir'])}")
     else:
         lines.append(f"no trial completed; see the errors with: nas results {st['run_dir']}")
     return "\n".join(lines)
