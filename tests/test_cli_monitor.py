@@ -194,6 +194,11 @@ def test_status_refuses_a_line_that_is_no_record_and_reads_a_replaced_journal_fr
     path.write_bytes(b"".join([*lines[:10], b'{"kind":"submit" oops\n', *lines[10:]]))
     with pytest.raises(ValueError, match=r"trials.jsonl line 11 is not a journal record \(not JSON\)"):
         run_status(run, tail=tail)
+    first = next(i for i, line in enumerate(lines) if b'"kind":"result"' in line)
+    path.write_bytes(b"".join([*lines, lines[first]]))  # (a trial finished twice, not promoted: as nas results says)
+    with pytest.raises(ValueError, match=rf"line {len(lines) + 1} holds a second result for trial \d+ \(the first "
+                                         rf"is on line {first + 1}\); the journal is corrupt"):
+        run_status(run)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "0.5", "2.5", "1e-9"])

@@ -336,31 +336,42 @@ def latest_results(records: Iterable[Record], path: Path) -> dict[int, tuple[Tri
     """Each finished trial's latest (trial, result), in the order trials first finished. A trial continued
     after a pause (a ``submit`` of it again with ``checkpoint_from`` its own id: an ASHA promotion) may
     finish again; any other second result of a trial id is a ValueError (the journal is corrupt)."""
-    latest: dict[int, tuple[Trial, Result]] = {}
-    first_line: dict[int, int] = {}
-    continued: set[int] = set()
+    latest = _Latest(path)
     for rec in records:
+        latest.add(rec)
+    return latest.results
+
+
+class _Latest:
+    """:func:`latest_results`, a record at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.results: dict[int, tuple[Trial, Result]] = {}
+        self.first_line: dict[int, int] = {}
+        self.continued: set[int] = set()
+
+    def add(self, rec: Record) -> None:
         tid = rec.trial.trial_id
-        if rec.kind == "submit" and tid in latest and rec.trial.checkpoint_from == tid:
-            continued.add(tid)
+        if rec.kind == "submit" and tid in self.results and rec.trial.checkpoint_from == tid:
+            self.continued.add(tid)
         if rec.kind != "result":
-            continue
+            return
         assert rec.result is not None
-        if tid in latest and tid not in continued:
-            raise ValueError(f"{path} line {rec.line} holds a second result for trial {tid} "
-                             f"(the first is on line {first_line[tid]}); the journal is corrupt")
-        continued.discard(tid)
-        first_line.setdefault(tid, rec.line)
-        latest[tid] = (latest[tid][0] if tid in latest else rec.trial, rec.result)
-    return latest
+        if tid in self.results and tid not in self.continued:
+            raise ValueError(f"{self.path} line {rec.line} holds a second result for trial {tid} "
+                             f"(the first is on line {self.first_line[tid]}); the journal is corrupt")
+        self.continued.discard(tid)
+        self.first_line.setdefault(tid, rec.line)
+        self.results[tid] = (self.results[tid][0] if tid in self.results else rec.trial, rec.result)
 
 
 class ResultsTail:
     """The finished trials of the journal at ``path``, each with its first trial and its latest result in the order
-    they first finished (as :func:`latest_results`, but for its check that only a promotion finishes a trial again),
-    read on from where the last :meth:`read` ended: a view of a search that goes on (``nas status --watch``) parses
-    each line once, checked against its schema as every reader does; a journal that is another file now, or
-    shorter than what was read, is read again from its start.
+    they first finished (as :func:`latest_results`, checked as it checks them), read on from where the last
+    :meth:`read` ended: a view of a search that goes on (``nas status --watch``) parses each line once, checked
+    against its schema as every reader does; a journal that is another file now, or shorter than what was read, is
+    read again from its start.
 
     >>> import tempfile
     >>> from nas.core.types import Outcome, Result, Trial
@@ -379,20 +390,20 @@ class ResultsTail:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.offset = self.lines = 0  # bytes and whole lines read so far
-        self.latest: dict[int, tuple[Trial, Result]] = {}
+        self._latest = _Latest(self.path)
         self._file: tuple[int, int] | None = None  # (device, inode) of the file read
 
     def read(self) -> dict[int, tuple[Trial, Result]]:
         """The finished trials, with what was appended since the last call read (a torn last line is left for the
         next call)."""
         if not self.path.exists():
-            return self.latest
+            return self._latest.results
         check_regular(self.path)
         with open(self.path, "rb") as f, bulk_load():
             st = os.fstat(f.fileno())
             if (st.st_dev, st.st_ino) != self._file or st.st_size < self.offset:
                 self.offset = self.lines = 0
-                self.latest = {}
+                self._latest = _Latest(self.path)
                 self._file = (st.st_dev, st.st_ino)
             f.seek(self.offset)
             for line in f:
@@ -400,11 +411,8 @@ class ResultsTail:
                     break  # (torn by a crash, or still being written)
                 self.lines += 1
                 self.offset += len(line)
-                rec = _parse(self.path, self.lines, line)
-                if rec.result is not None:
-                    had = self.latest.get(rec.trial.trial_id)
-                    self.latest[rec.trial.trial_id] = (had[0] if had else rec.trial, rec.result)
-        return self.latest
+                self._latest.add(_parse(self.path, self.lines, line))
+        return self._latest.results
 
 
 def read_results(path: Path) -> Iterator[tuple[Trial, Result]]:
