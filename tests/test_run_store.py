@@ -82,6 +82,23 @@ def test_a_second_writer_fails_at_once_naming_the_holder(tmp_path, capsys):
         run(tmp_path / "run")
 
 
+def test_a_holder_whose_recorded_pid_has_ended_is_said_to_be_starting_or_resuming(tmp_path):
+    """(A resume running its search again writes nothing until it has matched the journal: a second resume then named
+    the pid of the search killed before, as if it still ran.)"""
+    store = RunStore.create(tmp_path / "run", {"space": "toy", "budget": 1})
+    try:
+        holder = tmp_path / "run" / ".lock.json"
+        said = json.loads(holder.read_text())
+        ended = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # (no process can have it)
+        holder.write_text(json.dumps({**said, "pid": ended}))
+        with pytest.raises(ValueError, match=rf"in use by another search \(one that is starting or resuming: it has "
+                                             rf"not written its pid yet; .lock.json still names pid {ended}, which has "
+                                             r"ended\)"):
+            run(tmp_path / "run", resume=True)
+    finally:
+        store.close()
+
+
 # -- the journal, read strictly -------------------------------------------------------------------------
 @pytest.mark.parametrize(("bad", "message"), [
     (b"not json\n", "line 3 is not a journal record (not JSON)"),

@@ -82,6 +82,9 @@ class RunLock:
         h = self.holder()
         if h is None:  # (it took the lock and has not written .lock.json yet, which it does once its checks pass)
             return "one that is starting: it has not written its pid yet"
+        if h.get("host") == socket.gethostname() and not _alive(h.get("pid")):  # (a resume checking, or running its
+            return ("one that is starting or resuming: it has not written its pid yet; .lock.json still names pid "
+                    f"{h.get('pid')}, which has ended")  # search again: it writes nothing until then)
         return f"pid {h.get('pid')} on host {h.get('host')}, started {h.get('started')}"
 
     @property
@@ -91,6 +94,19 @@ class RunLock:
     def release(self) -> None:
         if self._lock.is_locked:
             self._lock.release(force=True)
+
+
+def _alive(pid: object) -> bool:
+    """Whether a process ``pid`` runs on this host (a pid that is no positive integer: unknown, taken as alive)."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
 
 
 def held(run_dir: str | os.PathLike[str]) -> bool:
