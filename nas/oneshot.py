@@ -256,8 +256,8 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
             raise ValueError(f"run {str(run_dir)!r} trained with a function that is {function}: retrain it from "
                              f"Python with the same one: nas.retrain({str(run_dir)!r}, train=<that function>)")
         search_options["train"] = train_from_spec(function, outside=run_dir)
-    if settings is None:
-        settings = dataclasses.replace(cfg.train.settings, objectives=tuple(cfg.search.objectives))
+    if settings is None:  # (the search's trial_timeout bounded its short trials, not a longer retraining)
+        settings = dataclasses.replace(cfg.train.settings, objectives=tuple(cfg.search.objectives), trial_timeout=None)
     if epochs is not None:
         settings = dataclasses.replace(settings, epochs=epochs)
     try:

@@ -131,6 +131,9 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if s.scheduler == "none" and s.scheduler_options and not resume:  # (recorded in run.json, never used)
         raise ValueError(f"scheduler options {sorted(s.scheduler_options)} given with no scheduler (none); give the "
                          f"scheduler they are for (--scheduler asha, hyperband or median)")
+    if t.settings.trial_timeout is not None and e.trial_workers > 1 and executor:  # (before Ray starts, not after)
+        raise ValueError(f"trial_timeout ({t.settings.trial_timeout!r} s) is not enforced on data-parallel gangs "
+                         f"(--trial-workers {e.trial_workers}) yet: leave it out, or train each trial on one worker")
     if t.supernet is None and t.supernet_options and not resume:
         raise ValueError(f"supernet options {sorted(t.supernet_options)} given with no supernet; they are for "
                          f"evaluating sub-networks of one (--supernet RUN_DIR)")

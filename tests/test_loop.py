@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -224,6 +225,25 @@ def test_a_promoted_trials_failed_continuation_keeps_what_it_measured_before(tmp
     assert resumed[columns].head(len(df)).equals(df[columns])  # (the journal replays: the scheduler heard the same)
 
 
+class NumpyChoices(RandomSearch):
+    """Proposes architectures whose values are numpy's numbers (as ``rng.choice`` over options gives them)."""
+
+    def ask(self):
+        trial = super().ask()
+        return dataclasses.replace(trial, arch={k: np.int64(v) for k, v in trial.arch.items()})
+
+
+def test_numpy_numbers_in_a_proposal_are_journaled_as_numbers_and_the_run_resumes(tmp_path):
+    """(They equal the options, so they passed; the journal wrote them as text, "3", and the resume refused: "not in
+    space ... value '3'".)"""
+    kw = dict(budget=4, executor="inprocess", data=None, train=scored(toy_score), seed=0, run_dir=tmp_path / "run",
+              progress=False)
+    nas.search(ToySpace(), NumpyChoices(ToySpace(), seed=0), **kw)
+    assert b'"d0":"' not in (tmp_path / "run" / "trials.jsonl").read_bytes()
+    df = nas.search(ToySpace(), NumpyChoices(ToySpace(), seed=0), resume=True, **{**kw, "budget": 6})
+    assert len(df) == 6 and (df.state == "COMPLETE").all()
+
+
 class Raising(nas.Callback):
     def __init__(self, hook, error):
         self.hook, self.error = hook, error
@@ -252,6 +272,35 @@ def test_a_search_ended_by_a_callback_or_a_ctrl_c_says_how_in_its_status(tmp_pat
     df = nas.search(ToySpace(), "random", budget=4, executor="inprocess", data=None, train=scored(toy_score),
                     run_dir=tmp_path / "run", progress=False, resume=True)
     assert len(df) == 4
+
+
+class CannotRun(SearchSpace):
+    """Models that cannot run on the task at all (``how``): a first layer of another width, or nothing to train."""
+
+    def __init__(self, how="width"):
+        self.how = how
+
+    def dims(self):
+        return {"h": [8, 16]}
+
+    def build(self, arch, task):
+        if self.how == "params":
+            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Identity())
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(65, task.num_classes))
+
+
+@pytest.mark.parametrize(("how", "error"), [
+    ("width", r"the model of \{'h': \d+\} cannot run on the task's input \(a batch of shape \(\d+, 1, 8, 8\), "
+              r"torch.float32, on cpu\): RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
+    ("params", r"the model of \{'h': \d+\} has no parameters to train"),
+])
+def test_models_that_cannot_run_on_the_task_fail_as_invalid_space_and_stop_the_search(tmp_path, digits, how, error):
+    """(They failed every trial as ERROR, so the stop after five broken builds never came: the whole budget ran.)"""
+    with pytest.raises(nas.InvalidSpace, match=r"the space's build failed for each of the first 5 trials, so the "
+                                               rf"search stops \(fix the space, then resume\): {error}"):
+        nas.search(CannotRun(how), "random", budget=12, executor="inprocess", data=digits, seed=0,
+                   run_dir=tmp_path / "run", progress=False, settings=TrainSettings(epochs=1, measure_costs=False))
+    assert set(nas.load_results(tmp_path / "run").failure) == {"INVALID_SPACE"}
 
 
 def test_torchs_cpu_allocation_failure_is_an_oom():

@@ -67,12 +67,20 @@ def test_the_timeline_draws_the_first_trials_and_the_population_age_line_is_thin
     assert np.allclose(age.data[1].y, expected[::every])
 
 
-def test_a_sample_when_nearly_every_trial_improved_is_still_bounded():
+def test_a_sample_when_nearly_every_trial_improved_is_bounded_and_holds_the_best(monkeypatch):
+    """(The kept rows were sampled too: the best's mark could be dropped, while the title said every improvement.)"""
     import pandas as pd
 
     d = pd.DataFrame({"v": range(100)})
-    part, note = figures.drawn(d, keep=d.index, most=10)
-    assert len(part) == 10 and note == " (10 of 100 trials drawn: a seeded sample)"
+    part, note = figures.drawn(d, keep=d.index[::-1], most=10)
+    assert list(part.v) == list(range(90, 100)) and note == " (10 of 100 trials drawn: a seeded sample)"
+    monkeypatch.setattr(figures, "MAX_POINTS", 10)
+    runs = pd.DataFrame({"trial_id": range(100), "state": "COMPLETE", "arch": "a", "start_time": 0.0,
+                         "end_time": [float(i) for i in range(100)]})
+    fig = figures.best_so_far({"run": (runs, pd.Series(range(100), dtype=float))}, "val_acc:max")
+    assert 99.0 in set(fig.data[0].y) and len(fig.data[0].y) == 10
+    assert "(10 of 100 trials drawn: a seeded sample, the latest 10 of 100 improvements among them)" in \
+        fig.layout.title.text
 
 
 def test_a_run_under_the_bound_is_drawn_whole_and_says_nothing(df):

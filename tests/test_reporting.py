@@ -4,6 +4,8 @@ Ray path is in test_reporting_ray.py."""
 
 from __future__ import annotations
 
+import collections
+import enum
 import math
 import sys
 
@@ -282,11 +284,14 @@ def saving(state):
      "(objective val_acc); nothing to score: it returned a generator (a function with yield), whose body never ran"),
     (reporting_epoch(0), "ERROR", "ValueError: report epochs count the epochs trained, from 1: got epoch 0"),
     # (saved, then the continuation that loaded it failed: torch's many lines, or "dictionary update sequence")
-    (saving({"epoch": 1, "thing": {1, 2}}), "ERROR", "TypeError: ctx.checkpoint.save: state['thing'] is a set "
-     "({1, 2}), which a checkpoint cannot hold (it is loaded back with torch.load(weights_only=True), which runs no "
-     "code): keep tensors, numbers, strings, None, and lists and dicts of them"),
+    (saving({"epoch": 1, "thing": range(3)}), "ERROR", "TypeError: ctx.checkpoint.save: state['thing'] is a range "
+     "(range(0, 3)), which a checkpoint cannot hold (it is loaded back with torch.load(weights_only=True), which runs "
+     "no code): keep tensors, numbers, strings, None, and lists and dicts of them"),
     (saving({"opt": {"lr": [np.float64(0.1)]}}), "ERROR", "TypeError: ctx.checkpoint.save: state['opt']['lr'][0] is "
      "a float64"),
+    # (a weights-only load refuses a dict subclass or a namedtuple: they passed, and the continuation failed)
+    (saving({"counts": collections.defaultdict(int)}), "ERROR", "TypeError: ctx.checkpoint.save: state['counts'] is "
+     "a defaultdict"),
     (saving([1]), "ERROR", "TypeError: ctx.checkpoint.save takes a mapping of names to tensors, numbers, strings, "
      "lists and dicts; got list [1]"),
     (exiting, "ERROR", "SystemExit: 3"),
@@ -316,6 +321,28 @@ def test_one_number_in_a_tensor_or_array_is_a_number(tmp_path):
     first = nas.load_results(tmp_path / "run")["history"].iloc[0][0]
     assert first == {"epoch": 1, "val_acc": 0.5, "correct": 12, "loss": 0.25}
     assert type(first["correct"]) is int and type(first["loss"]) is float
+
+
+class Accuracy(float):
+    """A float of the user's own (a metrics library's type)."""
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+def subclassed_metrics(ctx):
+    ctx.checkpoint.save({"seen": {1, 2}, "z": 1 + 2j})  # (a set and a complex a weights-only load takes)
+    ctx.report(epoch=1, val_acc=Accuracy(0.25), level=Level.HIGH)
+
+
+def test_numbers_of_a_subclass_are_numbers(tmp_path):
+    """(d01a74d's exact-type rule made a float subclass text: every trial failed as OBJECTIVE_MISSING, "must be a
+    number, got '0.25'", and an IntEnum was journaled as "2".)"""
+    df = nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=None, train=subclassed_metrics,
+                    run_dir=tmp_path / "run", progress=False)
+    assert (df.state == "COMPLETE").all() and (df.score == 0.25).all()
+    assert nas.load_results(tmp_path / "run").history.iloc[0] == [{"epoch": 1, "val_acc": 0.25, "level": 2}]
 
 
 def odd_metrics(ctx):

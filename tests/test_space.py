@@ -183,3 +183,24 @@ def test_a_spaces_own_sample_and_format_are_tried_before_anything_is_made(tmp_pa
                    run_dir=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
     check_space(Own("fine"))
+
+
+class Counting(Declared):
+    """A space whose own sample() keeps state of its own: each draw is numbered."""
+
+    def __init__(self):
+        super().__init__({"h": [8, 16]})
+        self.draws = 0
+
+    def sample(self, rng):
+        self.draws += 1
+        return super().sample(rng)
+
+
+def test_trying_a_spaces_own_sample_up_front_leaves_its_state_alone():
+    """(The check used up the space's first draw: it never became a trial.)"""
+    from nas.core.spec import check_space
+
+    space = Counting()
+    check_space(space)
+    assert space.draws == 0

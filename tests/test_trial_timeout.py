@@ -58,6 +58,7 @@ def test_a_hanging_trial_fails_as_timeout_on_ray_its_worker_replaced(ray_local, 
     assert sorted(by_id.index) == list(range(6)) and by_id.failure[1] == "TIMEOUT"
     assert by_id.error[1] == "TIMEOUT: it ran past trial_timeout (3 s); its worker was stopped and replaced"
     assert (by_id.drop(index=1).state == "COMPLETE").all()  # (a trial queued behind it ran again elsewhere)
+    assert by_id.duration[1] >= 3.0  # (its worker's time went to it: it had no times, and the utilization fell)
 
 
 @pytest.mark.parametrize(("kw", "message"), [
@@ -74,3 +75,25 @@ def test_a_trial_timeout_the_run_cannot_keep_is_refused(tmp_path, kw, message):
         nas.search(space, "random", budget=2, data=None, seed=0, run_dir=tmp_path / "run", progress=False,
                    settings=nas.TrainSettings(**settings_kw), **{"executor": "inprocess", **kw})
     assert not (tmp_path / "run").exists()
+
+
+def test_gangs_refuse_a_trial_timeout_before_ray_starts():
+    """(Refused only once the private Ray cluster had started.)"""
+    from nas.parts import check_inputs
+    from nas.run.config import RunConfig
+
+    cfg = RunConfig.from_mapping({"space": "toy", "executor": "ray", "trial_workers": 2, "trial_timeout": 5.0})
+    with pytest.raises(ValueError, match=r"trial_timeout \(5.0 s\) is not enforced on data-parallel gangs "
+                                         r"\(--trial-workers 2\) yet"):
+        check_inputs(cfg)
+
+
+def test_a_retraining_does_not_inherit_the_searchs_trial_timeout(tmp_path):
+    """(A run made with --trial-timeout 2, retrained for 8 epochs, failed every model as TIMEOUT and exited 0.)"""
+    import json
+
+    nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=None, train=nas.train.simple.noop, seed=0,
+               run_dir=tmp_path / "run", progress=False, settings=nas.TrainSettings(trial_timeout=2.0))
+    nas.retrain(tmp_path / "run", top=1, out_dir=tmp_path / "again", executor="inprocess", progress=False)
+    made = json.loads((tmp_path / "again" / "run.json").read_text())
+    assert made["train"]["settings"]["trial_timeout"] is None

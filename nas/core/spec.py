@@ -42,6 +42,8 @@ ValueError: training function 'os:system' names a module of Python's standard li
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
 import hashlib
 import importlib
@@ -232,6 +234,8 @@ def _check_own_methods(space: SearchSpace, shown: str) -> None:
     own = [m for m in ("sample", "format") if getattr(type(space), m) is not getattr(SearchSpace, m)]
     if not own:
         return
+    with contextlib.suppress(Exception):  # (a copy: a space with state of its own would lose its first draw here;
+        space = copy.deepcopy(space)  # one that cannot be copied is tried itself)
     arch = space.sample(np.random.default_rng(0))
     if not isinstance(arch, Mapping):
         raise ValueError(f"space {shown}'s sample() returned {type(arch).__name__} {arch!r:.80}; an architecture is "

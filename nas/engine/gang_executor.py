@@ -136,7 +136,7 @@ class GangExecutor:
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> GangExecutor:
         opts = cfg.checked_options("ray")
-        if cfg.settings is not None and cfg.settings.trial_timeout is not None:
+        if cfg.settings is not None and cfg.settings.trial_timeout is not None:  # (nas.search refuses it before)
             raise ValueError(f"trial_timeout ({cfg.settings.trial_timeout!r} s) is not enforced on data-parallel "
                              f"gangs (--trial-workers {cfg.trial_workers}) yet: leave it out, or train each trial on "
                              "one worker")

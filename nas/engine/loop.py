@@ -35,6 +35,7 @@ from nas.core.types import (
     SupernetChanged,
     Trial,
     TrialState,
+    python_numbers,
 )
 from nas.engine.book import FailureWatch, TrialBook, TrialRecord
 from nas.engine.interfaces import Callback, LoopStatus, RunWriter, SnapshotState
@@ -270,24 +271,29 @@ class SearchLoop:
         self.strategy_seconds += time.perf_counter() - t0
         if trial is not None:
             check_asked(trial, self.strategy.name)
-            self._check_in_space(trial)
+            trial = self._in_space(trial)
         if trial is not None and self.scheduler is not None and self.scheduler.pauses and not trial.save_checkpoint:
             trial = dataclasses.replace(trial, save_checkpoint=True)  # it may pause: its checkpoint is needed
         return trial
 
-    def _check_in_space(self, trial: Trial) -> None:
-        """Stop the search (InvalidSpace) on a proposal outside the strategy's space, before it is journaled: a
-        journal holding one could never be resumed, and every later proposal of a space whose ``sample`` or
-        ``mutate`` leaves its ``dims()`` may do the same."""
+    def _in_space(self, trial: Trial) -> Trial:
+        """``trial``, its architecture's numpy numbers as Python's (equal to the options, they were journaled as text,
+        "32", which no option is: the run could not be resumed); a proposal outside the strategy's space stops the
+        search (InvalidSpace) before it is journaled: a journal holding one could never be resumed, and every later
+        proposal of a space whose ``sample`` or ``mutate`` leaves its ``dims()`` may do the same."""
+        plain = {k: python_numbers(v) for k, v in trial.arch.items()}
+        if any(plain[k] is not v for k, v in trial.arch.items()):
+            trial = dataclasses.replace(trial, arch=plain)
         space = getattr(self.strategy, "space", None)
         if space is None:
-            return
+            return trial
         try:
             space.validate(trial.arch)
         except InvalidArchitecture as e:
             raise InvalidSpace(f"strategy {self.strategy.name!r} proposed trial {trial.trial_id} outside its space "
                                f"{type(space).__name__} ({e}): the space's sample() or mutate(), or the strategy, "
                                "makes architectures its dims() does not allow") from None
+        return trial
 
     def continuation(self, trial_id: int, epochs: int) -> Trial:
         """A promoted trial: ``epochs`` more of it, from its own kept checkpoint, under its own id."""

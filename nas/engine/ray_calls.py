@@ -222,10 +222,12 @@ class TrialCalls:
         if trial.trial_id in self.cancelled:
             self.cancelled.discard(trial.trial_id)
             return [Event.finished(trial, Result.cancelled(trial.trial_id, worker=name))]
-        if stream.timed_out == trial.trial_id:
+        if stream.timed_out == trial.trial_id:  # (its times: the worker's time went to it, for the utilization)
+            end = time.time()
             return [Event.finished(trial, Result.failed(
                 trial.trial_id, f"TIMEOUT: it ran past trial_timeout ({self.trial_timeout:g} s); its worker was "
-                "stopped and replaced", FailureKind.TIMEOUT, worker=name))]
+                "stopped and replaced", FailureKind.TIMEOUT, worker=name,
+                start_time=end - (time.monotonic() - run.since), end_time=end))]
         if stream.timed_out is not None:  # (queued behind the one that timed out: not its fault, no attempt spent)
             self.retries.add(trial, run.attempt, run.keep, run.wait_epochs)
             return [Event.requeued(trial, worker=name)]

@@ -66,7 +66,8 @@ MAX_POINTS = 5_000
 
 def drawn(d: pd.DataFrame, keep: Any = (), most: int | None = None) -> tuple[pd.DataFrame, str]:
     """``d``, or (more than ``most`` rows) a seeded sample of ``most`` of its rows that holds the rows ``keep`` labels
-    (the best, the improvements: what the figure is read for), in ``d``'s order; and what the title adds.
+    (the best, the improvements: what the figure is read for; where they are more than ``most``, the first ``most``
+    of them in ``keep``'s order), in ``d``'s order; and what the title adds.
 
     >>> d = pd.DataFrame({"v": range(10)})
     >>> part, note = drawn(d, keep=[9], most=4)
@@ -78,10 +79,8 @@ def drawn(d: pd.DataFrame, keep: Any = (), most: int | None = None) -> tuple[pd.
     most = MAX_POINTS if most is None else most
     if len(d) <= most:
         return d, ""
-    kept = d.index.isin(list(keep))
+    kept = d.index.isin(list(keep)[:most])  # (more to keep than to draw, as when nearly every trial improved)
     rng = np.random.default_rng(0)
-    if kept.sum() > most:  # (more to keep than to draw, as when nearly every trial improved on the best: a sample)
-        kept[rng.choice(np.flatnonzero(kept), int(kept.sum()) - most, replace=False)] = False
     chosen = kept.copy()
     chosen[rng.choice(np.flatnonzero(~kept), most - int(kept.sum()), replace=False)] = True
     return d[chosen], f" ({int(chosen.sum()):,} of {len(d):,} trials drawn: a seeded sample)"
@@ -109,8 +108,11 @@ def best_so_far(runs: dict[str, tuple[pd.DataFrame, pd.Series]], objective: str 
         best = _best_line(done.value, o)
         steps = best.ne(best.shift()).to_numpy(copy=True)  # (the improvements: the line needs only them, and its end)
         steps[-1] = True
-        shown, note = drawn(done, keep=done.index[steps])
-        notes += [f"{label}{note.strip(' ()')}, every improvement among them"] if note else []
+        improved = done.index[steps][::-1]  # (the best first)
+        shown, note = drawn(done, keep=improved)
+        most = f"the latest {MAX_POINTS:,} of {len(improved):,} improvements" if len(improved) > MAX_POINTS else \
+            "every improvement"
+        notes += [f"{label}{note.strip(' ()')}, {most} among them"] if note else []
         fig.add_scatter(x=shown.t_end, y=shown.value, mode="markers", name=f"{label}trials", opacity=0.5,
                         marker={"size": 6}, customdata=np.stack([shown.trial_id, literals(shown.arch)], axis=1),
                         hovertemplate=f"trial %{{customdata[0]}}<br>{metric} %{{y:.4g}}<br>%{{x:.1f}} s<br>"

@@ -37,6 +37,7 @@ metric and the metrics it did see (OBJECTIVE_MISSING).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import inspect
 import io
@@ -112,6 +113,19 @@ class CheckpointIO:
         return self._saved
 
 
+#: what gloo and NCCL say when a peer is gone or a collective timed out (they raise a bare RuntimeError)
+_COLLECTIVE_SIGNS = ("gloo", "NCCL", "Timed out waiting", "Connection closed by peer", "pair closure",
+                     "Connection reset")
+
+
+def collective_error(e: BaseException) -> bool:
+    """Whether ``e`` is a collective's failure (a timeout, a vanished peer) rather than the training's own."""
+    import torch.distributed as dist
+
+    return isinstance(e, dist.DistError) or (isinstance(e, RuntimeError)
+                                             and any(s in str(e) for s in _COLLECTIVE_SIGNS))
+
+
 def _check_state(state: Any) -> None:
     """A TypeError naming the first value of ``state`` a weights-only load refuses (see :meth:`CheckpointIO.save`).
 
@@ -120,25 +134,27 @@ def _check_state(state: Any) -> None:
     Traceback (most recent call last):
     ...
     TypeError: ctx.checkpoint.save takes a mapping of names to tensors, numbers, strings, lists and dicts; got list [3]
-    >>> _check_state({"epoch": 3, "thing": {1, 2}})
+    >>> _check_state({"epoch": 3, "thing": collections.defaultdict(list)})
     Traceback (most recent call last):
     ...
-    TypeError: ctx.checkpoint.save: state['thing'] is a set ({1, 2}), which a checkpoint cannot hold (it is loaded ...
+    TypeError: ctx.checkpoint.save: state['thing'] is a defaultdict (defaultdict(<class 'list'>, {})), which a ...
     """
     import torch
 
     if not isinstance(state, Mapping):
         raise TypeError(f"ctx.checkpoint.save takes a mapping of names to tensors, numbers, strings, lists and dicts; "
                         f"got {type(state).__name__} {state!r:.80}")
-    plain = (str, bytes, int, float, bool, type(None))  # (exactly: a weights-only load refuses numpy.s float64)
+    # (exact types: a weights-only load refuses numpy's float64, a defaultdict, a namedtuple, a dict subclass)
+    plain = (str, bytes, bytearray, int, float, complex, bool, type(None), torch.dtype, torch.device, torch.Size,
+             torch.layout)
     todo: list[tuple[str, Any]] = [(f"[{k!r}]", v) for k, v in state.items()]
     while todo:
         where, value = todo.pop()
-        if type(value) in plain or isinstance(value, torch.Tensor | torch.dtype | torch.device | torch.Size):
+        if type(value) in plain or isinstance(value, torch.Tensor):
             continue
-        if isinstance(value, Mapping):
+        if type(value) in (dict, collections.OrderedDict):
             todo += [(f"{where}[{k!r}]", v) for k, v in value.items()]
-        elif isinstance(value, list | tuple):
+        elif type(value) in (list, tuple, set):
             todo += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
         else:
             raise TypeError(f"ctx.checkpoint.save: state{where} is a {type(value).__name__} ({value!r:.60}), which a "
@@ -328,10 +344,14 @@ def _journal_value(value: Any, name: str, depth: int = 0) -> Any:
             value = float(value)
         except OverflowError:
             value = math.inf if value > 0 else -math.inf
-    if isinstance(value, float) and depth and not math.isfinite(value):
-        return None
-    if value is None or type(value) in (str, int, float, bool):
-        return value
+    if isinstance(value, bool):  # (subclasses, enums among them, as the journal writes them: their plain values)
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return None if depth and not math.isfinite(value) else float(value)
+    if value is None or isinstance(value, str):
+        return value if type(value) is str or value is None else str(value)
     if (name, type(value).__name__) not in _TEXT_SAID:
         _TEXT_SAID.add((name, type(value).__name__))
         log.warning("metric %r is a %s, which the journal keeps as its text (str()); report numbers, strings, "
@@ -342,4 +362,4 @@ def _journal_value(value: Any, name: str, depth: int = 0) -> Any:
 _TEXT_SAID: set[tuple[str, str]] = set()  # (metric, type) said once per process
 
 
-__all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure"]
+__all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure", "collective_error"]

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from nas.core.types import FailureKind, InvalidSpace
-from nas.train.context import TrialContext, TrialFailure
+from nas.train.context import TrialContext, TrialFailure, collective_error
 from nas.train.hparams import augmentation, make_optimizer, make_schedule
 from nas.train.inherit import inherit_optimizer_state, optimizer_param_names
 
@@ -30,6 +30,8 @@ def fit(ctx: TrialContext) -> None:
     if model is None or feed is None:  # (a search with no data: nas search refuses it before it starts)
         raise TrialFailure(FailureKind.ERROR, "the built-in trainer needs a model and data; this trial has "
                            f"{'no data' if feed is None else 'no model'} (a space that builds models, a dataset)")
+    if not any(p.requires_grad for p in model.parameters()):  # (torch's "optimizer got an empty parameter list")
+        raise InvalidSpace(f"the model of {ctx.trial.arch} has no parameters to train")
     opt = make_optimizer(model, hp)
     start_epoch = 0
     state = ctx.checkpoint.load()
@@ -72,7 +74,7 @@ def fit(ctx: TrialContext) -> None:
             for group in opt.param_groups:
                 group["lr"] = lr
             with ctx.autocast():
-                out = net(x)
+                out = net(x) if checked else first_forward(net, x, ctx)
                 if not checked:
                     check_logits(out, len(y), ctx)
                     checked = True
@@ -92,6 +94,20 @@ def fit(ctx: TrialContext) -> None:
             return
 
 
+def first_forward(net: Any, x: torch.Tensor, ctx: TrialContext) -> Any:
+    """The model's first forward pass: one that cannot run on the task's input at all (a first layer of another
+    width, weights on the meta device or in another precision) is an InvalidSpace error, as a wrong output is, so a
+    search whose first trials all fail so stops (it failed every trial as ERROR and ran its whole budget). Running out
+    of memory stays an OOM, a data-parallel gang's failed collective a COLLECTIVE."""
+    try:
+        return net(x)
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+        if isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e) or collective_error(e):
+            raise  # (a gang's collective in DDP's first forward: COLLECTIVE, as anywhere else)
+        raise InvalidSpace(f"the model of {ctx.trial.arch} cannot run on the task's input (a batch of shape "
+                           f"{tuple(x.shape)}, {x.dtype}, on {x.device}): {type(e).__name__}: {e}") from e
+
+
 def check_logits(out: Any, batch: int, ctx: TrialContext) -> None:
     """An InvalidSpace error (the trial fails as INVALID_SPACE, and a search whose first trials all do stops) unless
     the model's output for a batch of ``batch`` is what the loss takes: one logit per class of the task. (A wrong
@@ -105,4 +121,4 @@ def check_logits(out: Any, batch: int, ctx: TrialContext) -> None:
                            "in task.num_classes outputs")
 
 
-__all__ = ["check_logits", "fit"]
+__all__ = ["check_logits", "first_forward", "fit"]

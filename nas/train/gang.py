@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
-from nas.train.context import ReportFn, TrialContext, TrialFailure
+from nas.train.context import ReportFn, TrialContext, TrialFailure, collective_error
 from nas.train.runner import Keep, TrialRunner, failure_kind
 from nas.train.shard import ShardedFeed
 
@@ -48,17 +48,6 @@ if TYPE_CHECKING:
     from nas.train.settings import TrainSettings
 
 _DECISIONS = list(Decision)
-#: what gloo and NCCL say when a peer is gone or a collective timed out (they raise a bare RuntimeError)
-_COLLECTIVE_SIGNS = ("gloo", "NCCL", "Timed out waiting", "Connection closed by peer", "pair closure",
-                     "Connection reset")
-
-
-def collective_error(e: BaseException) -> bool:
-    """Whether ``e`` is a collective's failure (a timeout, a vanished peer) rather than the training's own."""
-    return isinstance(e, dist.DistError) or (isinstance(e, RuntimeError)
-                                             and any(s in str(e) for s in _COLLECTIVE_SIGNS))
-
-
 def first_line(e: BaseException, limit: int = 300) -> str:
     """The first line of ``e``'s message, at most ``limit`` characters (gloo's run on)."""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
