@@ -113,6 +113,7 @@ class Run:
         """The search ``config`` describes, ready to run (``resume``: the run in ``config.run_dir``, continued).
         ``notify`` hears what a user should know as it happens (the dashboard's URL; default: the log)."""
         given, notify = given or Given(), notify or log.info
+        config = config.with_absolute_paths()  # (run.json names them so: a resume from another folder finds them)
         if resume:
             _resumable(config, given)
         check_inputs(config, resume=resume, strategy=given.strategy is None, space=given.space is None,

@@ -112,7 +112,14 @@ def read_config_file(path: str) -> dict[str, Any]:
     bad = [k for k in data if not isinstance(k, str)]
     if bad:  # (YAML's `1: 2` or `null:`: str.replace's AttributeError)
         raise UsageError(f"config file {path!r}: option names are strings, got {bad[0]!r}")
-    return {k.replace("-", "_"): v for k, v in data.items()}
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        name = k.replace("-", "_")
+        if name in out:  # (max-params and max_params: the last one silently won)
+            spelt = next(other for other in data if other != k and other.replace("-", "_") == name)
+            raise UsageError(f"config file {path!r} gives option {name!r} twice, as {spelt!r} and {k!r}")
+        out[name] = v
+    return out
 
 
 def _load_yaml(text: str, path: str) -> Any:

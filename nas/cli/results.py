@@ -45,7 +45,8 @@ def cmd_results(args: argparse.Namespace) -> int:
                 print(f"wrote {len(df)} trials to {path}", file=sys.stderr if args.format != "table" else sys.stdout)
         if args.format == "table":
             return 0
-    order = df.sort_values("score", ascending=False, na_position="last").index if args.sort == "score" else df.index
+    order = (df.sort_values("score", ascending=False, na_position="last", kind="stable").index if args.sort == "score"
+             else df.index)  # (stable: a tie is shown in finishing order, the first as nas best names it)
     if args.format == "csv":
         flat().loc[order].to_csv(sys.stdout, index=False)
         return 0

@@ -39,8 +39,8 @@ def objective_frame(df: pd.DataFrame, objectives: Sequence[str] | Objectives = D
     obj = objectives if isinstance(objectives, Objectives) else Objectives(objectives)
     if not isinstance(df, pd.DataFrame):  # (an AttributeError on 'empty')
         raise TypeError(f"a results table is a pandas DataFrame (nas.load_results(RUN)), got {type(df).__name__}")
-    if df.empty:
-        return df.assign(**{m: pd.Series(dtype=float) for m in obj.metrics})
+    if df.empty or ("state" in df and not (df["state"] == "COMPLETE").any()):  # (nothing to rank: every trial failed,
+        return df.iloc[:0].assign(**{m: pd.Series(dtype=float) for m in obj.metrics})  # or was infeasible)
     metrics = df["metrics"] if "metrics" in df else pd.Series([{}] * len(df), index=df.index)
     for m in obj.metrics:  # (a name no trial has gave an empty front, silently)
         if m not in df and not metrics.map(lambda d, m=m: isinstance(d, dict) and m in d).any():

@@ -315,7 +315,8 @@ def population_age(df: pd.DataFrame, population: int | None) -> go.Figure | None
     if population and len(done):
         ends = done.t_end.to_numpy()
         sums = np.concatenate([[0.0], np.cumsum(ends)])
-        first = np.maximum(np.arange(1, len(ends) + 1) - population, 0)  # (each finish's window: the last P, or fewer)
+        window = min(population, len(ends))  # (a population of 2**63 from run.json: no wider than the run)
+        first = np.maximum(np.arange(1, len(ends) + 1) - window, 0)  # (each finish's window: the last P, or fewer)
         means = (sums[1:] - sums[first]) / (np.arange(1, len(ends) + 1) - first)
         ages = ends - means  # (the mean of end_i - end_j over the window: end_i less the window's mean)
         every = max(1, -(-len(ends) // MAX_POINTS))  # (a line of at most MAX_POINTS points)

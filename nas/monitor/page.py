@@ -112,7 +112,7 @@ def _num(v: Any, fmt: str) -> str:
 def trial_table(df: pd.DataFrame, objectives: Sequence[str] = ("val_acc:max",)) -> pd.DataFrame:
     """Every trial with each objective in its own units and its metrics (params, FLOPs, latency where measured),
     best first (by the first objective)."""
-    d = figures.timed(df).sort_values("score", ascending=False, na_position="last")
+    d = figures.timed(df).sort_values("score", ascending=False, na_position="last", kind="stable")
     values = objective_values(d, objectives)
     metrics = pd.DataFrame([m if isinstance(m, dict) else {} for m in d.metrics], index=d.index)
     extra = {k: metrics[k] for k in ("params", "flops", "latency_ms", "val_loss", "train_seconds")
@@ -145,7 +145,7 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
         pop = None
     counts = df.state.value_counts().to_dict()
     from nas.monitor import rungs
-    done = df[df.state == "COMPLETE"].sort_values("score", ascending=False)
+    done = df[df.state == "COMPLETE"].sort_values("score", ascending=False, kind="stable")  # (ties: as nas best)
     objectives = list(cfg.search.objectives or ["val_acc:max"])
     per = [Objective.parse(o) for o in objectives]
     multi = len(per) > 1

@@ -27,6 +27,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from nas.core.fields import option
@@ -317,9 +318,18 @@ class RunConfig:
         return RunIdentity(
             space=s.space, space_args=s.space_args, strategy=s.strategy, strategy_options=s.strategy_options,
             seed=s.seed, objectives=tuple(s.objectives), scheduler=s.scheduler, scheduler_options=s.scheduler_options,
-            warm_start=tuple(s.warm_start), dataset=t.dataset, data_object=t.data_object,
-            dataset_fingerprint=t.dataset_fingerprint, train_function=t.function, supernet=t.supernet,
+            warm_start=tuple(str(Path(p).absolute()) for p in s.warm_start), dataset=t.dataset,
+            data_object=t.data_object,
+            dataset_fingerprint=t.dataset_fingerprint, train_function=t.function, supernet=_absolute(t.supernet),
             supernet_options=t.supernet_options, supernet_sha256=t.supernet_sha256, training=training)
+
+    def with_absolute_paths(self) -> RunConfig:
+        """This config with its warm-start runs and supernet named by absolute paths, as run.json records them: a
+        relative one named another folder, or none, once the run was resumed from elsewhere."""
+        s, t = self.search, self.train
+        return dataclasses.replace(
+            self, search=dataclasses.replace(s, warm_start=[str(Path(p).absolute()) for p in s.warm_start]),
+            train=dataclasses.replace(t, supernet=_absolute(t.supernet)))
 
     # -- resuming --------------------------------------------------------------------------------------------------
     def resumed_as(self, where: object, budget: int | None = None, address: str | None = None) -> RunConfig:
@@ -353,6 +363,12 @@ class RunConfig:
         return dataclasses.replace(self, search=dataclasses.replace(self.search, budget=current.search.budget,
                                                                     time_budget=current.search.time_budget),
                                    execution=current.execution, resumed=[*self.resumed, when])
+
+
+def _absolute(path: str | None) -> str | None:
+    """``path`` made absolute against the current directory (None stays None). (A run made before run.json recorded
+    absolute paths compares equal where it is resumed from the folder it was made in.)"""
+    return None if path is None else str(Path(path).absolute())
 
 
 def check_fields(obj: Any) -> None:

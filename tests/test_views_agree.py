@@ -1,0 +1,76 @@
+"""The views agree on runs in odd states (a prober's findings): a multi-objective run where every trial was
+infeasible, tied best scores, a population too large for numpy, a warm start named by a relative path and resumed
+from another folder, and a config file that gives one option in both spellings."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+
+import nas
+from nas.cli import main
+from nas.monitor import figures
+from nas.monitor.page import write_report
+from nas.monitor.status import run_status
+from nas.search_spaces.toy import ToySpace
+from nas.train.simple import scored
+
+
+def test_a_multi_objective_run_of_infeasible_trials_is_viewed_not_refused(tmp_path, capsys):
+    """(Every view said "objective metric 'val_acc' is in no row of the results", exit 2: `nas search` after its
+    search, `nas status`, `nas report`, `nas serve`.)"""
+    run = tmp_path / "run"
+    assert main(["search", "--space", "toy", "--executor", "inprocess", "--epochs", "1", "--budget", "3", "--quiet",
+                 "--objective", "val_acc", "--objective", "params:min", "--max-params", "1", "--run-dir",
+                 str(run)]) == 0
+    assert "no trial completed" in capsys.readouterr().out
+    st = run_status(run)
+    assert st["finished"] == 3 and st["complete"] == 0 and st["front_size"] == 0
+    assert write_report(run, tmp_path / "page.html").exists()
+
+
+def test_tied_best_scores_name_one_trial_in_every_view(tmp_path, capsys):
+    """(`nas best` and `nas status` named the first trial to finish; `nas results` and the report's table another.)"""
+    run = tmp_path / "run"
+    nas.search(ToySpace(), "random", budget=40, executor="inprocess", data=None, seed=0, run_dir=run, progress=False,
+               train=scored(lambda a: (a["d0"] + a["d1"]) % 3 / 2))  # (three scores: ties at the top)
+    df = nas.load_results(run)
+    first = int(df.trial_id[df.score.idxmax()])  # (the first of the best to finish)
+    capsys.readouterr()
+    assert main(["results", str(run), "--format", "csv"]) == 0
+    assert int(pd.read_csv(io.StringIO(capsys.readouterr().out)).trial_id.iloc[0]) == first
+    assert run_status(run)["best_trial"] == first
+    assert main(["best", str(run)]) == 0 and f"trial {first}" in capsys.readouterr().out
+
+
+def test_a_population_larger_than_numpy_takes_is_drawn(tmp_path):
+    """(`-o population=9223372036854775808` was accepted; the report's population-age figure ended in OverflowError.)"""
+    df = pd.DataFrame({"trial_id": range(4), "state": "COMPLETE", "parent": [None, 0, 1, 2], "arch": "a",
+                       "start_time": [0.0, 1.0, 2.0, 3.0], "end_time": [1.0, 2.0, 3.0, 4.0]})
+    fig = figures.population_age(df, 2**63)
+    assert list(fig.data[1].y) == [0.0, 0.5, 1.0, 1.5]  # (the whole run so far: its mean age)
+
+
+def test_a_relative_warm_start_resumes_from_another_folder(tmp_path, monkeypatch):
+    """(run.json kept "src" as typed: a resume from elsewhere said "warm-start run 'src' does not exist".)"""
+    made = tmp_path / "made"
+    made.mkdir()
+    monkeypatch.chdir(made)
+    kw = ["--space", "nb201", "--executor", "simulated", "--quiet"]
+    assert main(["search", *kw, "--budget", "10", "--run-dir", "src"]) == 0
+    assert main(["search", *kw, "--budget", "10", "--warm-start", "src", "--run-dir", "dst"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "--resume", str(made / "dst"), "--budget", "14"]) == 0
+    assert len(nas.load_results(made / "dst")) == 14
+
+
+@pytest.mark.parametrize("spellings", [("max-params", "max_params"), ("max_params", "max-params")])
+def test_a_config_file_giving_one_option_in_two_spellings_is_refused(tmp_path, capsys, spellings):
+    """(The last one silently won; the same key spelt the same way twice was already refused.)"""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"space: toy\n{spellings[0]}: 10\n{spellings[1]}: 20\n")
+    assert main(["search", "--config", str(config)]) == 2
+    assert (f"config file {str(config)!r} gives option 'max_params' twice, as {spellings[0]!r} and "
+            f"{spellings[1]!r}") in capsys.readouterr().err
