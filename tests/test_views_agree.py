@@ -74,3 +74,56 @@ def test_a_config_file_giving_one_option_in_two_spellings_is_refused(tmp_path, c
     assert main(["search", "--config", str(config)]) == 2
     assert (f"config file {str(config)!r} gives option 'max_params' twice, as {spellings[0]!r} and "
             f"{spellings[1]!r}") in capsys.readouterr().err
+
+
+def test_config_files_and_values_a_careless_user_gives(tmp_path, capsys):
+    """(An empty file ran the whole default search; a TOML file with a byte-order mark was "Invalid statement (at line
+    1, column 1)"; `--data-budget-mb inf` wrote Infinity, which is not JSON, into run.json; 'val_acc:' was max.)"""
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert main(["search", "--config", str(empty)]) == 2
+    assert "holds no options; give at least one" in capsys.readouterr().err
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf" + b'space = "toy"\nexecutor = "inprocess"\nepochs = 1\nbudget = 2\n')
+    assert main(["search", "--config", str(bom), "--quiet", "--run-dir", str(tmp_path / "run")]) == 0
+    with pytest.raises(ValueError, match="data_budget_mb must be None .automatic. or a finite number >= 0, got inf"):
+        nas.TrainSettings(data_budget_mb=float("inf"))
+    from nas.core.objectives import Objective
+
+    with pytest.raises(ValueError, match="objective 'val_acc:' names no mode after its ':'; give max or min"):
+        Objective.parse("val_acc:")
+
+
+def test_the_summary_says_a_resumed_sessions_share_and_quotes_its_commands(tmp_path, capsys):
+    """(After a resume: "finished 64 trials in 1 s", the time this session's and the trials the run's; a folder with
+    a space printed `nas results re with space`, which cannot be pasted back.)"""
+    run = tmp_path / "with space"
+    kw = ["--space", "toy", "--executor", "inprocess", "--epochs", "1", "--quiet"]
+    assert main(["search", *kw, "--budget", "2", "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["search", "--resume", str(run), "--budget", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "finished 3 trials (1 of them in this session, 0 failed)" in out
+    assert f"nas results '{run}'" in out
+
+
+def test_a_report_of_a_run_whose_every_trial_failed_says_so(tmp_path):
+    """(Its decisions panel said "architectures not parsed": they parse; no trial completed.)"""
+    run = tmp_path / "run"
+    nas.search(ToySpace(), "random", budget=2, executor="inprocess", data=None, seed=0, run_dir=run, progress=False,
+               train=scored(lambda a: float("nan")))
+    page = write_report(run, tmp_path / "page.html").read_text()
+    assert "architectures not parsed" not in page and "no trial completed" in page
+
+
+def test_the_results_table_of_a_warm_started_run_says_which_trials_are_the_warm_starts(tmp_path, capsys):
+    """(It listed the earlier run's trials, negative ids, unmarked, one of them on top; nas best and nas status count
+    the run's own only.)"""
+    kw = ["--space", "nb201", "--executor", "simulated", "--quiet"]
+    assert main(["search", *kw, "--budget", "4", "--run-dir", str(tmp_path / "src")]) == 0
+    assert main(["search", *kw, "--budget", "2", "--warm-start", str(tmp_path / "src"), "--run-dir",
+                 str(tmp_path / "dst")]) == 0
+    capsys.readouterr()
+    assert main(["results", str(tmp_path / "dst")]) == 0
+    assert ("6 trials (2 of this run, 4 of its warm start: ids below 0, which nas best and nas status leave out)"
+            in capsys.readouterr().out)

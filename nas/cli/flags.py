@@ -89,7 +89,7 @@ def read_config_file(path: str) -> dict[str, Any]:
         what = "does not exist" if not os.path.lexists(p) else "is not a regular file"
         raise UsageError(f"config file {path!r} {what}; name a .toml, .yaml or .yml file")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # (a byte-order mark: TOML's "Invalid statement" at 1, 1)
     except UnicodeDecodeError as e:
         raise UsageError(f"config file {path!r} is not UTF-8 text (byte {e.start})") from None
     except OSError as e:
@@ -109,6 +109,9 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise UsageError(f"config file {path!r} is malformed: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise UsageError(f"config file {path!r} must hold a table of options, got {type(data).__name__}")
+    if not data:  # (it ran the whole default search: a truncated or wrong file more likely than "all defaults")
+        raise UsageError(f"config file {path!r} holds no options; give at least one (e.g. space = \"toy\"), or "
+                         "leave out --config for every default")
     bad = [k for k in data if not isinstance(k, str)]
     if bad:  # (YAML's `1: 2` or `null:`: str.replace's AttributeError)
         raise UsageError(f"config file {path!r}: option names are strings, got {bad[0]!r}")

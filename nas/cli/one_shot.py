@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from nas.cli.common import nonempty, path_arg, seed_arg
@@ -71,7 +72,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     cols = ["trial_id", "arch", "state", "score"]
     print(df[cols].sort_values("score", ascending=False, kind="stable").to_string(index=False))
     if not (df["state"] == "COMPLETE").any():
-        print(f"no trial completed; see the errors with: nas results {df.attrs['run_dir']}")
+        print(f"no trial completed; see the errors with: nas results {quote(str(df.attrs['run_dir']))}")
     print(f"retrained in {df.attrs['run_dir']}")
     return 0
 

@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from nas.cli.common import UsageError, nonempty, path_arg
@@ -67,9 +68,12 @@ def cmd_results(args: argparse.Namespace) -> int:
     print(table)
     n_ok = int((df.state == "COMPLETE").sum())
     more = f" (best {args.top} shown; --top N for more)" if len(df) > args.top else ""
-    print(f"\n{len(df)} trials: {n_ok} complete, {len(df) - n_ok} failed{more}")
+    warm = int((df.trial_id < 0).sum())  # (a warm start's trials, told the strategy first: shown with this run's)
+    of = (f" ({len(df) - warm} of this run, {warm} of its warm start: ids below 0, which nas best and nas status leave "
+          f"out)") if warm else ""
+    print(f"\n{len(df)} trials{of}: {n_ok} complete, {len(df) - n_ok} failed{more}")
     if " arch" not in table.splitlines()[0]:
-        print(f"architectures: nas results {args.run_dir} --view arch")
+        print(f"architectures: nas results {quote(str(args.run_dir))} --view arch")
     return 0
 
 

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from shlex import quote
 
 from nas.cli.common import UsageError, nonempty
 from nas.cli.flags import add_config_flags, config_from_args, given_flags
@@ -96,13 +97,13 @@ def cmd_search(args: argparse.Namespace) -> int:
                         notify=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         if (Path(str(cfg.run_dir)) / "run.json").is_file():
-            print(f"\naborted; resume with: nas search --resume {cfg.run_dir}", file=sys.stderr)
+            print(f"\naborted; resume with: nas search --resume {quote(str(cfg.run_dir))}", file=sys.stderr)
         else:  # (before the search started: the run was taken back)
             print(f"\naborted before the search started; nothing was kept in {cfg.run_dir}", file=sys.stderr)
         return 130
     if df.attrs.get("interrupted"):
-        print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume {df.attrs['run_dir']}",
-              file=sys.stderr)
+        print(f"interrupted: {len(df)} trials finished; resume with: nas search --resume "
+              f"{quote(str(df.attrs['run_dir']))}", file=sys.stderr)
         return 130
     from nas.monitor.status import format_summary, run_status
 
@@ -113,7 +114,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         from nas.monitor.pareto import format_front, run_front
 
         print(format_front(*run_front(run_dir)))
-    print(f"results in {run_dir}  (nas results {run_dir}; nas best {run_dir})")
+    print(f"results in {run_dir}  (nas results {quote(str(run_dir))}; nas best {quote(str(run_dir))})")
     if args.keep_dashboard:
         keep_cluster_up(dashboard)
     return 0

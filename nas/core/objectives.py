@@ -56,7 +56,9 @@ class Objective:
             return text
         if not isinstance(text, str):
             raise ValueError(f"an objective is a string like 'val_acc' or 'loss:min', got {text!r}")
-        metric, _, mode = text.strip().partition(":")
+        metric, colon, mode = text.strip().partition(":")
+        if colon and not mode.strip():  # ('val_acc:' was taken as max: a direction left out, or cut off?)
+            raise ValueError(f"objective {text!r} names no mode after its ':'; give max or min, or no ':' (max)")
         return cls(metric.strip(), mode.strip() or "max")
 
     def score(self, value: float) -> float:

@@ -181,6 +181,7 @@ def run_section(name: str, cfg: RunConfig, df: pd.DataFrame, top: int, key: str,
            "no trial completed") for o in per],
         (f"Decisions against {', '.join(o.metric for o in per)}",
          figures.parallel_coordinates(df, decisions, values, objectives),
+         "no trial completed" if not (df.state == "COMPLETE").any() else
          "no decisions to show (architectures not parsed)"),
         *[(f"Decision importance{f' for {o.metric}' if multi else ''}",
            *_importance(df.assign(score=values[o.metric]), decisions, str(o))) for o in per],

@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -131,7 +132,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None, *,
         "best_score": float(best.score) if best is not None else None,
         "best_trial": int(best.trial_id) if best is not None else None,
         "best_arch": _arch(cfg, latest[int(best.trial_id)][0], tail.path) if best is not None else None,
-        "elapsed": elapsed, "throughput": throughput, "left": left, "eta": eta,
+        "elapsed": elapsed, "throughput": throughput, "left": left, "eta": eta, "in_session": in_session,
         "utilization": usage.utilization,
         **front_status(cfg, df),  # a multi-objective run: its Pareto front's size and hypervolume
     }
@@ -246,7 +247,7 @@ def _cut(arch: str, run_dir: str) -> str:
     """
     if len(arch) <= ARCH_SHOWN:
         return arch
-    return f"{arch[:ARCH_SHOWN]}... ({len(arch):,} characters in all: nas best {run_dir})"
+    return f"{arch[:ARCH_SHOWN]}... ({len(arch):,} characters in all: nas best {quote(str(run_dir))})"
 
 
 def format_summary(st: dict[str, Any]) -> str:
@@ -254,9 +255,13 @@ def format_summary(st: dict[str, Any]) -> str:
     utilization: :func:`nas.monitor.usage.run_usage`)."""
     st = shown(st)
     util = f"; worker utilization {st['utilization']:.2f}" if st["utilization"] is not None else ""
-    lines = [f"finished {st['finished']} trials ({st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
+    session = st.get("in_session", st["finished"])  # (a resumed run: the time is this session's, and its trials)
+    here = f"{session} of them in this session, " if session != st["finished"] else ""
+    lines = [f"finished {st['finished']} trials ({here}{st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
     if st["best_score"] is not None:
         lines.append(f"best {_best(st)} (trial {st['best_trial']}): {_cut(st['best_arch'], st['run_dir'])}")
+    elif st["failed"]:
+        lines.append(f"no trial completed; see the errors with: nas results {quote(str(st['run_dir']))}")
     else:
-        lines.append(f"no trial completed; see the errors with: nas results {st['run_dir']}")
+        lines.append("no trial completed")
     return "\n".join(lines)

@@ -43,6 +43,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from shlex import quote
 from typing import IO, Any, NamedTuple
 
 import msgspec
@@ -77,7 +78,7 @@ class JournalWriter:
 
     def __init__(self, path: Path, *, opener: Opener = _open_append, continue_with: str | None = None) -> None:
         self.path = Path(path)
-        self.continue_with = continue_with or f"resume with: nas search --resume {self.path.parent}"
+        self.continue_with = continue_with or f"resume with: nas search --resume {quote(str(self.path.parent))}"
         cut_torn_tail(self.path)
         self._file = opener(self.path)
         self.fsync_seconds = 0.0  # time spent in fsync, for the driver benchmark

@@ -28,6 +28,7 @@ import socket
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
+from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 from nas.core.types import Report, Result, Trial
@@ -371,7 +372,7 @@ class RunStore:
         command, which ``nas search --resume`` refuses."""
         if self.strategy_name == FixedArchs.__name__:
             return "run the same nas retrain command again"
-        return f"resume with: nas search --resume {self.path}"
+        return f"resume with: nas search --resume {quote(str(self.path))}"
 
     def _write(self, path: Path, data: bytes) -> None:
         try:

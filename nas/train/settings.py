@@ -110,8 +110,9 @@ class TrainSettings:
             raise ValueError(f"threads must be None (the worker's CPU share) or an integer from 1 to {MAX_THREADS}, "
                              f"got {self.threads!r}")
         if self.data_budget_mb is not None and not (isinstance(self.data_budget_mb, (int, float))
-                                                    and self.data_budget_mb >= 0):
-            raise ValueError(f"data_budget_mb must be None (automatic) or a number >= 0, got {self.data_budget_mb!r}")
+                                                    and 0 <= self.data_budget_mb < float("inf")):  # (inf: not JSON)
+            raise ValueError(f"data_budget_mb must be None (automatic) or a finite number >= 0, got "
+                             f"{self.data_budget_mb!r}")
         object.__setattr__(self, "objectives", tuple(Objectives(self.objectives).to_list()))
         Constraints(max_flops=self.max_flops, max_latency_ms=self.max_latency_ms)  # a ValueError names a bad one
         if self.proxy_screen is not None:
