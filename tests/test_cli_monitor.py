@@ -212,6 +212,12 @@ def test_the_live_page_reloads_after_whole_seconds(run_dir, capsys, value):
     assert "content='1000000'" in LivePages(run_dir, refresh=1e6).index()  # (not 1e+06, which a browser reads as 1)
 
 
+def test_the_live_page_of_a_run_with_no_trial_running_leaves_no_dangling_example(run_dir):
+    """(It read "A page per trial: trial/ID, e.g. " and nothing after.)"""
+    page = LivePages(run_dir, refresh=5).index()
+    assert "trial/ID</a></p>" in page and "e.g. </p>" not in page
+
+
 class MixedOptions(nas.SearchSpace):
     """Options of every JSON kind in one decision (a space may offer any JSON data)."""
 

@@ -116,8 +116,9 @@ class LivePages:
         before = (f"<p class='note'>page of {built}</p>"
                   f"<h2 id='running-now-title'>Running now: {counts.get('running', 0)} running, "
                   f"{counts.get('queued', 0)} queued</h2>{now_html}"
-                  f"<p class='note'>A page per trial: <a href='trial/ID'>trial/ID</a>, e.g. "
-                  + " ".join(f"<a href='trial/{t}'>{t}</a>" for t in now.trial.head(10)) + "</p>")
+                  f"<p class='note'>A page per trial: <a href='trial/ID'>trial/ID</a>"
+                  + (", e.g. " + " ".join(f"<a href='trial/{t}'>{t}</a>" for t in now.trial.head(10)) if len(now)
+                     else "") + "</p>")  # (with none running, "e.g." was left dangling)
         try:
             page = report_html([self.run_dir], self.top, plotlyjs="plotly.js", head=head, before=before)
         except NothingToReport as e:
