@@ -127,3 +127,17 @@ def test_the_results_table_of_a_warm_started_run_says_which_trials_are_the_warm_
     assert main(["results", str(tmp_path / "dst")]) == 0
     assert ("6 trials (2 of this run, 4 of its warm start: ids below 0, which nas best and nas status leave out)"
             in capsys.readouterr().out)
+
+
+def test_a_run_its_time_budget_ended_before_any_trial_says_so(tmp_path, capsys):
+    """(`nas results` said "no finished trials yet" of a finished run; `nas status` "the run is not running", never
+    that its time budget had ended it.)"""
+    run = tmp_path / "run"
+    assert main(["search", "--space", "nb201", "--executor", "simulated", "--budget", "5", "--time-budget", "1",
+                 "--quiet", "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["results", str(run)]) == 0
+    assert capsys.readouterr().out.strip() == f"no finished trials (the run is not running: nas status {run} says " \
+                                             "how it ended)"
+    assert main(["status", str(run)]) == 0
+    assert "ETA       - (5 trials left; its time budget ended it)" in capsys.readouterr().out

@@ -22,6 +22,7 @@ def terminal_width() -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     from nas.monitor.tables import arch_view, export_frame, json_chunks, results_table
+    from nas.run.lock import held
     from nas.run.reader import registered_space
     from nas.run.warmstart import load_run_with_warm
 
@@ -57,7 +58,8 @@ def cmd_results(args: argparse.Namespace) -> int:
         print()
         return 0
     if df.empty:
-        print("no finished trials yet")
+        print("no finished trials" + ("" if held(args.run_dir) else " (the run is not running: nas status "
+                                         f"{quote(str(args.run_dir))} says how it ended)"))
         return 0
     width = terminal_width()
     shown = df.loc[order].head(args.top)

@@ -133,6 +133,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None, *,
         "best_trial": int(best.trial_id) if best is not None else None,
         "best_arch": _arch(cfg, latest[int(best.trial_id)][0], tail.path) if best is not None else None,
         "elapsed": elapsed, "throughput": throughput, "left": left, "eta": eta, "in_session": in_session,
+        "time_budget": (live or {}).get("time_budget") or cfg.search.time_budget,
         "utilization": usage.utilization,
         **front_status(cfg, df),  # a multi-objective run: its Pareto front's size and hypervolume
     }
@@ -231,7 +232,9 @@ def format_status(st: dict[str, Any]) -> str:
     if st["eta"] is not None:
         lines.append(f"ETA       {_duration(st['eta'])} ({st['left']} trials left)")
     elif st["state"] != "running" and st["left"]:
-        lines.append(f"ETA       - ({st['left']} trials left; the run is not running)")
+        why = ("its time budget ended it" if st["state"] == "finished" and st.get("time_budget") is not None
+               else "the run is not running")  # (a finished run with trials left: its time budget was spent)
+        lines.append(f"ETA       - ({st['left']} trials left; {why})")
     return "\n".join(lines)
 
 

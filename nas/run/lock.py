@@ -82,9 +82,10 @@ class RunLock:
         h = self.holder()
         if h is None:  # (it took the lock and has not written .lock.json yet, which it does once its checks pass)
             return "one that is starting: it has not written its pid yet"
-        if h.get("host") == socket.gethostname() and not _alive(h.get("pid")):  # (a resume checking, or running its
+        if h.get("host") == socket.gethostname() and not _alive(h.get("pid")):
+            # (a resume still checking, or running its search again: it writes nothing, its pid neither, until then)
             return ("one that is starting or resuming: it has not written its pid yet; .lock.json still names pid "
-                    f"{h.get('pid')}, which has ended")  # search again: it writes nothing until then)
+                    f"{h.get('pid')}, which has ended")
         return f"pid {h.get('pid')} on host {h.get('host')}, started {h.get('started')}"
 
     @property
