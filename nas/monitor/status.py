@@ -9,7 +9,6 @@ of the run's wall time; the ETA is the trials left at that rate (or the time bud
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -141,14 +140,12 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None, *,
 
 def _arch(cfg: RunConfig, trial: Trial, journal: Path) -> str:
     """A trial's architecture as the results table shows it (the registered space's one line, else JSON)."""
-    from nas.run.reader import registered_formatter
+    from nas.run.reader import UnfitArchitecture, arch_text, registered_formatter
 
-    formatter = registered_formatter(cfg)
     try:
-        return formatter(trial.arch) if formatter else json.dumps(dict(trial.arch), sort_keys=True)
+        return arch_text(trial.arch, registered_formatter(cfg))
     except ValueError as e:  # (as the results table says it)
-        raise ValueError(f"{journal}: trial {trial.trial_id}'s architecture is not one of the run's space: {e}") \
-            from None
+        raise ValueError(f"{journal}: {UnfitArchitecture(0, trial.trial_id, e)}") from None
 
 
 def _duration(seconds: float) -> str:

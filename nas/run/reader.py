@@ -70,6 +70,12 @@ class UnfitArchitecture(ValueError):
         super().__init__(f"trial {trial_id}'s architecture is not one of the run's space: {error}")
 
 
+def arch_text(arch: Arch, format_arch: Callable[[Arch], str] | None) -> str:
+    """An architecture as the tables show it: the registered space's one line, else canonical JSON (a ValueError
+    where the space does not have it)."""
+    return format_arch(arch) if format_arch else json.dumps(dict(arch), sort_keys=True)
+
+
 def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = None) -> pd.DataFrame:
     """One row per trial, in finishing order. ``state`` is COMPLETE (scored) or FAILED; ``outcome`` how it ended
     (COMPLETE, STOPPED, PAUSED, FAILED); ``failure`` why it failed. ``arch`` is the space's one-line form when
@@ -77,7 +83,7 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
     rows = []
     for k, (trial, result) in enumerate(records):
         try:
-            arch = format_arch(trial.arch) if format_arch else json.dumps(dict(trial.arch), sort_keys=True)
+            arch = arch_text(trial.arch, format_arch)
         except ValueError as e:  # (a registered space's check: a decision it lacks, a value it does not offer)
             raise UnfitArchitecture(k, trial.trial_id, e) from None
         known = result.start_time is not None and result.end_time is not None  # a simulated clock starts at 0
