@@ -232,7 +232,7 @@ def _check_own_methods(space: SearchSpace, shown: str) -> None:
     from nas.core.space import SearchSpace
 
     own = [m for m in ("sample", "format") if getattr(type(space), m) is not getattr(SearchSpace, m)]
-    if not own:
+    if not own or type(space).__module__.partition(".")[0] == "nas":  # (the package's own spaces: its tests try them)
         return
     with contextlib.suppress(Exception):  # (a copy: a space with state of its own would lose its first draw here;
         space = copy.deepcopy(space)  # one that cannot be copied is tried itself)
