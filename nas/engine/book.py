@@ -18,7 +18,7 @@ import collections
 import dataclasses
 from collections.abc import Callable
 
-from nas.core.types import Decision, FailureKind, Result, Trial, TrialState
+from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, TrialState
 
 FINISHED = (TrialState.COMPLETE, TrialState.FAILED)
 
@@ -113,4 +113,21 @@ class FailureWatch:
         return self.first if self.limit is not None and self.count >= self.limit else None
 
 
-__all__ = ["FailureWatch", "TrialBook", "TrialRecord"]
+def failed_continuation(before: Result, failed: Result) -> Result:
+    """A promoted trial's continuation that failed: the trial ends STOPPED at what it measured before (its score,
+    epoch and metrics), with the failure said in its error and the continuation's times, worker and learning curve;
+    a FAILED result in its place hid the score it had (a run's best, maybe) from every table, while best.json kept
+    naming it. The scheduler hears a result at the epoch it had: the trial is done, never promoted again.
+
+    >>> before = Result(3, Outcome.PAUSED, 0.25, epoch=1)
+    >>> r = failed_continuation(before, Result.failed(3, "RuntimeError: boom", FailureKind.ERROR, epoch=2))
+    >>> r.outcome.value, r.score, r.epoch, r.error
+    ('STOPPED', 0.25, 1, 'its continuation failed (ERROR): RuntimeError: boom')
+    """
+    kind = failed.failure.value if failed.failure is not None else "FAILED"
+    return dataclasses.replace(before, outcome=Outcome.STOPPED, error=f"its continuation failed ({kind}): "
+                               f"{failed.error}", history=failed.history, start_time=failed.start_time,
+                               end_time=failed.end_time, worker=failed.worker, node=failed.node)
+
+
+__all__ = ["FailureWatch", "TrialBook", "TrialRecord", "failed_continuation"]

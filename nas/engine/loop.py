@@ -37,7 +37,7 @@ from nas.core.types import (
     TrialState,
     python_numbers,
 )
-from nas.engine.book import FailureWatch, TrialBook, TrialRecord
+from nas.engine.book import FailureWatch, TrialBook, TrialRecord, failed_continuation
 from nas.engine.interfaces import Callback, LoopStatus, RunWriter, SnapshotState
 from nas.engine.protocol import Event, EventKind, Executor, KeepRule
 
@@ -454,21 +454,4 @@ class SearchLoop:
         self.resumed = self.finished
 
 
-def failed_continuation(before: Result, failed: Result) -> Result:
-    """A promoted trial's continuation that failed: the trial ends STOPPED at what it measured before (its score,
-    epoch and metrics), with the failure said in its error and the continuation's times, worker and learning curve;
-    a FAILED result in its place hid the score it had (a run's best, maybe) from every table, while best.json kept
-    naming it. The scheduler hears a result at the epoch it had: the trial is done, never promoted again.
-
-    >>> before = Result(3, Outcome.PAUSED, 0.25, epoch=1)
-    >>> r = failed_continuation(before, Result.failed(3, "RuntimeError: boom", FailureKind.ERROR, epoch=2))
-    >>> r.outcome.value, r.score, r.epoch, r.error
-    ('STOPPED', 0.25, 1, 'its continuation failed (ERROR): RuntimeError: boom')
-    """
-    kind = failed.failure.value if failed.failure is not None else "FAILED"
-    return dataclasses.replace(before, outcome=Outcome.STOPPED, error=f"its continuation failed ({kind}): "
-                               f"{failed.error}", history=failed.history, start_time=failed.start_time,
-                               end_time=failed.end_time, worker=failed.worker, node=failed.node)
-
-
-__all__ = ["SearchLoop", "failed_continuation"]
+__all__ = ["SearchLoop"]
