@@ -64,7 +64,7 @@ from nas.parts import (
 from nas.run.config import RunConfig
 from nas.run.journal import bulk_load
 from nas.run.reader import results_frame
-from nas.run.rerun import Diverged, Rerun
+from nas.run.rerun import Diverged, Rerun, ended_by_itself
 from nas.run.store import RunStore, read_config
 from nas.run.warmstart import WarmTrial, load_warm_start, tell_warm_start
 from nas.train.data import Dataset, dataset_fingerprint, load_dataset
@@ -430,18 +430,7 @@ def _reruns(config: RunConfig, given: Given, store: RunStore, executor: Executor
     s = config.search
     return (store.restored is not None and isinstance(executor, SimulatedClock) and given.executor is None
             and given.strategy is None and s.seed is not None
-            and registry.strategies.get(s.strategy).state_file is None and not _ended_by_itself(store.path))
-
-
-def _ended_by_itself(run_dir: Path) -> bool:
-    """Whether the run's status.json says its search finished (its budget or time spent)."""
-    from nas.run.schema import SchemaError, read_status
-
-    try:
-        status = read_status(run_dir)
-    except SchemaError:
-        return False
-    return status is not None and status.state == "finished"
+            and registry.strategies.get(s.strategy).state_file is None and not ended_by_itself(store.path))
 
 
 def _loop(config: RunConfig, store: RunStore, executor: Executor, strategy: Strategy, scheduler: Scheduler | None,

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Container, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nas.core.types import Report, Result, Trial
 from nas.engine.interfaces import LoopStatus, SnapshotState
 from nas.run.journal import record_line
+from nas.run.schema import SchemaError, read_status
 
 if TYPE_CHECKING:
     from nas.engine.replay import Recorded, Restored
@@ -123,6 +125,16 @@ class Rerun:
             self.store.finish(status, snapshot)
 
 
+def ended_by_itself(run_dir: Path) -> bool:
+    """Whether the run's status.json says its search finished (its budget or time spent): nothing was in flight, so a
+    replay of its journal is as exact as running it again."""
+    try:
+        status = read_status(run_dir)
+    except SchemaError:
+        return False
+    return status is not None and status.state == "finished"
+
+
 def _differ(line: bytes, had: bytes) -> str:
     """How a record written again differs from the journal's, in a few words (not the records: they are long)."""
     new, old = json.loads(line), json.loads(had)
@@ -137,4 +149,4 @@ def _differ(line: bytes, had: bytes) -> str:
     return f"{what(new)} that differs from the journal's in {', '.join(fields)}"
 
 
-__all__ = ["Diverged", "Rerun"]
+__all__ = ["Diverged", "Rerun", "ended_by_itself"]
