@@ -11,8 +11,8 @@ from nas.cli import main
 from nas.engine.protocol import ExecutorConfig, build_executor
 from nas.run.config import RunConfig
 from nas.search_spaces.toy import ToySpace
+from nas.train.collective import collective_error
 from nas.train.feed import DeviceFeed, StreamFeed
-from nas.train.gang import collective_error
 from nas.train.shard import ShardedFeed, batch_spans, shard_order
 
 

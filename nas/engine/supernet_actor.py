@@ -102,7 +102,8 @@ class SupernetRank:
     def _epochs(self, state: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
         import torch
 
-        from nas.train.gang import collective_error, first_line
+        from nas.train.collective import collective_error
+        from nas.train.gang import first_line
 
         trainer = self.trainer
         if state is not None:

@@ -113,19 +113,6 @@ class CheckpointIO:
         return self._saved
 
 
-#: what gloo and NCCL say when a peer is gone or a collective timed out (they raise a bare RuntimeError)
-_COLLECTIVE_SIGNS = ("gloo", "NCCL", "Timed out waiting", "Connection closed by peer", "pair closure",
-                     "Connection reset")
-
-
-def collective_error(e: BaseException) -> bool:
-    """Whether ``e`` is a collective's failure (a timeout, a vanished peer) rather than the training's own."""
-    import torch.distributed as dist
-
-    return isinstance(e, dist.DistError) or (isinstance(e, RuntimeError)
-                                             and any(s in str(e) for s in _COLLECTIVE_SIGNS))
-
-
 def _check_state(state: Any) -> None:
     """A TypeError naming the first value of ``state`` a weights-only load refuses (see :meth:`CheckpointIO.save`).
 
@@ -351,7 +338,7 @@ def _journal_value(value: Any, name: str, depth: int = 0) -> Any:
     if isinstance(value, float):
         return None if depth and not math.isfinite(value) else float(value)
     if value is None or isinstance(value, str):
-        return value if type(value) is str or value is None else str(value)
+        return None if value is None else str(value)
     if (name, type(value).__name__) not in _TEXT_SAID:
         _TEXT_SAID.add((name, type(value).__name__))
         log.warning("metric %r is a %s, which the journal keeps as its text (str()); report numbers, strings, "
@@ -362,4 +349,4 @@ def _journal_value(value: Any, name: str, depth: int = 0) -> Any:
 _TEXT_SAID: set[tuple[str, str]] = set()  # (metric, type) said once per process
 
 
-__all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure", "collective_error"]
+__all__ = ["CheckpointIO", "ReportFn", "TrialContext", "TrialFailure"]

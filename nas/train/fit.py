@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from nas.core.types import FailureKind, InvalidSpace
-from nas.train.context import TrialContext, TrialFailure, collective_error
+from nas.train.collective import collective_error
+from nas.train.context import TrialContext, TrialFailure
 from nas.train.hparams import augmentation, make_optimizer, make_schedule
 from nas.train.inherit import inherit_optimizer_state, optimizer_param_names
 

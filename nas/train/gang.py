@@ -37,7 +37,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
-from nas.train.context import ReportFn, TrialContext, TrialFailure, collective_error
+from nas.train.collective import collective_error
+from nas.train.context import ReportFn, TrialContext, TrialFailure
 from nas.train.runner import Keep, TrialRunner, failure_kind
 from nas.train.shard import ShardedFeed
 
@@ -214,4 +215,4 @@ class GangRunner(TrialRunner):
         return Result(ctx.trial.trial_id, outcome, epoch=epoch, history=list(ctx.history)), None  # (not sent on)
 
 
-__all__ = ["Gang", "GangRunner", "collective_error", "loopback_interface"]
+__all__ = ["Gang", "GangRunner", "loopback_interface"]
