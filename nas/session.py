@@ -9,7 +9,7 @@ records ``nb201`` with its arguments, an executor object its registered name, a 
 again is refused with one line saying how to resume it.
 
 >>> import tempfile
->>> from nas.run.config import RunConfig
+>>> from nas.run.config import RunConfig, TrainSection
 >>> cfg = RunConfig.from_mapping({"space": "toy", "strategy": "random", "budget": 3, "executor": "inprocess",
 ...                               "dataset": "none", "train_function": "nas.train.simple:noop",
 ...                               "run_dir": tempfile.mkdtemp() + "/run"})
@@ -61,7 +61,7 @@ from nas.parts import (
     executor_name,
     keep_warm_weights,
 )
-from nas.run.config import RunConfig
+from nas.run.config import RunConfig, TrainSection
 from nas.run.journal import bulk_load
 from nas.run.reader import results_frame
 from nas.run.rerun import Diverged, Rerun, ended_by_itself
@@ -220,7 +220,7 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
         executor, executor_class = e.executor, e.executor_class
         _check_executor(config, resume)
         if executor == "simulated":
-            _check_simulated(config, spec["class"], trains=function != BUILTIN)
+            _check_simulated(config, spec["class"], trains=function != BUILTIN, resume=resume)
             made_with_data = resume and read_config(Path(str(config.run_dir))).train.dataset is not None
             if not made_with_data:  # (its table answers every trial: loading digits cost each search 1-6 s; a
                 t = dataclasses.replace(t, dataset=None)  # run made before, which recorded it, resumes with it)
@@ -344,12 +344,27 @@ def _check_executor(config: RunConfig, resume: bool) -> None:
     registry.executors.check(e.executor)  # a ValueError naming the known ones
 
 
-def _check_simulated(config: RunConfig, space: str, *, trains: bool) -> None:
-    """The simulated executor answers each trial from its table, of one space, and runs no training function (one
-    handed in was never called; another space's trials all failed: "architecture keys do not match")."""
+def _check_simulated(config: RunConfig, space: str, *, trains: bool, resume: bool) -> None:
+    """The simulated executor answers each trial from its table, of one space, at the table's epochs, and runs no
+    training function (one handed in was never called; another space's trials all failed: "architecture keys do
+    not match"). A new run's epochs or dataset that the table would not answer are refused (``--epochs 1`` was
+    answered at 12, ``--dataset cifar100`` from CIFAR-10's table); the defaults stand for the table's own."""
     name = config.execution.executor_options.get("benchmark", "nb201-cifar10")
     table = registry.tables.get(name) if isinstance(name, str) else name
-    answers = getattr(table.func if isinstance(table, functools.partial) else table, "space", None)
+    kind = table.func if isinstance(table, functools.partial) else table
+    answers = getattr(kind, "space", None)
+    defaults, t = TrainSection(), config.train
+    if not resume and t.dataset != defaults.dataset and t.dataset is not None:
+        raise ValueError(f"the simulated executor answers each trial from its table ({name}), not from a dataset "
+                         f"(got dataset {t.dataset!r}): leave it out, or choose the table with the executor option "
+                         f"benchmark, one of {', '.join(registry.tables.names())}")
+    fidelities = getattr(kind, "fidelities", None) or ((kind.epochs,) if isinstance(getattr(kind, "epochs", None),
+                                                                                     int) else None)
+    epochs = t.settings.epochs
+    if not resume and fidelities is not None and epochs not in fidelities and epochs != defaults.settings.epochs:
+        raise ValueError(f"the simulated executor's table {name} answers at {' or '.join(map(str, fidelities))} "
+                         f"epochs, got epochs {epochs!r}: give one of them, or leave it out (the table's "
+                         f"{kind.epochs})")
     if trains:
         raise ValueError(f"the simulated executor answers each trial from its table ({name}) and runs no training "
                          f"function: leave train out, or run it on the inprocess or ray executor")

@@ -57,7 +57,13 @@ def test_config_file_with_command_line_override(tmp_path, nas_cli):
 @pytest.mark.parametrize(("argv", "message"), [
     (["--strategy", "genetic"], "unknown strategy 'genetic'; known: evolution, "),
     (["--space", "nope"], "unknown search space 'nope'; known: "),
-    (["--budget", "0"], "config key 'budget' must be an integer >= 1, got 0"),
+    (["--budget", "0"], "--budget must be an integer >= 1, got 0"),  # (the flag typed, not "config key 'budget'")
+    (["--lr", "-1"], "--lr must be a finite number > 0, got -1.0"),
+    # (the simulated executor answered --epochs 1 at its table's 12, --dataset synthetic from CIFAR-10's table)
+    (["--executor", "simulated", "--space", "nb201", "--epochs", "1"], "the simulated executor's table nb201-cifar10 "
+     "answers at 12 or 200 epochs, got epochs 1: give one of them, or leave it out (the table's 12)"),
+    (["--executor", "simulated", "--space", "nb201", "--dataset", "synthetic"], "not from a dataset (got dataset "
+     "'synthetic'): leave it out, or choose the table with the executor option benchmark, one of nb201-cifar10, "),
     (["--space", "no_such_module:Space"], "cannot import module 'no_such_module'"),
     (["--space", "nas.core.space:Nothing"], "module 'nas.core.space' has no attribute 'Nothing'"),
     (["-o", "population"], "is not KEY=VALUE"),
@@ -217,6 +223,10 @@ def test_python_m_nas_and_nas_cli_and_a_light_version(tmp_path):
     (["results", "RUN", "--json"], "nas results: error: unrecognized arguments: --json"),  # (not '--sort')
     (["bench", "scaling", "--jbos", "2"], "nas bench scaling: error: unrecognized arguments: --jbos 2 (did you mean "
                                           "'--jobs'?)"),
+    # (argparse took a unique prefix for a flag: --max-param was --max-params, --exp of `nas best` --export)
+    (["search", "--max-param", "5"], "nas search: error: unrecognized arguments: --max-param 5 (did you mean "
+                                     "'--max-params'?)"),
+    (["best", "RUN", "--exp", "x"], "nas best: error: unrecognized arguments: --exp x (did you mean '--export'?)"),
     (["supernet", "train", "--epoks", "2"], "nas supernet train: error: unrecognized arguments: --epoks 2 (did you "
                                             "mean '--epochs'?)"),
 ])

@@ -57,8 +57,8 @@ BAD = [
                                            "get cifar-10-python.tar.gz from https://www.cs.toronto.edu"),  # (the docs'
     # promise: where to get it and where to put it; it said only "the folder ... does not exist")
     (["--objective", "val_acc:maxx"], "must be max or min, got 'maxx'"),
-    (["--seed", "1" + "0" * 40], "config key 'seed' must be below 2**63 in size"),
-    (["--time-budget", "inf"], "config key 'time_budget' must be a finite number of seconds > 0 (or none)"),
+    (["--seed", "1" + "0" * 40], "--seed must be below 2**63 in size"),
+    (["--time-budget", "inf"], "--time-budget must be a finite number of seconds > 0 (or none)"),
     (["--executor-option", "prefetc=1"], "unknown options ['prefetc'] for executor 'ray' (did you mean 'prefetch'?)"),
     (["--dataset", "none"], "the built-in trainer needs data: --dataset none is for a training function of your own"),
     (["--dataset", "none", "--train-function", "nas.train.fit:fit"], "the built-in trainer needs data: --dataset none"),

@@ -76,6 +76,7 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
     from nas.monitor.listing import tidy_help
 
     tidy_help(parser)  # docstring markup out, no default named twice
+    _no_abbreviations(parser)
     return parser
 
 
@@ -141,18 +142,34 @@ def _said(e: Exception) -> str:
     return str(e)
 
 
-def _refuse_unknown(parser: argparse.ArgumentParser, argv: list[str], unknown: list[str]) -> None:
-    """The error of the parser of the command given (``nas bench scaling``'s, not ``nas``'s: usage and one line,
-    exit 2) naming the arguments it does not take, with the nearest flag it has for a mistyped one (``--budjet``:
-    ``--budget``; compared without the dashes, which made ``--json`` look like ``--sort``)."""
-    from nas.core.nearest import did_you_mean, nearest
-
+def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the command ``argv`` gives (``nas bench scaling``'s, not ``nas``'s)."""
     own, rest = parser, list(argv)
     while (sub := next((a for a in own._actions if isinstance(a, argparse._SubParsersAction)), None)) is not None:
         name = next((a for a in rest if a in sub.choices), None)
         if name is None:
             break
         own, rest = sub.choices[name], rest[rest.index(name) + 1:]
+    return own
+
+
+def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """Every parser of the tree takes a flag only as spelt (argparse took a unique prefix: ``--max-param 5`` was
+    ``--max-params``, and a flag added later would change what an old command line means)."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _no_abbreviations(sub)
+
+
+def _refuse_unknown(parser: argparse.ArgumentParser, argv: list[str], unknown: list[str]) -> None:
+    """The error of the parser of the command given (``nas bench scaling``'s, not ``nas``'s: usage and one line,
+    exit 2) naming the arguments it does not take, with the nearest flag it has for a mistyped one (``--budjet``:
+    ``--budget``; compared without the dashes, which made ``--json`` look like ``--sort``)."""
+    from nas.core.nearest import did_you_mean, nearest
+
+    own = _command_parser(parser, argv)
     bare = {f.lstrip("-"): f for action in own._actions for f in action.option_strings}
     typed = [a.partition("=")[0] for a in unknown if a.startswith("--")]
     near = [bare[hit] for t in typed if (hit := nearest(t.lstrip("-"), bare))]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -168,7 +169,19 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             current = getattr(getattr(cfg, leaf.path[0]), leaf.path[1]) if len(leaf.path) == 2 else {}
             given = {**current, **parse_options(given, flag_names(leaf)[0])}
         values[leaf.name] = given
-    return cfg.updated(values)
+    try:
+        return cfg.updated(values)
+    except ValueError as e:
+        raise ValueError(_as_flag(str(e), {leaf.name: flag_names(leaf)[0] for leaf in leaves(RunConfig)
+                                           if leaf.name in values})) from None
+
+
+def _as_flag(message: str, flags: dict[str, str]) -> str:
+    """A value's error named as the user gave it: ``config key 'budget' must be ...`` or ``epochs must be ...`` of a
+    value typed as a flag says ``--budget must be ...`` (a config file's value keeps "config key")."""
+    m = re.match(r"(?:config key '(\w+)'|(\w+)) (must .*)", message, re.DOTALL)
+    name = m and (m.group(1) or m.group(2))
+    return f"{flags[name]} {m.group(3)}" if m and name in flags else message
 
 
 __all__ = ["add_config_flags", "config_from_args", "given_flags", "read_config_file"]
