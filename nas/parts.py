@@ -164,6 +164,7 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
             raise ValueError("the built-in trainer needs data: --dataset none is for a training function of your own "
                              "that needs none (--train-function MODULE:FUNCTION)")
         check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
+        check_gpu_metric(s.objectives, t.settings.device, e.executor, e.gpus_per_trial)
     for spec in e.log:
         check_log_dir(spec)
 
@@ -189,6 +190,29 @@ def check_device(device: str, executor: str, gpus_per_trial: float) -> None:
         if not torch.cuda.is_available():
             raise ValueError("device='cuda' was asked for, but this machine has no CUDA device (torch sees none); "
                              "use device auto (CUDA where there is one) or cpu")
+
+
+def check_gpu_metric(objectives: Sequence[str], device: str, executor: str, gpus_per_trial: float) -> None:
+    """Refuse at once an objective of ``peak_memory_mb`` where no trial can train on a GPU (CPU only, a Ray trial
+    with no GPU asked for, or this process on a machine without CUDA): the built-in trainer measures it on CUDA
+    only, so every trial failed OBJECTIVE_MISSING."""
+    from nas.core.objectives import Objectives
+
+    if "peak_memory_mb" not in {o.metric for o in Objectives(list(objectives))}:
+        return
+    if device == "cpu":
+        why = "the device is cpu"
+    elif executor == "ray" and gpus_per_trial == 0:
+        why = "no GPU is asked per trial, --gpus-per-trial"
+    elif executor == "inprocess" and device == "auto":
+        import torch
+
+        why = "" if torch.cuda.is_available() else "this machine has no CUDA device"
+    else:
+        why = ""
+    if why:
+        raise ValueError(f"objective 'peak_memory_mb' is measured on a GPU only, and every trial here trains on a "
+                         f"CPU ({why}): leave it out, or run the trials on GPUs")
 
 
 def check_storage(path: Any, run_dir: str | os.PathLike[str] | None, state_file: str, *, resume: bool) -> None:

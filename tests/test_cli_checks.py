@@ -64,6 +64,10 @@ BAD = [
     (["--dataset", "none", "--train-function", "nas.train.fit:fit"], "the built-in trainer needs data: --dataset none"),
     (["--objective", "val_ac"], "objective 'val_ac' (did you mean 'val_acc'?) is not a metric the built-in trainer"),
     (["--objective", "val_acc", "--objective", "energy:min"], "objective 'energy' is not a metric the built-in"),
+    # (listed among the metrics the trainer reports, but measured on CUDA only: every trial failed OBJECTIVE_MISSING)
+    (["--objective", "val_acc", "--objective", "peak_memory_mb:min"], "objective 'peak_memory_mb' is measured on a "
+     "GPU only, and every trial here trains on a CPU (no GPU is asked per trial, --gpus-per-trial): leave it out"),
+    (["--objective", "peak_memory_mb:min", "--device", "cpu"], "every trial here trains on a CPU (the device is cpu)"),
     (["--run-dir", "locked"], "is in use by another search"),
     (["--run-dir", "notes"], "is not empty"),
     (["--scheduler-option", "eta=2"], "scheduler options ['eta'] given with no scheduler (none); give the scheduler"),
