@@ -5,6 +5,7 @@ the test ends. (With no limit, one hanging trial stalled an in-process search fo
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 
@@ -13,6 +14,7 @@ import ray
 
 import nas
 from nas.search_spaces.toy import ToySpace, toy_score
+from tests.helpers import FAST
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
 
@@ -97,3 +99,25 @@ def test_a_retraining_does_not_inherit_the_searchs_trial_timeout(tmp_path):
     nas.retrain(tmp_path / "run", top=1, out_dir=tmp_path / "again", executor="inprocess", progress=False)
     made = json.loads((tmp_path / "again" / "run.json").read_text())
     assert made["train"]["settings"]["trial_timeout"] is None
+
+
+def test_a_resume_may_set_a_trial_timeout_and_run_json_keeps_it(tmp_path, release):
+    """A run made with no limit that hung resumes with one (it was refused as another search, and the CLI refused the
+    flag: the resume ran the hanging trial again for good); the next resume keeps it."""
+    run = tmp_path / "run"
+    kw = dict(executor="inprocess", data=None, train=hangs_in_process, seed=0, run_dir=run, progress=False)
+    nas.search(ToySpace(), "random", budget=1, **kw)
+    df = nas.search(ToySpace(), "random", budget=3, resume=True, settings=nas.TrainSettings(trial_timeout=1.0), **kw)
+    assert list(df.failure.fillna("-")) == ["-", "TIMEOUT", "-"]
+    assert json.loads((run / "run.json").read_text())["train"]["settings"]["trial_timeout"] == 1.0
+
+
+def test_the_cli_resume_takes_a_trial_timeout(tmp_path, nas_cli):
+    run = str(tmp_path / "run")
+    assert nas_cli("search", *FAST, "--budget", "1", "--run-dir", run)[0] == 0
+    code, out, err = nas_cli("search", "--resume", run, "--budget", "2", "--trial-timeout", "30", "--quiet")
+    assert code == 0 and "finished 2 trials" in out, err
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["train"]["settings"]["trial_timeout"] == 30.0
+    code, _, err = nas_cli("search", "--resume", run, "--trial-timeout", "0")
+    assert code == 2 and err.strip().endswith("--trial-timeout must be None (no limit) or a finite number of seconds "
+                                              "> 0, got 0.0"), err

@@ -172,11 +172,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     try:
         return cfg.updated(values)
     except ValueError as e:
-        raise ValueError(_as_flag(str(e), {leaf.name: flag_names(leaf)[0] for leaf in leaves(RunConfig)
+        raise ValueError(as_flag(str(e), {leaf.name: flag_names(leaf)[0] for leaf in leaves(RunConfig)
                                            if leaf.name in values})) from None
 
 
-def _as_flag(message: str, flags: dict[str, str]) -> str:
+def as_flag(message: str, flags: dict[str, str]) -> str:
     """A value's error named as the user gave it: ``config key 'budget' must be ...`` or ``epochs must be ...`` of a
     value typed as a flag says ``--budget must be ...`` (a config file's value keeps "config key")."""
     m = re.match(r"(?:config key '(\w+)'|(\w+)) (must .*)", message, re.DOTALL)
@@ -184,4 +184,4 @@ def _as_flag(message: str, flags: dict[str, str]) -> str:
     return f"{flags[name]} {m.group(3)}" if m and name in flags else message
 
 
-__all__ = ["add_config_flags", "config_from_args", "given_flags", "read_config_file"]
+__all__ = ["add_config_flags", "as_flag", "config_from_args", "given_flags", "read_config_file"]

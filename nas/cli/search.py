@@ -10,7 +10,7 @@ from pathlib import Path
 from shlex import quote
 
 from nas.cli.common import UsageError, nonempty
-from nas.cli.flags import add_config_flags, config_from_args, given_flags
+from nas.cli.flags import add_config_flags, as_flag, config_from_args, given_flags
 from nas.run.config import RunConfig
 
 
@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--config", type=nonempty, help="TOML or YAML file with any of these options (flat keys such as "
                      "epochs = 5, or [search], [train] and [execution] tables)")
     run.add_argument("--resume", metavar="RUN_DIR", type=nonempty, help="continue the run in RUN_DIR (after a crash or "
-                     "Ctrl-C) with the options in its run.json; only --budget (raised) and --address may be given. "
+                     "Ctrl-C) with the options in its run.json; only --budget (raised), --address and --trial-timeout may be "
+                     "given. "
                      "IMPORTS CODE: like the search that made it, a resume imports the module that run.json names "
                      "for a module:Class space or a module:function training function (from the current folder "
                      "and PYTHONPATH), so resume only runs you trust; a module found inside RUN_DIR itself is "
@@ -43,12 +44,17 @@ def resume_config(args: argparse.Namespace) -> RunConfig:
     refused first) and its Ray address replaced by --address."""
     from nas.run.layout import read_config
 
-    given = [f for f in given_flags(args, getattr(args, "argv", ())) if f not in ("--budget", "--address")]
+    given = [f for f in given_flags(args, getattr(args, "argv", ()))
+             if f not in ("--budget", "--address", "--trial-timeout")]
     given += ["--config"] * bool(args.config)
     if given:
-        raise UsageError(f"--resume takes the run's options from its run.json; only --budget (to raise it) "
-                         f"and --address may be given, not {' '.join(given)}")
-    return read_config(Path(args.resume)).resumed_as(args.resume, budget=args.budget, address=args.address)
+        raise UsageError(f"--resume takes the run's options from its run.json; only --budget (to raise it), "
+                         f"--address and --trial-timeout may be given, not {' '.join(given)}")
+    try:
+        return read_config(Path(args.resume)).resumed_as(args.resume, budget=args.budget, address=args.address,
+                                                         trial_timeout=args.trial_timeout)
+    except ValueError as e:
+        raise ValueError(as_flag(str(e), {"trial_timeout": "--trial-timeout"})) from None
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -332,14 +332,19 @@ class RunConfig:
             train=dataclasses.replace(t, supernet=_absolute(t.supernet)))
 
     # -- resuming --------------------------------------------------------------------------------------------------
-    def resumed_as(self, where: object, budget: int | None = None, address: str | None = None) -> RunConfig:
+    def resumed_as(self, where: object, budget: int | None = None, address: str | None = None,
+                   trial_timeout: float | None = None) -> RunConfig:
         """This run's config (of the run directory ``where``) to resume it: its budget raised to ``budget`` (never
-        lowered: a ValueError), its Ray ``address`` replaced where given, its ``run_dir`` where it is now."""
+        lowered: a ValueError), its Ray ``address`` and its ``trial_timeout`` replaced where given, its ``run_dir``
+        where it is now."""
         if budget is not None and budget < self.search.budget:
             raise ValueError(f"budget may only be raised when resuming: {str(where)!r} has budget "
                              f"{self.search.budget}, got {budget}")
+        t = self.train
+        if trial_timeout is not None:  # (a run that hung resumes with a limit: it ran the hung trial again for good)
+            t = dataclasses.replace(t, settings=dataclasses.replace(t.settings, trial_timeout=trial_timeout))
         return dataclasses.replace(
-            self, run_dir=str(where),
+            self, run_dir=str(where), train=t,
             search=dataclasses.replace(self.search, budget=self.search.budget if budget is None else budget),
             execution=dataclasses.replace(self.execution, address=address or self.execution.address))
 
@@ -359,10 +364,14 @@ class RunConfig:
                              f"{self.search.budget}, got {current.search.budget}")
 
     def continued_by(self, current: RunConfig, when: str) -> RunConfig:
-        """What run.json says once ``current`` resumed this run at ``when``: its budget, its execution."""
+        """What run.json says once ``current`` resumed this run at ``when``: its budget, its execution and its
+        training's runtime settings (a trial timeout, the device: the next resume runs with them)."""
+        runtime = {f.name: getattr(current.train.settings, f.name) for f in dataclasses.fields(TrainSettings)
+                   if (a := f.metadata.get("about")) is not None and a.runtime}
+        train = dataclasses.replace(self.train, settings=dataclasses.replace(self.train.settings, **runtime))
         return dataclasses.replace(self, search=dataclasses.replace(self.search, budget=current.search.budget,
                                                                     time_budget=current.search.time_budget),
-                                   execution=current.execution, resumed=[*self.resumed, when])
+                                   train=train, execution=current.execution, resumed=[*self.resumed, when])
 
 
 def _absolute(path: str | None) -> str | None:

@@ -90,7 +90,7 @@ class TrainSettings:
     trial_timeout: float | None = option(None, help="seconds a trial may run, from its start, before it fails as "
                                          "TIMEOUT and the search goes on (Ray: its worker is stopped and replaced; "
                                          "in-process: its thread, which cannot be stopped, is left behind); default: "
-                                         "no limit")
+                                         "no limit; a resume may change it", runtime=True)
     seed: int = option(0, help="seed of the training")
 
     def __post_init__(self) -> None:
