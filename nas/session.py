@@ -358,13 +358,12 @@ def _check_simulated(config: RunConfig, space: str, *, trains: bool, resume: boo
         raise ValueError(f"the simulated executor answers each trial from its table ({name}), not from a dataset "
                          f"(got dataset {t.dataset!r}): leave it out, or choose the table with the executor option "
                          f"benchmark, one of {', '.join(registry.tables.names())}")
-    fidelities = getattr(kind, "fidelities", None) or ((kind.epochs,) if isinstance(getattr(kind, "epochs", None),
-                                                                                     int) else None)
+    own = getattr(kind, "epochs", None)  # (the table's schedule; a class of it says so, a factory may not)
+    fidelities = getattr(kind, "fidelities", None) or ((own,) if isinstance(own, int) else None)
     epochs = t.settings.epochs
     if not resume and fidelities is not None and epochs not in fidelities and epochs != defaults.settings.epochs:
         raise ValueError(f"the simulated executor's table {name} answers at {' or '.join(map(str, fidelities))} "
-                         f"epochs, got epochs {epochs!r}: give one of them, or leave it out (the table's "
-                         f"{kind.epochs})")
+                         f"epochs, got epochs {epochs!r}: give one of them, or leave it out (the table's {own})")
     if trains:
         raise ValueError(f"the simulated executor answers each trial from its table ({name}) and runs no training "
                          f"function: leave train out, or run it on the inprocess or ray executor")

@@ -18,6 +18,7 @@ from nas.core.types import TrialState
 from nas.engine.inprocess import InProcessExecutor
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import KeepRule, finished
+from nas.monitor.status import format_status, format_summary, run_status
 from nas.run.reader import read_journal
 from nas.run.store import RunStore
 from nas.search_spaces.toy import ToySpace, toy_score
@@ -223,6 +224,13 @@ def test_a_promoted_trials_failed_continuation_keeps_what_it_measured_before(tmp
                          run_dir=run, progress=False, epochs=9, scheduler="asha", resume=True,
                          scheduler_options={"variant": "promotion", "grace_period": 1, "eta": 3})
     assert resumed[columns].head(len(df)).equals(df[columns])  # (the journal replays: the scheduler heard the same)
+    # (no failure count said so: "finished 12 trials (0 failed)" where every promotion had failed)
+    n = len(resumed[resumed.error.fillna("").str.startswith("its continuation failed")])
+    said = (f"{n} promoted trials failed to continue and kept their earlier score (the errors: nas results {run} "
+            "--format json)")
+    status = run_status(run)
+    assert n >= 2 and f"note      {said}" in format_status(status).splitlines()
+    assert format_summary(status).splitlines()[1] == said
 
 
 class NumpyChoices(RandomSearch):

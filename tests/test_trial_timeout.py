@@ -121,3 +121,23 @@ def test_the_cli_resume_takes_a_trial_timeout(tmp_path, nas_cli):
     code, _, err = nas_cli("search", "--resume", run, "--trial-timeout", "0")
     assert code == 2 and err.strip().endswith("--trial-timeout must be None (no limit) or a finite number of seconds "
                                               "> 0, got 0.0"), err
+
+
+def reports_then_hangs(ctx):
+    """Trial 1 reports two epochs, then hangs until the test ends."""
+    for epoch in (1, 2):
+        ctx.report(epoch=epoch, val_acc=toy_score(ctx.trial.arch) * epoch / 2)
+    if ctx.trial.trial_id == 1:
+        RELEASE.wait()
+
+
+def test_a_timed_out_trial_keeps_the_learning_curve_it_reported(tmp_path, release):
+    """(Its result had no history and epoch 0, though its reports were in the journal.)"""
+    df = nas.search(ToySpace(), "random", budget=3, executor="inprocess", data=None, train=reports_then_hangs,
+                    seed=0, run_dir=tmp_path / "run", progress=False, settings=nas.TrainSettings(trial_timeout=1.0))
+    row = df.set_index("trial_id").loc[1]
+    reports = [json.loads(line) for line in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    reported = [{"epoch": r["report"]["epoch"], **r["report"]["metrics"]} for r in reports
+                if r.get("kind") == "report" and r["report"]["trial_id"] == 1]
+    assert row.failure == "TIMEOUT" and row.epochs == 2 and len(reported) == 2
+    assert list(row.history) == reported

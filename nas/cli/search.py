@@ -24,9 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--config", type=nonempty, help="TOML or YAML file with any of these options (flat keys such as "
                      "epochs = 5, or [search], [train] and [execution] tables)")
     run.add_argument("--resume", metavar="RUN_DIR", type=nonempty, help="continue the run in RUN_DIR (after a crash or "
-                     "Ctrl-C) with the options in its run.json; only --budget (raised), --address and --trial-timeout may be "
-                     "given. "
-                     "IMPORTS CODE: like the search that made it, a resume imports the module that run.json names "
+                     "Ctrl-C) with the options in its run.json; only --budget (raised), --address and "
+                     "--trial-timeout may be given. IMPORTS CODE: like the search that made it, a resume imports "
+                     "the module that run.json names "
                      "for a module:Class space or a module:function training function (from the current folder "
                      "and PYTHONPATH), so resume only runs you trust; a module found inside RUN_DIR itself is "
                      "refused")

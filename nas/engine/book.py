@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial, TrialState
 
@@ -34,6 +35,7 @@ class TrialRecord:
     epoch: int = 0  # the last epoch it reported
     decided: Decision | None = None  # the STOP or PAUSE the loop answered one of its reports with
     decided_at: int | None = None  # the epoch of that report
+    curve: list[dict[str, Any]] | None = None  # this run's reports as history entries, until it ends (see loop)
 
 
 class TrialBook:
@@ -113,6 +115,10 @@ class FailureWatch:
         return self.first if self.limit is not None and self.count >= self.limit else None
 
 
+#: how the error of a promoted trial whose continuation failed begins (what the views count such trials by)
+CONTINUATION_FAILED = "its continuation failed"
+
+
 def failed_continuation(before: Result, failed: Result) -> Result:
     """A promoted trial's continuation that failed: the trial ends STOPPED at what it measured before (its score,
     epoch and metrics), with the failure said in its error and the continuation's times, worker and learning curve;
@@ -125,9 +131,9 @@ def failed_continuation(before: Result, failed: Result) -> Result:
     ('STOPPED', 0.25, 1, 'its continuation failed (ERROR): RuntimeError: boom')
     """
     kind = failed.failure.value if failed.failure is not None else "FAILED"
-    return dataclasses.replace(before, outcome=Outcome.STOPPED, error=f"its continuation failed ({kind}): "
+    return dataclasses.replace(before, outcome=Outcome.STOPPED, error=f"{CONTINUATION_FAILED} ({kind}): "
                                f"{failed.error}", history=failed.history, start_time=failed.start_time,
                                end_time=failed.end_time, worker=failed.worker, node=failed.node)
 
 
-__all__ = ["FailureWatch", "TrialBook", "TrialRecord", "failed_continuation"]
+__all__ = ["CONTINUATION_FAILED", "FailureWatch", "TrialBook", "TrialRecord", "failed_continuation"]

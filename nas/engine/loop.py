@@ -329,6 +329,7 @@ class SearchLoop:
                 record.started_at = event.time
             elif event.kind is EventKind.REQUEUED and record.state is TrialState.RUNNING:
                 self.book.move(record, TrialState.QUEUED)  # its worker died: it waits to run again
+                record.curve = None  # (and reports its epochs again)
             for cb, status in self._callbacks():
                 cb.on_event(status, event)
         self._finish_batch(batch)
@@ -342,6 +343,7 @@ class SearchLoop:
         trial, report = record.trial, event.report
         assert report is not None
         record.epoch = max(record.epoch, report.epoch)
+        record.curve = [*(record.curve or ()), {"epoch": report.epoch, **report.metrics}]
         self.reports += 1
         if self.store is not None:
             self.store.on_report(trial, report)
@@ -360,6 +362,7 @@ class SearchLoop:
         batch = []
         for trial, result in events:
             record = self.book.records[trial.trial_id]
+            curve, record.curve = record.curve, None  # (this run's reports: it ended)
             if result.outcome is Outcome.CANCELLED:  # no result: left PENDING, unjournaled (a resume runs it)
                 self.book.move(record, TrialState.PENDING)
                 continue
@@ -368,6 +371,9 @@ class SearchLoop:
                                              error=f"non-finite score {result.score!r}")
             if result.ok and result.scores is None:
                 result.scores = [result.score]  # type: ignore[list-item]
+            if not result.ok and not result.history and curve:  # (a timeout, a lost worker, an error: the learning
+                result = dataclasses.replace(result, history=curve,  # curve it reported, which the result lacked)
+                                             epoch=max(result.epoch, curve[-1]["epoch"]))
             if record.runs > 1 and record.result is not None and record.result.history:
                 result.history = [*record.result.history, *result.history]  # the whole learning curve
             if result.start_time is not None and result.end_time is not None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from nas.engine.book import CONTINUATION_FAILED
 from nas.engine.interfaces import Callback
 from nas.monitor.usage import session_usage
 
@@ -126,6 +127,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None, *,
         "updated_ago": now - live["updated"] if live and "updated" in live else None,
         "finished": finished, "complete": int(counts.get("COMPLETE", 0)), "failed": int(counts.get("FAILED", 0)),
         "stopped": int(df.outcome.isin(["STOPPED", "PAUSED"]).sum()) if len(df) else 0,
+        "continuations_failed": int(df.error.str.startswith(CONTINUATION_FAILED, na=False).sum()) if len(df) else 0,
         "running": int(live.get("running", 0)) if alive and live else 0,
         "queued": int(live.get("queued", 0)) if alive and live else 0,
         "best_score": float(best.score) if best is not None else None,
@@ -216,6 +218,8 @@ def format_status(st: dict[str, Any]) -> str:
     early = f" ({st['stopped']} stopped early)" if st.get("stopped") else ""
     lines.append(f"trials    {st['finished']}/{st['budget']} finished: {st['complete']} COMPLETE{early}, "
                  f"{st['failed']} FAILED; {st['running']} RUNNING, {st.get('queued', 0)} QUEUED")
+    if st.get("continuations_failed"):
+        lines.append(f"note      {_continuations(st)}")
     if st["best_score"] is not None:
         lines.append(f"best      {_best(st)} (trial {st['best_trial']}): {_cut(st['best_arch'], st['run_dir'])}")
     else:
@@ -250,6 +254,14 @@ def _cut(arch: str, run_dir: str) -> str:
     return f"{arch[:ARCH_SHOWN]}... ({len(arch):,} characters in all: nas best {quote(str(run_dir))})"
 
 
+def _continuations(st: dict[str, Any]) -> str:
+    """The promoted trials whose continuation failed: each kept its earlier score (not FAILED), so no failure count
+    showed that every promotion of a run had failed."""
+    n = st["continuations_failed"]
+    return (f"{n} promoted trial{'s' * (n != 1)} failed to continue and kept {'their' if n != 1 else 'its'} earlier "
+            f"score (the errors: nas results {quote(str(st['run_dir']))} --format json)")
+
+
 def format_summary(st: dict[str, Any]) -> str:
     """The end-of-search lines, from the same values as ``nas status`` (one definition of wall time and
     utilization: :func:`nas.monitor.usage.run_usage`)."""
@@ -258,6 +270,8 @@ def format_summary(st: dict[str, Any]) -> str:
     session = st.get("in_session", st["finished"])  # (a resumed run: the time is this session's, and its trials)
     here = f"{session} of them in this session, " if session != st["finished"] else ""
     lines = [f"finished {st['finished']} trials ({here}{st['failed']} failed) in {_duration(st['elapsed'])}{util}"]
+    if st.get("continuations_failed"):
+        lines.append(_continuations(st))
     if st["best_score"] is not None:
         lines.append(f"best {_best(st)} (trial {st['best_trial']}): {_cut(st['best_arch'], st['run_dir'])}")
     elif st["failed"]:

@@ -103,7 +103,7 @@ def results_frame(records: Iterable[tuple[Trial, Result]], format_arch: Any = No
 
 
 #: the columns of :func:`results_frame` that :func:`summary_frame` makes
-SUMMARY_COLUMNS = ["trial_id", "state", "outcome", "score", "metrics", "start_time", "end_time", "duration"]
+SUMMARY_COLUMNS = ["trial_id", "state", "outcome", "score", "metrics", "error", "start_time", "end_time", "duration"]
 
 
 def summary_frame(records: Iterable[tuple[Trial, Result]]) -> pd.DataFrame:
@@ -111,15 +111,16 @@ def summary_frame(records: Iterable[tuple[Trial, Result]]) -> pd.DataFrame:
     the run needs), made column by column: no architecture formatted, nothing copied.
 
     >>> from nas.core.types import Outcome
-    >>> summary_frame([(Trial(3, {"a": 1}), Result(3, Outcome.COMPLETE, 0.5, start_time=1.0, end_time=3.0))])
-       trial_id     state  outcome  score metrics  start_time  end_time  duration
-    0         3  COMPLETE  COMPLETE    0.5      {}         1.0       3.0       2.0
+    >>> df = summary_frame([(Trial(3, {"a": 1}), Result(3, Outcome.COMPLETE, 0.5, start_time=1.0, end_time=3.0))])
+    >>> list(df.columns) == SUMMARY_COLUMNS, df[["state", "error"]].iloc[0].tolist(), float(df.duration[0])
+    (True, ['COMPLETE', None], 2.0)
     """
     results = [r for _, r in records]
     columns: dict[str, list[Any]] = {
         "trial_id": [r.trial_id for r in results], "state": [r.state.value for r in results],
         "outcome": [r.outcome.value for r in results], "score": [r.score for r in results],
-        "metrics": [r.metrics for r in results], "start_time": [r.start_time for r in results],
+        "metrics": [r.metrics for r in results], "error": [r.error for r in results],
+        "start_time": [r.start_time for r in results],
         "end_time": [r.end_time for r in results]}
     columns["duration"] = [None if a is None or b is None else b - a
                            for a, b in zip(columns["start_time"], columns["end_time"], strict=True)]
