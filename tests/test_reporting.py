@@ -240,6 +240,10 @@ def generator_exit(ctx):
     raise GeneratorExit  # (a BaseException, as some libraries' own aborts are: it ended the whole search)
 
 
+def interrupting(ctx):
+    raise KeyboardInterrupt("from the training")  # (on its own thread, no Ctrl-C: it ended the in-process search)
+
+
 def nested_too_deep(ctx):
     deep: list = []
     for _ in range(300):
@@ -269,6 +273,7 @@ def saving(state):
                                     "2**63), got 'x'"),
     (unprintable, "ERROR", "Unprintable (its message could not be made: RuntimeError)"),
     (generator_exit, "ERROR", "GeneratorExit"),
+    (interrupting, "ERROR", "KeyboardInterrupt: from the training"),
     (nested_too_deep, "ERROR", "ValueError: metric 'deep' nests lists or mappings deeper than 32 levels"),
     (named_by_a_tuple, "ERROR", "ValueError: the training function returned a metric named ('per', 'class') "
                                 "(tuple): metric names are strings"),

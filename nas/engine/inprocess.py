@@ -134,7 +134,14 @@ class InProcessExecutor:
             return [*events, Event.reported(trial, report)]
         self._current = None
         if isinstance(message, Crashed):
-            raise message.error
+            # past the runner's net: a KeyboardInterrupt the training raised on its own thread (no Ctrl-C reaches
+            # it). It ended the whole search, where on Ray the trial fails; it fails here too.
+            from nas.train.runner import error_text
+
+            end = time.time()
+            return [*events, Event.finished(trial, Result.failed(
+                trial.trial_id, error_text(message.error), start_time=end - (time.monotonic() - self._since),
+                end_time=end, worker=self.runner.worker))]
         result, ckpt = message.value
         return [*events, self._finish(trial, result, ckpt)]
 
