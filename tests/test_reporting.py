@@ -15,7 +15,9 @@ import pytest
 import nas
 from nas.core.scheduler import make_scheduler
 from nas.engine.inprocess import InProcessExecutor
+from nas.engine.interfaces import Callback
 from nas.engine.loop import SearchLoop
+from nas.engine.protocol import EventKind
 from nas.run.journal import read_records
 from nas.run.store import RunStore
 from nas.search_spaces.toy import ToySpace, toy_score
@@ -49,20 +51,17 @@ class Crash(BaseException):
     """Stands for the driver dying mid-search: nothing in the platform catches it."""
 
 
-def crashing_train(at):
-    calls = [0]
+class CrashAt(Callback):
+    """The driver dies (:class:`Crash`) as it hears the ``at``-th report, after journaling it. (A BaseException
+    raised by the training function stood for it; on its own thread that is now a failed trial, as on Ray.)"""
 
-    def train(ctx):
-        state = ctx.checkpoint.load()
-        start = int(state["epoch"]) if state else 0
-        for epoch in range(start + 1, start + ctx.epochs + 1):
-            calls[0] += 1
-            if calls[0] == at:
-                raise Crash(f"report #{at}")
-            if ctx.report(epoch=epoch, val_acc=quality(ctx.trial.arch) * (1 - 0.5**epoch)):
-                return
+    def __init__(self, at):
+        self.at, self.reports = at, 0
 
-    return train
+    def on_event(self, status, event):
+        self.reports += event.kind is EventKind.REPORT
+        if self.reports == self.at:
+            raise Crash(f"report #{self.at}")
 
 
 def search(tmp_path, digits, *, train=curve_train, scheduler="none", options=None, budget=20, resume=False,
@@ -163,7 +162,7 @@ def test_a_crash_mid_training_resumes_to_the_uninterrupted_run(tmp_path, digits,
     options = {"eta": 3, "variant": "promotion"}
     reference = search(tmp_path / "ref", digits, scheduler="asha", options=options, budget=10)
     with pytest.raises(Crash):
-        search(tmp_path, digits, train=crashing_train(at), scheduler="asha", options=options, budget=10)
+        search(tmp_path, digits, scheduler="asha", options=options, budget=10, callbacks=[CrashAt(at)])
     df = search(tmp_path, digits, scheduler="asha", options=options, budget=10, resume=True)
     cols = ["trial_id", "arch", "score", "epochs", "outcome"]
     assert df[cols].sort_values("trial_id").reset_index(drop=True).equals(

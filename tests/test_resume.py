@@ -19,6 +19,7 @@ import pytest
 
 import nas
 from nas.engine.inprocess import InProcessExecutor
+from nas.engine.protocol import EventKind
 from nas.engine.stop import StopSignal, stop_on_sigint
 from nas.run.journal import read_records
 from nas.run.reader import read_journal
@@ -58,18 +59,21 @@ class CrashingEvolution(RegularizedEvolution):
         super().tell(trial, result)
 
 
-def trainer(crash_at_trial=None):
-    def score(arch, calls=[0]):  # noqa: B006 (a counter across calls)
-        calls[0] += 1
-        if calls[0] == crash_at_trial:
-            raise Crash(f"trial #{calls[0]}")
-        return toy_score(arch)
+class CrashAtStart(nas.Callback):
+    """The driver dies as it hears that the ``n``-th trial started (it trains on its thread meanwhile). (A
+    BaseException raised by the training stood for it; on its own thread that is now a failed trial, as on Ray.)"""
 
-    return scored(score)
+    def __init__(self, n):
+        self.n, self.started = n, 0
+
+    def on_event(self, status, event):
+        self.started += event.kind is EventKind.STARTED
+        if self.started == self.n:
+            raise Crash(f"trial #{self.n}")
 
 
-def run(tmp_path, strategy="evolution", *, resume=False, crash_at_trial=None, budget=BUDGET, **kw):
-    ex = InProcessExecutor(ToySpace(), None, train=trainer(crash_at_trial), slots=3)
+def run(tmp_path, strategy="evolution", *, resume=False, budget=BUDGET, **kw):
+    ex = InProcessExecutor(ToySpace(), None, train=scored(toy_score), slots=3)
     return nas.search(ToySpace(), strategy, budget=budget, executor=ex, seed=3, strategy_options=OPTIONS,
                       run_dir=tmp_path / "run", resume=resume, **kw)
 
@@ -91,7 +95,7 @@ def test_resume_after_a_crash_gives_the_uninterrupted_run(tmp_path, reference, c
     what, n = crash
     with pytest.raises(Crash):
         if what == "trial":
-            run(tmp_path, crash_at_trial=n)
+            run(tmp_path, callbacks=[CrashAtStart(n)])
         else:
             run(tmp_path, CrashingEvolution(ToySpace(), at=crash, seed=3, **OPTIONS))
     finished_before = len(journal_rows(tmp_path))
