@@ -134,6 +134,8 @@ class Run:
             strategy = _with_state_file(config, given, store, strategy, space)
             if executor is None:
                 executor, url = _make_executor(config, space, data, train, notify)
+            if scheduler is not None and (check := getattr(executor, "check_scheduler", None)) is not None:
+                check(scheduler.name, scheduler.rungs)  # (an executor that reports only at some epochs)
             rerun = _reruns(config, given, store, executor)
             if rerun and store.restored is not None:
                 notify(f"running the search again up to its journal's end ({len(store.restored.records):,} records, "

@@ -4,6 +4,7 @@ driven directly through submit / poll / stop, and ASHA's hand-given rung levels 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -265,3 +266,27 @@ def test_the_search_loop_runs_asha_on_the_two_fidelities(variant):
         assert all(r.runs == 2 for r in full) and loop.decisions["PAUSE"] >= len(records)
     else:
         assert strategy.updated == [] and loop.decisions["STOP"] >= sum(r.result.outcome == "STOPPED" for r in records)
+
+
+@pytest.mark.parametrize(("kw", "said"), [
+    (dict(scheduler="median", epochs=200), "scheduler 'median' would decide nothing on the simulated executor: its "
+     "table reports a trial only at 12 and 200 epochs, and it has no rungs (it decides at every epoch); give asha or "
+     "hyperband the table's epochs as levels (--scheduler-option levels=[12,200] --epochs 200)"),
+    (dict(scheduler="asha", epochs=200), "scheduler 'asha' would decide nothing on the simulated executor: its table "
+     "reports a trial only at 12 and 200 epochs, and its rungs (1, 3, 9, 27, 81, 200) include none of them below "
+     "the trials' 200"),
+    (dict(scheduler="hyperband", epochs=12, scheduler_options={"levels": [4, 12]}), "its rungs (4, 12) include none "
+     "of them below the trials' 12"),
+])
+def test_a_scheduler_that_would_decide_nothing_on_the_table_is_refused(tmp_path, kw, said):
+    """(Each ran every trial to its end, as with no scheduler, and said nothing: a study of what ASHA or the median
+    rule save on NAS-Bench-201 measured nothing.)"""
+    import nas
+
+    with pytest.raises(ValueError, match=re.escape(said)):
+        nas.search("nb201", "random", budget=4, executor="simulated", seed=0, run_dir=tmp_path / "run",
+                   progress=False, **kw)
+    assert not (tmp_path / "run").exists()
+    df = nas.search("nb201", "random", budget=8, executor="simulated", seed=0, run_dir=tmp_path / "ok",
+                    progress=False, epochs=200, scheduler="asha", scheduler_options={"levels": [12, 200]})
+    assert (df.outcome == "STOPPED").any()  # (the table's epochs as the rungs: it decides)

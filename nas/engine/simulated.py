@@ -147,6 +147,21 @@ class SimulatedExecutor:
             raise ValueError(f"the simulated executor's table reports no {', '.join(missing)}: the limit cannot be "
                              f"checked; leave it out, or run the search on the inprocess or ray executor")
 
+    def check_scheduler(self, name: str, rungs: Sequence[int]) -> None:
+        """Refuse a scheduler that could decide nothing here: the table reports a trial only at its fidelities that are
+        the scheduler's rungs, below the trial's epochs (``--scheduler median``, which has no rungs, or ASHA's default
+        rungs 1, 3, 9, ... ran every trial to the end, as with no scheduler, and said nothing)."""
+        if any(f in rungs for f in self.fidelities if f < self.epochs):
+            return
+        answers = " and ".join(map(str, self.fidelities))
+        has = (f"its rungs ({', '.join(map(str, rungs))}) include none of them below the trials' {self.epochs}"
+               if rungs else "it has no rungs (it decides at every epoch)")
+        hint = (f"give asha or hyperband the table's epochs as levels (--scheduler-option "
+                f"levels=[{','.join(map(str, self.fidelities))}] --epochs {max(self.fidelities)})"
+                if len(self.fidelities) > 1 else "run it without a scheduler")
+        raise ValueError(f"scheduler {name!r} would decide nothing on the simulated executor: its table reports a "
+                         f"trial only at {answers} epochs, and {has}; {hint}")
+
     @classmethod
     def from_config(cls, cfg: ExecutorConfig) -> SimulatedExecutor:
         """Options as the constructor's; a ``benchmark`` name is one of :data:`nas.core.registry.tables`
