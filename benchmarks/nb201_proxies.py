@@ -59,15 +59,11 @@ def score_cells(indices: Sequence[int], *, proxies: Sequence[str], channels: int
     from nas.core.space import Task
     from nas.engine.tabular.nb201_table import load_table
     from nas.search_spaces.nb201 import NB201Space
-    from nas.train.proxies import compute
-    from nas.train.synthetic import synthetic_images
+    from nas.train.proxies import cifar_like_batch, compute
 
     table, space, task = load_table(), NB201Space(channels=channels, cells_per_stage=cells_per_stage), \
         Task((3, 32, 32), 10)
-    images, labels = synthetic_images(batch, classes=10, size=32, seed=0)
-    x = torch.tensor(images, dtype=torch.float32)
-    x = (x - x.mean(dim=(0, 2, 3), keepdim=True)) / x.std(dim=(0, 2, 3), keepdim=True)
-    y = torch.tensor(labels)
+    x, y = cifar_like_batch(batch, seed=0)  # (as a simulated search's warm-up sees them)
     rows = []
     for index in indices:
         torch.manual_seed(int(index))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from nas.train.hparams import check_searched
 
 if TYPE_CHECKING:
     from nas.run.warmstart import WarmTrial
+    from nas.train.data import Dataset
 
 UNREGISTERED = "unregistered"
 
@@ -167,6 +169,49 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
         check_gpu_metric(s.objectives, t.settings.device, e.executor, e.gpus_per_trial)
     for spec in e.log:
         check_log_dir(spec)
+
+
+#: the examples a warm-up's proxies that need data see (as ``nas proxies`` and ``nas bench proxies`` by default)
+WARMUP_BATCH = 32
+
+
+def answer_warmup(strategy: Strategy, space: SearchSpace, data: Dataset | None, config: RunConfig,
+                  notify: Callable[[str], None]) -> None:
+    """A strategy's zero-cost warm-up (``-o warmup=PROXY:M:K``) answered before its first ask: its M candidates are
+    built for the run's data and scored by the proxy here, in the driver (one torch thread; each model seeded by the
+    run's seed and its index; the proxies that need data see a minibatch of its training examples, prepared as
+    training prepares them). A run the simulated executor answers from NAS-Bench-201's table builds them for 32x32
+    RGB images in 10 classes and shows them generated CIFAR-shaped images, as ``nas bench proxies`` does. (No search
+    answered it: every one with the option failed at its first ask.) The warm-up's time is spent before the search
+    starts, outside its time budget."""
+    from nas.strategies.warmup import pending, warm_up
+
+    warmup = pending(strategy)
+    if warmup is None:
+        return
+    import torch
+
+    from nas.core.space import Task
+    from nas.train.proxies import cifar_like_batch, minibatch, score_archs
+
+    seed = config.search.seed
+    if data is not None:
+        task, (x, y) = data.task, minibatch(data.x_train, data.y_train, WARMUP_BATCH, seed)
+    elif config.execution.executor == "simulated":
+        task, (x, y) = Task((3, 32, 32), 10), cifar_like_batch(WARMUP_BATCH, seed)
+    else:
+        raise ValueError(f"warmup={warmup} builds its candidates for the run's data, and this run has none (dataset "
+                         "none): leave the option out, or give the run a dataset")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (tiny work in the driver)
+    t0 = time.perf_counter()
+    try:
+        warm_up(strategy, lambda archs: score_archs(space, archs, task, names=[warmup.proxy], x=x, y=y,
+                                                    seed=seed)[warmup.proxy])
+    finally:
+        torch.set_num_threads(threads)
+    notify(f"warm-up: {warmup.candidates:,} random architectures scored by {warmup.proxy} in "
+           f"{time.perf_counter() - t0:.1f} s; the search starts from the top {warmup.keep}")
 
 
 def builtin_trains(config: RunConfig) -> bool:
@@ -363,6 +408,6 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
     return cluster.start_local(num_cpus=num_cpus, dashboard=dashboard, run_name=run_name, notify=notify)
 
 
-__all__ = ["build_scheduler", "build_strategy", "builtin_trains", "check_dataset", "check_device", "check_inputs",
-           "check_log_dir", "check_run_dir", "check_storage", "composes", "connect", "executor_name",
-           "keep_warm_weights", "make_strategy", "strategy_class"]
+__all__ = ["answer_warmup", "build_scheduler", "build_strategy", "builtin_trains", "check_dataset", "check_device",
+           "check_gpu_metric", "check_inputs", "check_log_dir", "check_run_dir", "check_storage", "composes", "connect",
+           "executor_name", "keep_warm_weights", "make_strategy", "strategy_class"]

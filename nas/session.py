@@ -53,6 +53,7 @@ from nas.engine.loop import SearchLoop
 from nas.engine.protocol import Executor, ExecutorConfig, SimulatedClock, build_executor
 from nas.engine.stop import StopSignal
 from nas.parts import (
+    answer_warmup,
     build_scheduler,
     build_strategy,
     builtin_trains,
@@ -124,6 +125,7 @@ class Run:
                     builds=given.executor is None and builtin_trains(config))
         strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
                                   config.search.strategy_options, config.search.objectives)
+        answer_warmup(strategy, space, data, config, notify)  # (before anything is made: it may refuse)
         scheduler = build_scheduler(config, strategy)
         warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives)
         if data is not None:
@@ -150,6 +152,7 @@ class Run:
                 executor, url = _make_executor(config, space, data, train, notify)
                 strategy = build_strategy(config.search.strategy, space, config.search.seed,
                                           config.search.strategy_options, config.search.objectives)
+                answer_warmup(strategy, space, data, config, notify)
                 try:
                     loop = _loop(config, store, executor, strategy, build_scheduler(config, strategy), warm,
                                  callbacks, stop, own=True)

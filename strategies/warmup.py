@@ -136,6 +136,15 @@ class ProxyWarmup:
             self.warmup_pool.answer(scores)
 
 
+def pending(strategy: Any) -> Warmup | None:
+    """The warm-up ``strategy`` still waits to have scored before its first ask (None: none, or answered; a strategy
+    inside ParEGO's scalarization is reached through it)."""
+    inner = getattr(strategy, "inner", None) if isinstance(strategy, Scalarized) else strategy
+    if not isinstance(inner, ProxyWarmup) or inner.warmup_pool is None or inner.warmup_pool.answered:
+        return None
+    return inner.warmup
+
+
 def warm_up(strategy: Any, score: Callable[[list[Arch]], Sequence[float | None]]) -> bool:
     """Answer a strategy's warm-up before its first ask: ``score`` is handed its candidates and returns their proxy
     values (e.g. a column of :func:`nas.train.proxies.score_archs`, or a table's). True if there was one to answer

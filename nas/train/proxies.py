@@ -248,6 +248,34 @@ def score(ctx: TrialContext) -> None:
     scoring(*names, batch_size=int(ctx.hparams.get("batch_size", 64)))(ctx)
 
 
+def minibatch(x: np.ndarray, y: np.ndarray, size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``size`` examples of ``x`` and ``y`` (a seeded choice) as a model's input, prepared as training prepares them:
+    uint8 images normalised per channel by ``x``'s own statistics (:class:`nas.train.feed.DeviceFeed`), other
+    inputs as floats.
+
+    >>> from nas.train.synthetic import synthetic_images
+    >>> xb, yb = minibatch(*synthetic_images(64, seed=0), 32, seed=0)
+    >>> tuple(xb.shape), xb.dtype, abs(float(xb.mean())) < 0.2, yb.dtype
+    ((32, 3, 32, 32), torch.float32, True, torch.int64)
+    """
+    from nas.train.augment import Normalize, channel_stats
+
+    pick = np.sort(np.random.default_rng(seed).permutation(len(x))[:size])
+    batch = torch.as_tensor(x[pick])
+    if batch.dtype == torch.uint8 and batch.dim() == 4:
+        batch = Normalize(*channel_stats(x), torch.device("cpu"))(batch)
+    return batch.float(), torch.as_tensor(y[pick]).long()
+
+
+def cifar_like_batch(size: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``size`` generated CIFAR-shaped images (32x32 RGB, 10 classes: :mod:`nas.train.synthetic`; nothing is
+    downloaded), normalised: what the proxies that need data see of a cell answered from NAS-Bench-201's table
+    (``nas bench proxies``, a simulated search's warm-up)."""
+    from nas.train.synthetic import synthetic_images
+
+    return minibatch(*synthetic_images(size, classes=10, size=32, seed=seed), size, seed)
+
+
 def score_archs(space: Any, archs: Sequence[Arch], task: Any, *, names: Iterable[str] = ("synflow",),
                 x: torch.Tensor | None = None, y: torch.Tensor | None = None, seed: int = 0,
                 device: str | torch.device = "cpu") -> dict[str, list[float]]:
@@ -286,5 +314,5 @@ def rank_against(space: Any, archs: Sequence[Arch], scores: Sequence[float], tas
     return out
 
 
-__all__ = ["NEEDS_DATA", "PROXIES", "check_names", "compute", "grad_norm", "jacob_cov", "naswot", "rank_against",
-           "score", "score_archs", "screened", "scoring", "snip", "synflow"]
+__all__ = ["NEEDS_DATA", "PROXIES", "check_names", "cifar_like_batch", "compute", "grad_norm", "jacob_cov", "minibatch",
+           "naswot", "rank_against", "score", "score_archs", "screened", "scoring", "snip", "synflow"]
