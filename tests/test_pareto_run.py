@@ -115,3 +115,18 @@ def test_status_has_a_front_line_for_several_objectives(run_dir, capsys):
     out = capsys.readouterr().out
     n = len(nas.pareto_front(nas.load_results(run_dir), OBJ))
     assert f"front     {n} trials on the Pareto front of val_acc:max, params:min; hypervolume " in out
+
+
+def test_trials_a_scheduler_stopped_early_are_left_off_the_front(tmp_path):
+    """(ASHA's stopped cells sat on the front with their 12-epoch accuracy beside 200-epoch ones: two of its seven
+    members here, its cheap end, and the hypervolume counted them.)"""
+    df = nas.search("nb201", "random", budget=60, executor="simulated", workers=4, seed=0, epochs=200,
+                    objectives=["val_acc", "latency_ms:min"], scheduler="asha",
+                    scheduler_options={"levels": [12, 200]}, run_dir=tmp_path / "run", progress=False)
+    front = nas.pareto_front(df, ["val_acc", "latency_ms:min"])
+    assert len(front) >= 3 and (front.outcome == "COMPLETE").all() and (front.epochs == 200).all()
+    assert (df.outcome == "STOPPED").sum() > 10  # (a stopped one would have been on the front)
+    stopped = df[df.outcome == "STOPPED"].assign(
+        latency_ms=lambda d: d.metrics.map(lambda m: m["latency_ms"]))
+    assert (stopped.latency_ms < front.latency_ms.min()).any()
+    assert df.attrs["front"].trial_id.tolist() == front.trial_id.tolist()

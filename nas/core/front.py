@@ -35,7 +35,9 @@ DEFAULT_OBJECTIVES = ("val_acc:max",)
 
 def objective_frame(df: pd.DataFrame, objectives: Sequence[str] | Objectives = DEFAULT_OBJECTIVES) -> pd.DataFrame:
     """The rows of ``df`` that can be ranked (COMPLETE, every objective a finite number), with a column
-    per objective metric in its own sign."""
+    per objective metric in its own sign. Once a trial has trained in full (outcome COMPLETE), those a scheduler
+    stopped or paused early are left out: their scores are of fewer epochs. (ASHA's stopped cells sat on the front
+    with 12-epoch accuracies beside 200-epoch ones: its cheap end was the under-trained cells.)"""
     obj = objectives if isinstance(objectives, Objectives) else Objectives(objectives)
     if not isinstance(df, pd.DataFrame):  # (an AttributeError on 'empty')
         raise TypeError(f"a results table is a pandas DataFrame (nas.load_results(RUN)), got {type(df).__name__}")
@@ -55,6 +57,8 @@ def objective_frame(df: pd.DataFrame, objectives: Sequence[str] | Objectives = D
         out[m] = value
     ok = (out["state"] == "COMPLETE") if "state" in out else pd.Series(True, index=out.index)
     ok &= np.isfinite(out[list(obj.metrics)].to_numpy(dtype=float)).all(axis=1)
+    if "outcome" in out and (ok & (full := out["outcome"] == "COMPLETE")).any():
+        ok &= full
     return out[ok]
 
 

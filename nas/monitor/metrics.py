@@ -267,8 +267,8 @@ class MetricsCallback(Callback):
             self._count("nas_trials_failed", tags)
         elif result.outcome is not Outcome.COMPLETE:
             self._count("nas_trials_ended_early", {**tags, "reason": result.outcome.value})
-        if result.ok and result.scores and len(result.scores) > 1:  # (one objective: no front, no hypervolume)
-            self._front.add(result.scores)
+        if result.outcome is Outcome.COMPLETE and result.scores and len(result.scores) > 1:  # (one objective: no
+            self._front.add(result.scores)  # front; a trial stopped early scored fewer epochs: core.front)
         if result.ok:  # (each objective's best on its own: several trials may hold them)
             scores: list[float | None] = list(result.scores) if result.scores else [result.score]
             scores += [None] * len(self._best)
