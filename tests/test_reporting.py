@@ -406,3 +406,30 @@ def test_bad_scheduler_input_is_one_line(tmp_path, digits, kw, message):
     with pytest.raises(ValueError) as e:
         search(tmp_path, digits, budget=2, **kw)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+class DrawsItsWidth(ToySpace):
+    """A space whose build draws from Python's random and numpy's global generator, as user code does."""
+
+    def build(self, arch, task):
+        import random
+
+        import torch
+
+        width = random.choice([4, 8, 32]) + int(np.random.randint(0, 3))
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(math.prod(task.input_shape), width),
+                                   torch.nn.ReLU(), torch.nn.Linear(width, task.num_classes))
+
+
+def test_a_build_that_draws_at_random_gives_the_same_model_for_the_same_seed(tmp_path, digits):
+    """(Only torch was seeded: the same architecture and seed built a model of another width, with another score.)"""
+    import random
+
+    def run(name):
+        random.seed(name)  # (whatever state the process is in)
+        np.random.seed(len(name))
+        df = nas.search(DrawsItsWidth(), "random", budget=4, executor="inprocess", data=digits, seed=0, epochs=1,
+                        run_dir=tmp_path / name, progress=False)
+        return [(m["params"], round(s, 6)) for m, s in zip(df.metrics, df.score, strict=True)]
+
+    assert run("a") == run("bb")

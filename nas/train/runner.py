@@ -70,6 +70,20 @@ def failure_kind(e: BaseException) -> FailureKind:
     return FailureKind.ERROR
 
 
+def seed_trial(seed: int) -> None:
+    """Seed what a space's ``build`` or a training function may draw from: torch, numpy's global generator and
+    Python's ``random`` (torch alone was seeded: a build that drew a width with ``random.choice`` made another model,
+    with another score, for the same architecture and seed)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)  # noqa: NPY002  (the global generator is the one such code draws from)
+    torch.manual_seed(seed)
+
+
 def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], worker: str,
                node: str) -> tuple[Result, bytes | None]:
     """Run ``body``; any exception becomes a FAILED result with the error text and its typed reason
@@ -143,6 +157,7 @@ class TrialRunner:
         given) with the training function, sending each epoch's report to ``report``. Its checkpoint comes back
         where ``keep`` says (a bool, or a test of the Result) or the trial paused; else None."""
         def body() -> tuple[Result, bytes | None]:
+            seed_trial(self.settings.seed * 1_000_003 + trial.trial_id)
             if space is not None:
                 space.validate(trial.arch)
             if self.side is None or space is None:
@@ -238,4 +253,4 @@ class TrialRunner:
         return ctx.outcome(returned, measured=measured, keep_checkpoint=keep)
 
 
-__all__ = ["TrialRunner", "error_text", "failure_kind", "run_safely", "worker_identity"]
+__all__ = ["TrialRunner", "error_text", "failure_kind", "run_safely", "seed_trial", "worker_identity"]
