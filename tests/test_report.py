@@ -65,6 +65,15 @@ def test_status_of_a_running_and_of_a_killed_run(run_dir, tmp_path):
     # the writer is gone without saying so: its lock is free, though its recorded pid now names a live process
     st = run_status(copy, now=now)
     assert st["state"] == "died" and st["eta"] is None and st["running"] == 0
+    assert st["unfinished"] == 0 and "did not finish" not in format_status(st)
+    # two trials it had submitted when it died ("0 RUNNING" said nothing of them)
+    with (copy / "trials.jsonl").open("a") as f:
+        for tid in (100, 101):
+            f.write(json.dumps({"kind": "submit", "trial": {"trial_id": tid, "arch": {"d0": 0, "d1": 0, "d2": 0,
+                                                                                     "d3": 0, "d4": 0}}}) + "\n")
+    st = run_status(copy, now=now)
+    assert st["unfinished"] == 2 and (f"note      2 trials were submitted and did not finish; a resume runs them "
+                                      f"again (nas search --resume {copy})") in format_status(st).splitlines()
 
 
 def test_report_is_one_offline_page_with_every_section(run_dir, tmp_path, capsys):

@@ -127,6 +127,7 @@ def run_status(run_dir: str | os.PathLike[str], now: float | None = None, *,
         "updated_ago": now - live["updated"] if live and "updated" in live else None,
         "finished": finished, "complete": int(counts.get("COMPLETE", 0)), "failed": int(counts.get("FAILED", 0)),
         "stopped": int(df.outcome.isin(["STOPPED", "PAUSED"]).sum()) if len(df) else 0,
+        "unfinished": tail.unfinished,  # (a run that died: the trials it had running, which a resume runs again)
         "continuations_failed": int(df.error.str.startswith(CONTINUATION_FAILED, na=False).sum()) if len(df) else 0,
         "running": int(live.get("running", 0)) if alive and live else 0,
         "queued": int(live.get("queued", 0)) if alive and live else 0,
@@ -220,6 +221,9 @@ def format_status(st: dict[str, Any]) -> str:
                  f"{st['failed']} FAILED; {st['running']} RUNNING, {st.get('queued', 0)} QUEUED")
     if st.get("continuations_failed"):
         lines.append(f"note      {_continuations(st)}")
+    if st["state"] in ("died", "interrupted", "failed") and (n := st.get("unfinished")):
+        lines.append(f"note      {n} trial{'s were' if n != 1 else ' was'} submitted and did not finish; a resume "
+                     f"runs {'them' if n != 1 else 'it'} again (nas search --resume {quote(str(st['run_dir']))})")
     if st["best_score"] is not None:
         lines.append(f"best      {_best(st)} (trial {st['best_trial']}): {_cut(st['best_arch'], st['run_dir'])}")
     else:

@@ -351,13 +351,17 @@ class _Latest:
         self.results: dict[int, tuple[Trial, Result]] = {}
         self.first_line: dict[int, int] = {}
         self.continued: set[int] = set()
+        self.unfinished: set[int] = set()  # submitted, with no result after: running or queued (or lost with a crash)
 
     def add(self, rec: Record) -> None:
         tid = rec.trial.trial_id
-        if rec.kind == "submit" and tid in self.results and rec.trial.checkpoint_from == tid:
-            self.continued.add(tid)
+        if rec.kind == "submit":
+            self.unfinished.add(tid)
+            if tid in self.results and rec.trial.checkpoint_from == tid:
+                self.continued.add(tid)
         if rec.kind != "result":
             return
+        self.unfinished.discard(tid)
         assert rec.result is not None
         if tid in self.results and tid not in self.continued:
             raise ValueError(f"{self.path} line {rec.line} holds a second result for trial {tid} "
@@ -414,6 +418,11 @@ class ResultsTail:
                 self.offset += len(line)
                 self._latest.add(_parse(self.path, self.lines, line))
         return self._latest.results
+
+    @property
+    def unfinished(self) -> int:
+        """Trials the journal submitted and holds no result of since (as of the last :meth:`read`)."""
+        return len(self._latest.unfinished)
 
 
 def read_results(path: Path) -> Iterator[tuple[Trial, Result]]:
