@@ -105,3 +105,16 @@ def test_the_proxy_constraint_makes_low_scorers_infeasible_before_training(tmp_p
     assert code == 2 and "has 0 scored trial(s); ranking proxies needs at least 3" in err
     code, _, err = nas_cli("search", *NB201, "--proxy-screen", "flops:3")
     assert code == 2 and "proxy_screen must be PROXY:MIN with PROXY one of synflow" in err
+
+
+def test_a_naswot_screen_keeps_the_gelu_and_silu_networks_of_the_macro_space(tmp_path):
+    """(naswot coded ReLUs only: every GELU and SiLU network of the default space scored -inf, and a screen
+    ``naswot:0`` made two thirds of the space INFEASIBLE for a reason unrelated to quality.)"""
+    run_dir = str(tmp_path / "macro")
+    assert main(["search", "--space", "macro", "--executor", "inprocess", "--threads", "1", "--epochs", "1",
+                 "--quiet", "--dataset", "digits", "--strategy", "random", "--seed", "0", "--budget", "6",
+                 "--run-dir", run_dir, "--proxy-screen", "naswot:0"]) == 0
+    results = read_journal(run_dir)
+    assert {t.arch["activation"] for t, _ in results} == {"relu", "gelu", "silu"}  # (seed 0: 3, 2 and 1 of them)
+    for t, r in results:
+        assert r.ok and r.metrics["naswot"] > 0 and r.metrics["epochs_trained"] == 1, (t.arch, r.error)
