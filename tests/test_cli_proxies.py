@@ -105,3 +105,54 @@ def test_the_proxy_constraint_makes_low_scorers_infeasible_before_training(tmp_p
     assert code == 2 and "has 0 scored trial(s); ranking proxies needs at least 3" in err
     code, _, err = nas_cli("search", *NB201, "--proxy-screen", "flops:3")
     assert code == 2 and "proxy_screen must be PROXY:MIN with PROXY one of synflow" in err
+
+
+def test_a_naswot_screen_keeps_the_gelu_and_silu_networks_of_the_macro_space(tmp_path):
+    """(naswot coded ReLUs only: every GELU and SiLU network of the default space scored -inf, and a screen
+    ``naswot:0`` made two thirds of the space INFEASIBLE for a reason unrelated to quality.)"""
+    run_dir = str(tmp_path / "macro")
+    assert main(["search", "--space", "macro", "--executor", "inprocess", "--threads", "1", "--epochs", "1",
+                 "--quiet", "--dataset", "digits", "--strategy", "random", "--seed", "0", "--budget", "6",
+                 "--run-dir", run_dir, "--proxy-screen", "naswot:0"]) == 0
+    results = read_journal(run_dir)
+    assert {t.arch["activation"] for t, _ in results} == {"relu", "gelu", "silu"}  # (seed 0: 3, 2 and 1 of them)
+    for t, r in results:
+        assert r.ok and r.metrics["naswot"] > 0 and r.metrics["epochs_trained"] == 1, (t.arch, r.error)
+
+
+def test_nas_proxies_scores_the_minibatch_a_search_s_screen_scores(tmp_path, nas_cli, monkeypatch):
+    """(``nas proxies`` scaled uint8 images to [0, 1] where the search's workers normalise them per channel: a
+    threshold read off it was on another scale than ``--proxy-screen``'s.) A tiny uint8 dataset, smaller than a
+    minibatch: both see its whole training split, in their own order (sorted here by a pixel unique to each)."""
+    import numpy as np
+    import torch
+
+    from nas.train import proxies
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (40, 3, 8, 8), dtype=np.uint8)
+    x[:, 0, 0, 0] = np.arange(40) * 6
+    np.savez(tmp_path / "u8.npz", x=x, y=np.arange(40) % 10)
+    seen = {}
+    compute, rank_against = proxies.compute, proxies.rank_against
+
+    def screen_compute(model, x=None, y=None, **kw):
+        seen.setdefault("screen", (x, y))
+        return compute(model, x, y, **kw)
+
+    def nas_proxies_rank(*args, **kw):
+        seen.setdefault("nas proxies", (kw["x"], kw["y"]))
+        return rank_against(*args, **kw)
+
+    monkeypatch.setattr(proxies, "compute", screen_compute)
+    monkeypatch.setattr(proxies, "rank_against", nas_proxies_rank)
+    run_dir = str(tmp_path / "run")
+    assert main(["search", *NB201, "--dataset", str(tmp_path / "u8.npz"),  # (the last --dataset counts)
+                 "--budget", "3", "--run-dir", run_dir, "--proxy-screen", "naswot:-1e300"]) == 0
+    code, _, err = nas_cli("proxies", run_dir, "--proxies", "naswot")
+    assert code == 0, err
+    (xs, ys), (xp, yp) = (seen[k] for k in ("screen", "nas proxies"))
+    assert len(xs) == len(xp) == 30 and xs.dtype == xp.dtype == torch.float32  # (the training split: 3/4 of 40)
+    assert abs(float(xs.mean())) < 0.1 and abs(float(xs.std()) - 1) < 0.1  # normalised, not in [0, 1]
+    a, b = xs[:, 0, 0, 0].argsort(), xp[:, 0, 0, 0].argsort()
+    assert torch.equal(xs[a], xp[b]) and torch.equal(ys[a], yp[b])

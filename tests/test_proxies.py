@@ -50,6 +50,33 @@ def test_a_cell_that_passes_nothing_through_ranks_last(batch):
         assert dead[name] < alive[name], name
 
 
+@pytest.mark.parametrize("activation", [torch.nn.ReLU, torch.nn.GELU, torch.nn.SiLU, torch.nn.LeakyReLU,
+                                        torch.nn.ELU, torch.nn.Hardswish, torch.nn.Mish])
+def test_naswot_codes_any_rectifier_by_its_pre_activation(activation):
+    """(Only ReLUs were coded: every GELU and SiLU network of the macro space scored -inf.) A unit is active where
+    its pre-activation is > 0, the paper's code for a ReLU: the same value whatever the activation."""
+    linear = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+        linear.bias.zero_()
+    model = torch.nn.Sequential(linear, activation(), torch.nn.Linear(3, 2))
+    x = torch.tensor([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
+    # pre-activations (1, 1, 2), (1, -1, 0), (-1, 1, 0), (-1, -1, -2): codes 111, 100, 010, 000;
+    # K[i, j] = 3 units - Hamming(c_i, c_j)
+    kernel = [[3, 1, 1, 0],
+              [1, 3, 1, 2],
+              [1, 1, 3, 2],
+              [0, 2, 2, 3]]
+    det = float(torch.linalg.det(torch.tensor(kernel, dtype=torch.float64)))
+    assert det == pytest.approx(12)
+    assert compute(model, x, names=["naswot"])["naswot"] == pytest.approx(math.log(det))
+
+
+def test_a_network_without_rectifiers_has_no_naswot_code():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    assert compute(model, torch.randn(4, 2), names=["naswot"])["naswot"] == -math.inf
+
+
 def test_synflow_needs_no_data_and_the_others_say_they_do():
     model = build("334131")
     value = compute(model, names=["synflow"], input_shape=(3, 8, 8))["synflow"]

@@ -8,7 +8,8 @@ architectures, computed in this process at initialisation (nothing trains).
 - ``nas proxies --space S --sample N``: the proxies of N architectures sampled from space S (seeded), one row each.
 
 Both print each proxy's seconds per cell, computing that proxy alone on this CPU (one torch thread). The proxies that
-need data see one minibatch of ``--batch`` training examples of the run's dataset (or ``--dataset``). A run
+need data see one minibatch of ``--batch`` training examples of the run's dataset (or ``--dataset``), as the
+search's workers feed them (uint8 images normalised per channel, the inputs a ``--proxy-screen`` scores). A run
 directory is only read: a run whose space is not a registered one is refused (nothing a run names is imported).
 """
 
@@ -26,14 +27,19 @@ ALL = "synflow,snip,grad_norm,jacob_cov,naswot,params"
 
 
 def _minibatch(data: Any, size: int, seed: int) -> tuple[Any, Any]:
-    """``size`` training examples of ``data`` (seeded choice), as float tensors (uint8 images scaled to [0, 1])."""
+    """``size`` training examples of ``data`` (seeded choice), prepared as a search's workers feed them to a model,
+    to its ``--proxy-screen`` and to ``nas.train.proxies:score`` (:meth:`nas.train.feed.DeviceFeed.prepare`: uint8
+    images normalised per channel with the training split's mean and std). (They were only scaled to [0, 1]: a
+    threshold read off ``nas proxies`` was on another scale than the screen it was meant for.)"""
     import numpy as np
     import torch
 
-    pick = np.random.default_rng(seed).permutation(len(data.x_train))[:size]
-    x = torch.as_tensor(data.x_train[pick])
-    x = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
-    return x, torch.as_tensor(data.y_train[pick]).long()
+    from nas.train.feed import DeviceFeed
+
+    arrays = [np.asarray(a) for a in (data.x_train, data.y_train, data.x_val, data.y_val)]
+    feed = DeviceFeed(arrays[0], arrays[1], arrays[2], arrays[3], torch.device("cpu"))
+    pick = torch.as_tensor(np.random.default_rng(seed).permutation(len(data.x_train))[:size])
+    return next(feed.gather([pick]))
 
 
 def _timed(fn: Any, n: int) -> tuple[Any, float]:

@@ -14,7 +14,12 @@ Each is written from its paper (no code copied) and computed on the model's devi
   Jacobians of the summed outputs with respect to each input of a minibatch, their correlation matrix' eigenvalues
   l, and -sum(log(l + k) + 1 / (l + k)), k = 1e-5. Labels are not used.
 - ``naswot`` (Mellor et al. 2021, the ICML version, eq. 2): the binary code of which ReLUs are active for each
-  input, the kernel K[i, j] = (units) - Hamming(c_i, c_j), and log |det K|. Labels are not used.
+  input, the kernel K[i, j] = (units) - Hamming(c_i, c_j), and log |det K|. Labels are not used. A unit is active
+  where its pre-activation is > 0: for a ReLU that is the paper's code, for the other rectifier-like units
+  (:data:`RECTIFIERS`: GELU, SiLU, LeakyReLU, ELU, Hardswish, Mish, ...) its natural generalisation (a GELU or SiLU
+  network scored -inf, as if it passed nothing through: ranked last, screened out). Units are found as modules
+  (a forward pre-hook on each): an activation called as a function in a custom ``forward`` (``F.relu(x)``) is not
+  seen, and a network with no such module scores -inf.
 - ``params``: the parameter count, the baseline a proxy must beat (it correlates 0.735 with CIFAR-100 accuracy
   on NAS-Bench-201, Abdelfattah et al. 2021, Table 1).
 
@@ -56,6 +61,11 @@ from nas.train.context import TrialContext, TrialFailure
 
 PROXIES = PROXY_NAMES
 NEEDS_DATA = frozenset({"snip", "grad_norm", "jacob_cov", "naswot"})
+#: the elementwise activation modules whose units naswot codes (active: pre-activation > 0); saturating gates
+#: (Sigmoid, Tanh, Hardtanh, Hardsigmoid: a squeeze-excite's scale) switch no linear region and are left out
+RECTIFIERS: tuple[type[nn.Module], ...] = (
+    nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.ELU, nn.CELU, nn.SELU, nn.GELU, nn.SiLU, nn.Mish,
+    nn.Hardswish, nn.Softplus)
 
 
 def check_names(names: Iterable[str]) -> list[str]:
@@ -116,14 +126,16 @@ def grad_norm(grads: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
 def _activations(model: nn.Module, x: torch.Tensor) -> tuple[np.ndarray | None, torch.Tensor | None]:
     """One forward and backward pass of a copy of ``model`` in training mode: the Jacobian of the summed outputs
     with respect to each input (rows; None where the output does not depend on the input) and the binary codes of
-    the ReLUs (rows; None where it has none), shared by jacob_cov and naswot."""
+    the units of its :data:`RECTIFIERS` (rows, 1 where the pre-activation is > 0; None where it has none), shared by
+    jacob_cov and naswot. (ReLUs only were coded: a GELU or SiLU network had no code and scored -inf.)"""
     net = copy.deepcopy(model).train()
     codes: list[torch.Tensor] = []
 
-    def hook(_module: nn.Module, inputs: tuple[torch.Tensor, ...], _output: torch.Tensor) -> None:
+    def hook(_module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        # before the forward: an in-place activation has not yet overwritten its pre-activation
         codes.append((inputs[0].detach().reshape(len(x), -1) > 0).double())
 
-    handles = [m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.ReLU)]
+    handles = [m.register_forward_pre_hook(hook) for m in net.modules() if isinstance(m, RECTIFIERS)]
     inputs = x.detach().clone().requires_grad_(True)
     try:
         out = net(inputs).sum()
