@@ -104,7 +104,7 @@ def test_the_proxy_constraint_makes_low_scorers_infeasible_before_training(tmp_p
     code, _, err = nas_cli("proxies", run_dir)
     assert code == 2 and "has 0 scored trial(s); ranking proxies needs at least 3" in err
     code, _, err = nas_cli("search", *NB201, "--proxy-screen", "flops:3")
-    assert code == 2 and "proxy_screen must be PROXY:MIN with PROXY one of synflow" in err
+    assert code == 2 and "--proxy-screen must be PROXY:MIN with PROXY one of synflow" in err
 
 
 def test_a_naswot_screen_keeps_the_gelu_and_silu_networks_of_the_macro_space(tmp_path):

@@ -27,19 +27,12 @@ ALL = "synflow,snip,grad_norm,jacob_cov,naswot,params"
 
 
 def _minibatch(data: Any, size: int, seed: int) -> tuple[Any, Any]:
-    """``size`` training examples of ``data`` (seeded choice), prepared as a search's workers feed them to a model,
-    to its ``--proxy-screen`` and to ``nas.train.proxies:score`` (:meth:`nas.train.feed.DeviceFeed.prepare`: uint8
-    images normalised per channel with the training split's mean and std). (They were only scaled to [0, 1]: a
-    threshold read off ``nas proxies`` was on another scale than the screen it was meant for.)"""
-    import numpy as np
-    import torch
+    """``size`` training examples of ``data`` (seeded choice), prepared as a search's workers feed them to a model
+    (:func:`nas.train.proxies.minibatch`). (They were only scaled to [0, 1]: a threshold read off ``nas proxies`` was
+    on another scale than the screen it was meant for.)"""
+    from nas.train.proxies import minibatch
 
-    from nas.train.feed import DeviceFeed
-
-    arrays = [np.asarray(a) for a in (data.x_train, data.y_train, data.x_val, data.y_val)]
-    feed = DeviceFeed(arrays[0], arrays[1], arrays[2], arrays[3], torch.device("cpu"))
-    pick = torch.as_tensor(np.random.default_rng(seed).permutation(len(data.x_train))[:size])
-    return next(feed.gather([pick]))
+    return minibatch(data.x_train, data.y_train, size, seed)
 
 
 def _timed(fn: Any, n: int) -> tuple[Any, float]:

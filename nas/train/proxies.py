@@ -261,22 +261,22 @@ def score(ctx: TrialContext) -> None:
 
 
 def minibatch(x: np.ndarray, y: np.ndarray, size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``size`` examples of ``x`` and ``y`` (a seeded choice) as a model's input, prepared as training prepares them:
-    uint8 images normalised per channel by ``x``'s own statistics (:class:`nas.train.feed.DeviceFeed`), other
-    inputs as floats.
+    """``size`` examples of ``x`` and ``y`` (a seeded choice) prepared as a search's workers feed them to a model, to
+    its ``--proxy-screen`` and to ``nas.train.proxies:score`` (:meth:`nas.train.feed.DeviceFeed.prepare`: uint8
+    images normalised per channel with ``x``'s mean and std): what ``nas proxies`` and a strategy's warm-up score.
 
     >>> from nas.train.synthetic import synthetic_images
     >>> xb, yb = minibatch(*synthetic_images(64, seed=0), 32, seed=0)
     >>> tuple(xb.shape), xb.dtype, abs(float(xb.mean())) < 0.2, yb.dtype
     ((32, 3, 32, 32), torch.float32, True, torch.int64)
     """
-    from nas.train.augment import Normalize, channel_stats
+    from nas.train.feed import DeviceFeed
 
-    pick = np.sort(np.random.default_rng(seed).permutation(len(x))[:size])
-    batch = torch.as_tensor(x[pick])
-    if batch.dtype == torch.uint8 and batch.dim() == 4:
-        batch = Normalize(*channel_stats(x), torch.device("cpu"))(batch)
-    return batch.float(), torch.as_tensor(y[pick]).long()
+    x, y = np.asarray(x), np.asarray(y)
+    feed = DeviceFeed(x, y, x[:0], y[:0], torch.device("cpu"))
+    pick = torch.as_tensor(np.random.default_rng(seed).permutation(len(x))[:size])
+    xb, yb = next(feed.gather([pick]))
+    return xb.float(), yb.long()
 
 
 def cifar_like_batch(size: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
