@@ -188,9 +188,9 @@ def _on_ray(space: SearchSpace, dataset: Dataset, settings: TrainSettings, job: 
         gang.shutdown()
 
 
-def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[RunConfig, list[Arch]]:
-    """A search run's config and its ``top`` architectures: by score; with several objectives, the Pareto front
-    first (best first objective first), then the rest by score."""
+def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[RunConfig, list[Arch], list[int]]:
+    """A search run's config, its ``top`` architectures and the trial each was first scored by: by score; with
+    several objectives, the Pareto front first (best first objective first), then the rest by score."""
     from nas.core.front import pareto_front
     from nas.run.reader import load_run, read_journal
 
@@ -202,12 +202,14 @@ def chosen(run_dir: str | os.PathLike[str], top: int) -> tuple[RunConfig, list[A
         front = list(pareto_front(df, cfg.search.objectives)["trial_id"])
         order = [t for t in order if t in front] + [t for t in order if t not in front]
     picked: list[Arch] = []
+    ids: list[int] = []
     for tid in order:
         if archs[tid] not in picked:
             picked.append(archs[tid])
+            ids.append(int(tid))
         if len(picked) == top:
             break
-    return cfg, picked
+    return cfg, picked, ids
 
 
 def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None = None,
@@ -221,7 +223,8 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     strategy asks exactly those, for ``epochs`` epochs each (default: the search's ``epochs`` setting) on the
     search's data (or ``data``), in the search's space (rebuilt from its record; ``space``: the same space handed
     in, where it cannot be imported, as a class defined in a script). ``search_options`` go to
-    :func:`nas.api.search` (``executor``, ``workers``, ...). Returns its results."""
+    :func:`nas.api.search` (``executor``, ``workers``, ...). Returns its results, with the search trial each
+    architecture was first scored by (``search_trial``)."""
     from nas.parts import check_run_dir
 
     top, epochs = python_numbers((top, epochs))
@@ -234,7 +237,7 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     if own:  # (search()'s "got multiple values for keyword argument")
         raise ValueError(f"retrain sets {', '.join(own)} itself (the search's seed; a budget of the architectures "
                          f"chosen, top; its own strategy; out_dir): leave {'them' if len(own) > 1 else 'it'} out")
-    cfg, archs = chosen(run_dir, top)
+    cfg, archs, sources = chosen(run_dir, top)
     if not archs:
         raise ValueError(f"run {str(run_dir)!r} has no COMPLETE trial to retrain")
     out_dir = out_dir or Path(run_dir) / "retrain"
@@ -261,8 +264,8 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
     if epochs is not None:
         settings = dataclasses.replace(settings, epochs=epochs)
     try:
-        return nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
-                              run_dir=out_dir, seed=cfg.search.seed, resume=again, **search_options)
+        df = nas.api.search(space, FixedArchs(space, archs), budget=len(archs), data=data, settings=settings,
+                            run_dir=out_dir, seed=cfg.search.seed, resume=again, **search_options)
     except InUse as e:  # (another retraining took the folder after our check)
         raise InUse(e.dir, e.holder, out_flag) from None
     except DifferentSearch as e:
@@ -270,6 +273,9 @@ def retrain(run_dir: str | os.PathLike[str], *, top: int = 1, epochs: int | None
             raise
         raise ValueError(f"{out_flag} {str(out_dir)!r} holds a retraining of other settings ({'; '.join(e.diffs)}); "
                          f"choose another {out_flag}") from None
+    # (its trials are numbered from 0 in the order asked: which search trial each retrained was not said anywhere)
+    df.insert(1, "search_trial", df["trial_id"].map(dict(enumerate(sources))))
+    return df
 
 def _earlier_retraining(out_dir: str | os.PathLike[str]) -> bool:
     """Whether ``out_dir`` holds a retraining :func:`retrain` made (its run.json names the strategy FixedArchs): the

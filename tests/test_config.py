@@ -245,3 +245,18 @@ def test_one_seed_and_one_list_of_objectives(tmp_path):
     cfg, _ = configure("toy", settings=nas.TrainSettings(seed=5, objectives=("val_loss:min",)), epochs=2)
     assert (cfg.search.seed, cfg.train.settings.seed, cfg.search.objectives, cfg.train.settings.epochs) == (
         5, 5, ["val_loss:min"], 2)
+
+
+def test_a_retraining_names_the_search_trial_each_architecture_came_from(tmp_path, capsys):
+    """(Its trials are numbered from 0 in the order asked: retrain trial 0 was search trial 3, said nowhere.)"""
+    from nas.oneshot import retrain
+    from nas.search_spaces.toy import toy_score
+    from nas.train.simple import scored
+
+    df = nas.search("toy", "random", budget=8, executor="inprocess", data=None, train=scored(toy_score), seed=0,
+                    run_dir=tmp_path / "run", progress=False)
+    best = df.sort_values("score", ascending=False, kind="stable").trial_id.head(3).tolist()
+    assert best != [0, 1, 2]
+    out = retrain(tmp_path / "run", top=3, executor="inprocess", data=None, train=scored(toy_score))
+    assert out.sort_values("trial_id").search_trial.tolist() == best
+    assert (out.set_index("search_trial").arch == df.set_index("trial_id").arch.loc[best]).all()

@@ -69,7 +69,7 @@ def _recorded(run_dir: Path) -> dict[str, Any]:
 def cmd_retrain(args: argparse.Namespace) -> int:
     df = retrain(args.run_dir, top=args.top, epochs=args.epochs, out_dir=args.out, out_flag="--out",
                  executor=args.executor, workers=args.workers)
-    cols = ["trial_id", "arch", "state", "score"]
+    cols = ["trial_id", "search_trial", "arch", "state", "score"]
     print(df[cols].sort_values("score", ascending=False, kind="stable").to_string(index=False))
     if not (df["state"] == "COMPLETE").any():
         print(f"no trial completed; see the errors with: nas results {quote(str(df.attrs['run_dir']))}")
