@@ -101,6 +101,7 @@ class TrainerActor:
         from nas.train.runner import TrialRunner
 
         self.name = name
+        self.node = ray.get_runtime_context().get_node_id()[:12]  # (an actor's node is its for life: asked once)
         self.space = space
         self.threads = threads
         self.current: dict[str, Any] | None = None
@@ -187,7 +188,7 @@ class TrainerActor:
             return Ended(tuple(held), failed, streamed)
         assert isinstance(end, Done)
         result, ckpt = end.value
-        result.node = ray.get_runtime_context().get_node_id()[:12]
+        result.node = self.node
         if ckpt is not None:
             self._outbox.put(_Checkpoint(trial.trial_id, ckpt))
             streamed += 1
