@@ -3,7 +3,9 @@
 Real et al. 2019, "Regularized Evolution for Image Classifier Architecture Search", Algorithm 1,
 made asynchronous.
 
-- The first ``population`` asks are random architectures (the initial population).
+- Asks are random architectures until ``population`` of them have joined (the initial population, Algorithm 1's
+  "while |population| < P"): a random ask still in flight counts toward it, a failed one (an error, an
+  INFEASIBLE cell) does not, and another random one takes its place.
 - Every later ask samples ``sample_size`` members uniformly at random from the current population,
   takes the best of them as parent, and proposes a one-decision mutation of its architecture.
 - Every completed result joins the population; when it holds more than ``population`` members the
@@ -129,21 +131,24 @@ class RegularizedEvolution(ProxyWarmup, Strategy):
         self.warmup_pool = make_pool(warmup)
         self.population: collections.deque[Member] = collections.deque()  # oldest on the left
         self._inheriting: dict[int, int] = {}  # child asked, not told yet -> the parent it inherits from
-        self._random_asked = 0
+        self._random_pending: set[int] = set()  # random asks of the initial population, not told yet
         self._in_flight: dict[int, str] = {}  # with dedup: trial id -> arch key, until its result
         self._taken: collections.Counter[str] = collections.Counter()  # with dedup: keys in population + flight
 
     def ask(self) -> Trial:
+        # (random for the first P asks, not until P members had joined: with a constraint that made most random
+        # cells INFEASIBLE, the first tournament of 5 ran on 2 members of 20)
+        initial = len(self.population) + len(self._random_pending) < self.capacity or not self.population
         if self.warmup_pool is not None and (ranked := self.warmup_pool.take(1)):
-            self._random_asked += 1
             arch, parent = ranked[0], None
-        elif self._random_asked < self.capacity or not self.population:
-            self._random_asked += 1
+        elif initial:
             arch, parent = self.space.sample(self.rng), None
         else:
             parent_member = self._tournament()
             arch, parent = self._mutate(parent_member.arch), parent_member.trial_id
         trial = self.trial(arch, parent=parent, **self._inheritance(parent))
+        if parent is None:
+            self._random_pending.add(trial.trial_id)
         if self.inherit and parent is not None:
             self._inheriting[trial.trial_id] = parent
         if self.dedup:
@@ -205,6 +210,7 @@ class RegularizedEvolution(ProxyWarmup, Strategy):
 
     def tell(self, trial: Trial, result: Result) -> None:
         self._inheriting.pop(trial.trial_id, None)
+        self._random_pending.discard(trial.trial_id)
         key = self._in_flight.pop(trial.trial_id, None)
         if key is not None:
             self._release(key)
@@ -236,8 +242,6 @@ class RegularizedEvolution(ProxyWarmup, Strategy):
         """A finished trial of an earlier run (:mod:`nas.run.warmstart`): it joins the population as a member
         of the initial population does, in place of one of its random asks."""
         self.tell(trial, result)
-        if result.ok and result.score is not None:
-            self._random_asked = min(self._random_asked + 1, self.capacity)
 
     def population_size(self) -> int:
         return len(self.population)
@@ -263,7 +267,7 @@ class RegularizedEvolution(ProxyWarmup, Strategy):
         return {
             **super().state_dict(),
             "population": [self._member_data(m) for m in self.population],
-            "random_asked": self._random_asked,
+            "random_pending": sorted(self._random_pending),
             "in_flight": dict(self._in_flight),
             "warmup": None if self.warmup_pool is None else self.warmup_pool.state_dict(),
         }
@@ -280,7 +284,7 @@ class RegularizedEvolution(ProxyWarmup, Strategy):
         super().load_state_dict(state)
         self.population = collections.deque(
             Member(**{**m, "fidelities": from_data(m.get("fidelities", ()))}) for m in state["population"])
-        self._random_asked = int(state["random_asked"])
+        self._random_pending = {int(i) for i in state.get("random_pending", ())}  # (none in a snapshot of before)
         self._in_flight = {int(k): str(v) for k, v in state["in_flight"].items()}
         self._taken = collections.Counter(self._in_flight.values())
         if self.dedup:

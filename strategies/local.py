@@ -10,6 +10,8 @@ White, Nolen & Savani 2021, "Exploring the Loss Landscape in Neural Architecture
 - ``move="first"`` (the default): the first result better than the incumbent becomes the incumbent at once, and
   its neighbours replace the queue. ``move="best"``: the whole neighbourhood is evaluated first, then the search
   moves to the best of it if that beats the incumbent.
+- A neighbour remembered from an earlier climb counts as evaluated, without a trial: the best one better than the
+  incumbent is moved to at once (``"first"``) or competes for the best of the neighbourhood (``"best"``).
 - A local optimum (every neighbour evaluated, none better, none in flight) starts afresh.
 
 While the last neighbours of an incumbent are in flight and none is left to hand out, :meth:`LocalSearch.ask`
@@ -29,8 +31,8 @@ from re-evaluating the cells it just came from; a restart far away may, rarely, 
 ...     t = ls.ask()
 ...     found.append(toy_score(t.arch))
 ...     ls.tell(t, Result(t.trial_id, Outcome.COMPLETE, score=found[-1], epoch=1))
->>> max(found), found.index(0.0) < 40, ls.restarts  # the optimum, then a restart from its local optimum
-(0.0, True, 1)
+>>> max(found), found.index(0.0) < 40, ls.restarts  # the optimum, then restarts from it, its only local optimum
+(0.0, True, 2)
 """
 
 from __future__ import annotations
@@ -141,11 +143,24 @@ class LocalSearch(ProxyWarmup, Strategy):
         self.start_left, self.start_ids = self.init, set()
 
     def _move_to(self, arch: dict[str, Any], scores: Fidelities) -> None:
-        self.incumbent, self.incumbent_scores, self.best_seen = dict(arch), dict(scores), None
+        # (a neighbour an earlier climb evaluated was never compared: with it better, the incumbent was taken for a
+        # local optimum and the search restarted) a remembered better neighbour is moved to at once, for free
+        while (remembered := self._best_remembered(arch, scores)) is not None and self.move == "first":
+            arch, scores = remembered
+        self.incumbent, self.incumbent_scores, self.best_seen = dict(arch), dict(scores), remembered
         fresh = [n for n in neighbours(self.space, arch)
                  if fingerprint(n) not in self.memory and not self._in_flight(n)]
         order = self.rng.permutation(len(fresh))
         self.queue = [fresh[int(i)] for i in order]
+
+    def _best_remembered(self, arch: Arch, scores: Fidelities) -> tuple[dict[str, Any], Fidelities] | None:
+        """The best neighbour of ``arch`` in memory whose scores beat ``scores``, if one does."""
+        reference, best = self._reference(), None
+        for n in neighbours(self.space, arch):
+            known = self.memory.get(fingerprint(n))
+            if known and better(known, scores, reference) and (best is None or better(known, best[1], reference)):
+                best = (n, known)
+        return best
 
     # -- results ---------------------------------------------------------------------------------
     def tell(self, trial: Trial, result: Result) -> None:

@@ -104,8 +104,8 @@ def parse_hparams(spec: Mapping[str, Any]) -> dict[str, Any]:
 @register_strategy("pbt")
 class PopulationBasedTraining(Strategy):
     """Options: ``population`` (members, default 8), ``quantile`` (bottom/top fraction, default 0.25,
-    at most 0.5), ``interval`` (epochs per segment; default None: the run's epochs), ``hparams``
-    (ranges and choices to explore; default lr in [1e-4, 1e-1], log scale), ``resample_probability``
+    at most 0.5; population x quantile >= 1), ``interval`` (epochs per segment; default None: the run's epochs),
+    ``hparams`` (ranges and choices to explore; default lr in [1e-4, 1e-1], log scale), ``resample_probability``
     (default 0.25), ``arch_mutation`` (probability that explore also mutates the architecture, whose
     segment then inherits the donor's weights; default 0.0)."""
 
@@ -129,6 +129,13 @@ class PopulationBasedTraining(Strategy):
         super().__init__(space, seed=seed)
         self.capacity = check_positive_int("population", population)
         self.quantile = check_fraction("quantile", quantile, high=0.5)
+        if int(self.capacity * self.quantile) == 0:  # (accepted, it never exploited: a silent random search)
+            least = math.ceil(1000 / self.capacity) / 1000  # (rounded up: 3 x 0.333 holds none)
+            fix = (f"with {self.capacity} members quantile >= {least:g}" if self.capacity >= 2 else
+                   "with 1 member no quantile <= 0.5 does; use population >= 2")
+            raise ValueError(f"population x quantile must be >= 1 (the bottom quantile must hold a member, or none "
+                             f"ever exploits), got population={self.capacity}, quantile={self.quantile} "
+                             f"({self.capacity * self.quantile:.3g}); {fix}")
         self.interval = None if interval is None else check_positive_int("interval", interval)
         self.hparam_space = parse_hparams(DEFAULT_HPARAMS if hparams is None else hparams)
         self.resample_probability = check_fraction("resample_probability", resample_probability)

@@ -50,6 +50,9 @@ BAD = [
     (["--space", "os:system"], "names a module of Python's standard library, which is not imported"),
     (["--space", "this:s"], "names a module of Python's standard library"),  # (its import prints the Zen)
     (["--space", "nas.__main__:X"], "names a program's entry point (__main__), which is not imported"),
+    # (accepted, and the run never exploited: independent training with random hparams, still called PBT)
+    (["--strategy", "pbt", "-o", "population=4", "-o", "quantile=0.2"], "population x quantile must be >= 1 (the "
+     "bottom quantile must hold a member, or none ever exploits), got population=4, quantile=0.2 (0.8)"),
     (["--scheduler", "ashaa"], "unknown scheduler 'ashaa' (did you mean 'asha'?)"),
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),
     (["--dataset", "digitz"], "unknown dataset 'digitz' (did you mean 'digits'?)"),

@@ -7,9 +7,12 @@ import pytest
 from conftest import toy_search
 
 from nas.core.types import Outcome, Result
+from nas.engine.inprocess import InProcessExecutor
+from nas.engine.loop import SearchLoop
 from nas.search_spaces.toy import TOY_OPTIMUM, ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.strategies.random import RandomSearch
+from nas.train.simple import scored
 
 
 def complete(trial, score):
@@ -75,7 +78,38 @@ def test_failed_trials_never_become_parents():
     evo.tell(trials[1], complete(trials[1], 1.0))
     evo.tell(trials[2], Result.failed(trials[2].trial_id, "NaN"))
     assert [m.trial_id for m in evo.population] == [trials[1].trial_id]
+    assert [evo.ask().parent for _ in range(2)] == [None, None]  # random ones take the failed ones' places
     assert evo.ask().parent == trials[1].trial_id
+
+
+class FirstTournament(RegularizedEvolution):
+    """Evolution that notes how many members its first tournament ran on."""
+
+    first_tournament: int | None = None
+
+    def _tournament(self):
+        if self.first_tournament is None:
+            self.first_tournament = len(self.population)
+        return super()._tournament()
+
+
+def fails_on_small_d0(arch):
+    if arch["d0"] < 3:  # three of the five options: about 60% of random cells fail
+        raise RuntimeError(f"d0={arch['d0']} does not fit")
+    return toy_score(arch)
+
+
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_the_first_tournament_runs_on_a_full_population_when_initial_trials_fail(in_flight):
+    # (random for the first P asks, however many of them failed: the first tournament ran on the few that joined,
+    # 4 of 10 here; Real et al. 2019 Alg. 1 fills the population with P evaluated members first)
+    for seed in range(3):
+        evo = FirstTournament(ToySpace(), population=10, sample_size=5, seed=seed)
+        executor = InProcessExecutor(evo.space, None, train=scored(fails_on_small_d0), slots=in_flight)
+        results = SearchLoop(evo, executor, budget=60).run()
+        failed = sum(not r.ok for t, r in results if t.parent is None)
+        # (no generation barrier: a tournament may start while in_flight - 1 random cells still train, and fail)
+        assert failed >= 5 and evo.first_tournament >= 10 - (in_flight - 1), (seed, failed, evo.first_tournament)
 
 
 @pytest.mark.parametrize(("options", "message"), [

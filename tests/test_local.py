@@ -155,3 +155,21 @@ def test_a_warm_start_at_the_optimum_climbs_no_further_and_restarts():
         ls.tell(t, done(t, toy_score(t.arch)))
         assert ls.incumbent == TOY_OPTIMUM
     assert ls.ask() is not None and ls.restarts == 1
+
+
+@pytest.mark.parametrize("move", ["first", "best"])
+def test_every_restart_on_the_toy_space_is_at_its_optimum(move):
+    # (a better neighbour an earlier climb had evaluated was never compared with the incumbent: the climb took the
+    # incumbent for a local optimum and restarted, at cells two steps from the optimum) the toy space is separable
+    # and convex, so its optimum is its only local optimum: every restart must happen there
+    for seed in range(3):
+        ls = LocalSearch(ToySpace(), init=1, seed=seed, move=move)
+        left = []
+        for _ in range(600):
+            incumbent, restarts = ls.incumbent, ls.restarts
+            t = ls.ask()
+            if ls.restarts > restarts:
+                left.append(incumbent)
+            ls.tell(t, done(t, toy_score(t.arch)))
+        assert len(left) >= 5 and all(a == TOY_OPTIMUM for a in left), (seed, [toy_score(a) for a in left])
+

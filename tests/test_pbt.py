@@ -25,12 +25,12 @@ def complete(trial, score, epoch=1):
 
 
 def test_segments_continue_from_the_members_own_checkpoint():
-    pbt = PopulationBasedTraining(ToySpace(), population=3, interval=2, seed=0)
-    first = [pbt.ask() for _ in range(3)]
-    assert [t.member for t in first] == [0, 1, 2] and pbt.ask() is None
+    pbt = PopulationBasedTraining(ToySpace(), population=4, interval=2, seed=0)
+    first = [pbt.ask() for _ in range(4)]
+    assert [t.member for t in first] == [0, 1, 2, 3] and pbt.ask() is None
     assert all(t.checkpoint_from is None and t.save_checkpoint and t.epochs == 2 for t in first)
-    for t in first:
-        pbt.tell(t, complete(t, 1.0, epoch=2))  # three members: the quantile holds none yet
+    for i, t in enumerate(first):
+        pbt.tell(t, complete(t, 1.0 + i, epoch=2))  # the quantile holds none before the fourth, the best
     for t in first:
         nxt = pbt.ask()
         assert (nxt.member, nxt.checkpoint_from, nxt.arch, nxt.hparams) == (
@@ -171,6 +171,9 @@ def test_trainers_without_checkpoints_make_pbt_stop_asking_for_them():
 @pytest.mark.parametrize(("options", "message"), [
     ({"population": 0}, "population must be an integer >= 1, got 0"),
     ({"quantile": 0.7}, "quantile must be in \\[0.0, 0.5\\]"),
+    ({"population": 4, "quantile": 0.2}, r"population x quantile must be >= 1 .*, got population=4, quantile=0.2 "
+                                          r"\(0.8\); with 4 members quantile >= 0.25"),
+    ({"population": 1}, r"got population=1, quantile=0.25 \(0.25\); with 1 member no quantile <= 0.5 does"),
     ({"interval": 0}, "interval must be an integer >= 1"),
     ({"resample_probability": 2}, "resample_probability must be in"),
     ({"hparams": {"lr": {"low": 0.1, "high": 0.01}}}, "hparam 'lr': low < high"),

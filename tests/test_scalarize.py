@@ -15,6 +15,7 @@ from nas.core.types import FailureKind, Outcome, Result, TrialState
 from nas.run.snapshot import read_snapshot, write_snapshot
 from nas.search_spaces.toy import ToySpace
 from nas.strategies.evolution import RegularizedEvolution
+from nas.strategies.local import LocalSearch
 from nas.strategies.random import RandomSearch
 
 OBJ = ["val_acc", "latency_ms:min"]
@@ -54,9 +55,46 @@ def test_each_ask_gets_its_own_weights_and_failures_pass_through():
     assert inner.told[0].state is TrialState.FAILED and s.low is None  # no bounds from an infeasible trial
     s.tell(trials[1], result(trials[1], [0.9, -10.0]))
     s.tell(trials[2], result(trials[2], [0.5, -5.0]))
-    assert s._weights == {} and [r.score for r in inner.told[1:]] == [0.0, pytest.approx(-weights[2][0] * 1.05)]
+    middling = -(0.5 * max(weights[1]) + 0.05 * 0.5)  # the first feasible result: no span yet, every d_i 0.5
+    assert s._weights == {} and [r.score for r in inner.told[1:]] == [pytest.approx(middling),
+                                                                     pytest.approx(-weights[2][0] * 1.05)]
     with pytest.raises(ValueError, match=r"trial 7's result has scores \[1.0\]; this run has 2 objectives"):
         s.scalarize(Result(7, Outcome.COMPLETE, score=1.0, scores=[1.0]), [0.5, 0.5])
+
+
+class TellingLocal(LocalSearch):
+    """Local search that keeps the scores it is told, by trial id."""
+
+    def __init__(self, space, **options):
+        super().__init__(space, **options)
+        self.told = {}
+
+    def tell(self, trial, result):
+        self.told[trial.trial_id] = result.score
+        super().tell(trial, result)
+
+
+def test_the_first_result_is_not_told_the_best_score_so_local_search_starts_from_the_best_of_its_start():
+    # (the first result's bounds had no span, so it was told 0.0, the best score there is: multi-objective local
+    # search took trial 0 as its incumbent in every seed, dominated or not, and could never move from it)
+    moved = []
+    for seed in range(8):
+        s = for_objectives(TellingLocal(ToySpace(), seed=seed, init=10), ["acc", "cost:min"], seed=seed)
+        archs = []
+        while s.inner.incumbent is None:
+            t = s.ask()
+            archs.append(dict(t.arch))
+            s.tell(t, result(t, two_scores(t.arch)))
+        told = s.inner.told
+        assert len(told) == 10 and -0.55 < told[0] < 0 and max(told.values()) > told[0]
+        first = archs.index(s.inner.incumbent)
+        assert first != 0 and told[first] == max(told.values())  # the best of the start by the scalarization
+        incumbent = s.inner.incumbent
+        while s.inner.incumbent is not None and not s.inner.restarts and s.inner.incumbent == incumbent:
+            t = s.ask()
+            s.tell(t, result(t, two_scores(t.arch)))
+        moved.append(s.inner.incumbent not in (None, incumbent))
+    assert any(moved)  # a first climb moves (seeds 0 and 6; none before)
 
 
 def test_state_round_trips_through_a_snapshot_and_asks_resume_the_same(tmp_path):

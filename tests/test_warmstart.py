@@ -172,7 +172,7 @@ def test_kept_weights_of_a_warm_trial_are_found_and_checked(tmp_path):
     """A real PBT run on digits keeps every segment's checkpoint and best.pt; nothing else is read as weights."""
     run = tmp_path / "pbt"
     nas.search("toy", "pbt", budget=3, executor="inprocess", data=nas.load_dataset("digits"), seed=0, run_dir=run,
-               settings=TrainSettings(epochs=1, seed=0), strategy_options={"population": 3})
+               settings=TrainSettings(epochs=1, seed=0), strategy_options={"population": 3, "quantile": 0.34})
     warm = load_warm_start([run], space_spec=TOY)
     by_id = {w.trial.trial_id: w for w in warm}
     for w in warm:

@@ -10,8 +10,10 @@ its inner strategy is told::
 
 ``low``/``high`` are the bounds of the feasible scores seen so far (ParEGO normalises by the known
 ranges; an asynchronous search knows only what has come back, so earlier trials keep the score they
-were told under the bounds of their time). FAILED trials (INFEASIBLE ones included) pass through as
-failures and never move the bounds.
+were told under the bounds of their time). Until those bounds have a span (the first result, and any
+equal to it) every ``d_i`` is 0.5: such a result is neither the best nor the worst yet, so it is told a
+middling score, below one that dominates it and above one it dominates. FAILED trials (INFEASIBLE ones
+included) pass through as failures and never move the bounds.
 
 Which strategies take several objectives is the class attribute :attr:`nas.core.strategy.Strategy.multi_objective`:
 ``native`` ones (evolution, optuna, random) rank the objectives themselves; ``scalarize`` ones (rl, and a user's
@@ -26,7 +28,7 @@ strategy by default) run inside :class:`Scalarized`; ``refuse`` ones (pbt) canno
 ...     t = s.ask()
 ...     s.tell(t, Result(t.trial_id, TrialState.COMPLETE, score=acc, scores=[acc, -lat]))
 >>> [round(m.score, 3) for m in s.inner.population]  # each told under its own random weights
-[0.0, -0.476, -0.452]
+[-0.34, -0.476, -0.452]
 """
 
 from __future__ import annotations
@@ -113,7 +115,10 @@ class Scalarized(Strategy):
         high = f if self.high is None else np.maximum(self.high, f)
         self.low, self.high = low.tolist(), high.tolist()
         span = high - low
-        d = np.divide(high - f, span, out=np.zeros_like(f), where=span > 0)
+        if not (span > 0).any():  # (told 0, the best score there is, the first result was every strategy's best)
+            d = np.full_like(f, 0.5)  # one point, or equal ones: neither best nor worst yet, so midway
+        else:
+            d = np.divide(high - f, span, out=np.zeros_like(f), where=span > 0)
         w = np.asarray(weights, dtype=float)
         value = float(np.max(w * d) + self.rho * np.sum(w * d))
         return dataclasses.replace(result, score=0.0 - value, scores=[0.0 - value])  # (0.0 -: never -0.0)
