@@ -432,8 +432,8 @@ def test_resuming_an_incompatible_run_directory(finished_run, tmp_path):
 
 def test_cli_resume_takes_only_the_budget(finished_run, nas_cli, tmp_path):
     code, _, err = nas_cli("search", "--resume", str(finished_run), "--epochs", "3", "-o", "population=5")
-    one_line_error(code, err, "only --budget (to raise it), --address and --trial-timeout may be given, not "
-                              "--epochs -o")
+    one_line_error(code, err, "only --budget and --time-budget (to raise them), --address and --trial-timeout may "
+                              "be given, not --epochs -o")
     code, _, err = nas_cli("search", "--resume", str(finished_run), "--budget", "2")
     one_line_error(code, err, "budget may only be raised when resuming")  # (the budget is checked first)
     code, _, err = nas_cli("search", "--resume", str(finished_run), "--budget", "6")

@@ -235,3 +235,22 @@ def test_an_unknown_argument_is_said_by_the_command_given(nas_cli, argv, said):
     code, out, err = nas_cli(*argv)
     assert code == 2 and err.strip().splitlines()[-1] == said, err
     assert f"usage: nas {' '.join(a for a in argv[:2] if not a.startswith('-') and a not in ('RUN', 'toy'))}" in err
+
+
+def test_a_resume_raises_the_time_budget_and_refuses_to_lower_it(tmp_path, nas_cli):
+    """(The docs say a raised time budget takes over at the journal's end, and the API took one, but the CLI refused
+    the flag on a resume.)"""
+    run = str(tmp_path / "run")
+    common = ["--space", "nb201", "--executor", "simulated", "--budget", "100000", "--quiet"]
+    assert nas_cli("search", *common, "--time-budget", "20000", "--run-dir", run)[0] == 0
+    first = len(nas.load_results(run))
+    code, out, err = nas_cli("search", "--resume", run, "--time-budget", "40000", "--quiet")
+    assert code == 0, err
+    assert len(nas.load_results(run)) > first
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["search"]["time_budget"] == 40000
+    code, _, err = nas_cli("search", "--resume", run, "--time-budget", "30000")
+    assert code == 2 and err.strip().endswith(f"--time-budget may only be raised when resuming: {run!r} has "
+                                              "time_budget 40000, got 30000"), err
+    assert nas_cli("search", *common, "--budget", "3", "--run-dir", str(tmp_path / "b"))[0] == 0
+    code, _, err = nas_cli("search", "--resume", str(tmp_path / "b"), "--time-budget", "30000")
+    assert code == 2 and "has none (no limit), got 30000" in err

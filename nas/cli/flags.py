@@ -179,7 +179,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def as_flag(message: str, flags: dict[str, str]) -> str:
     """A value's error named as the user gave it: ``config key 'budget' must be ...`` or ``epochs must be ...`` of a
     value typed as a flag says ``--budget must be ...`` (a config file's value keeps "config key")."""
-    m = re.match(r"(?:config key '(\w+)'|(\w+)) (must .*)", message, re.DOTALL)
+    m = re.match(r"(?:config key '(\w+)'|(\w+)) ((?:must|may only) .*)", message, re.DOTALL)
     name = m and (m.group(1) or m.group(2))
     return f"{flags[name]} {m.group(3)}" if m and name in flags else message
 

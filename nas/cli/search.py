@@ -24,12 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--config", type=nonempty, help="TOML or YAML file with any of these options (flat keys such as "
                      "epochs = 5, or [search], [train] and [execution] tables)")
     run.add_argument("--resume", metavar="RUN_DIR", type=nonempty, help="continue the run in RUN_DIR (after a crash or "
-                     "Ctrl-C) with the options in its run.json; only --budget (raised), --address and "
-                     "--trial-timeout may be given. IMPORTS CODE: like the search that made it, a resume imports "
-                     "the module that run.json names "
-                     "for a module:Class space or a module:function training function (from the current folder "
-                     "and PYTHONPATH), so resume only runs you trust; a module found inside RUN_DIR itself is "
-                     "refused")
+                     f"Ctrl-C) with the options in its run.json; only {RESUME_SAID} may be given. IMPORTS CODE: "
+                     "like the search that made it, a resume imports the module that run.json names for a "
+                     "module:Class space or a module:function training function (from the current folder and "
+                     "PYTHONPATH), so resume only runs you trust; a module found inside RUN_DIR itself is refused")
     run.add_argument("--keep-dashboard", action="store_true",
                      help="after the search, keep the local cluster and its dashboard up for inspection until Ctrl-C")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -39,22 +37,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_search)
 
 
+#: the flags a resume takes (the rest of a run's options are its run.json's); the help and the refusal say them
+RESUME_FLAGS = ("--budget", "--time-budget", "--address", "--trial-timeout")
+RESUME_SAID = "--budget and --time-budget (to raise them), --address and --trial-timeout"
+
+
 def resume_config(args: argparse.Namespace) -> RunConfig:
     """The configuration of the run in ``args.resume`` (its run.json), its budget raised by --budget (a lower one
     refused first) and its Ray address replaced by --address."""
     from nas.run.layout import read_config
 
     given = [f for f in given_flags(args, getattr(args, "argv", ()))
-             if f not in ("--budget", "--address", "--trial-timeout")]
+             if f not in RESUME_FLAGS]
     given += ["--config"] * bool(args.config)
     if given:
-        raise UsageError(f"--resume takes the run's options from its run.json; only --budget (to raise it), "
-                         f"--address and --trial-timeout may be given, not {' '.join(given)}")
+        raise UsageError(f"--resume takes the run's options from its run.json; only {RESUME_SAID} may be given, "
+                         f"not {' '.join(given)}")
     try:
         return read_config(Path(args.resume)).resumed_as(args.resume, budget=args.budget, address=args.address,
-                                                         trial_timeout=args.trial_timeout)
+                                                         trial_timeout=args.trial_timeout,
+                                                         time_budget=args.time_budget)
     except ValueError as e:
-        raise ValueError(as_flag(str(e), {"trial_timeout": "--trial-timeout"})) from None
+        flags = {"budget": "--budget", "trial_timeout": "--trial-timeout", "time_budget": "--time-budget"}
+        raise ValueError(as_flag(str(e), flags)) from None
 
 
 def cmd_search(args: argparse.Namespace) -> int:
