@@ -162,6 +162,9 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if data and t.dataset is not None:
         check_dataset(t.dataset)
     if train and executor and builtin_trains(config):
+        if data and t.dataset is None and t.data_object is not None:  # (said as "--dataset none", never typed)
+            raise ValueError(python_only(config, resume, f"was given a Dataset object ({t.data_object!r}) in Python",
+                                         "data=<that dataset>"))
         if data and t.dataset is None:
             raise ValueError("the built-in trainer needs data: --dataset none is for a training function of your own "
                              "that needs none (--train-function MODULE:FUNCTION)")
@@ -212,6 +215,15 @@ def answer_warmup(strategy: Strategy, space: SearchSpace, data: Dataset | None, 
         torch.set_num_threads(threads)
     notify(f"warm-up: {warmup.candidates:,} random architectures scored by {warmup.proxy} in "
            f"{time.perf_counter() - t0:.1f} s; the search starts from the top {warmup.keep}")
+
+
+def python_only(config: RunConfig, resume: bool, what: str, keyword: str) -> str:
+    """The refusal of a run that was given an object in Python (``what`` it was) that nothing can build again from
+    its record: give it again, or resume it from Python with the same one (``keyword``)."""
+    if not resume:
+        return f"this run {what}: give it again in Python ({keyword})"
+    return (f"cannot resume {config.run_dir!r} here: it {what}; resume it from Python with the same one: "
+            f"nas.search(..., run_dir={config.run_dir!r}, resume=True, {keyword})")
 
 
 def builtin_trains(config: RunConfig) -> bool:
@@ -410,4 +422,4 @@ def connect(address: str | None = None, *, num_cpus: int | None = None, dashboar
 
 __all__ = ["answer_warmup", "build_scheduler", "build_strategy", "builtin_trains", "check_dataset", "check_device",
            "check_gpu_metric", "check_inputs", "check_log_dir", "check_run_dir", "check_storage", "composes", "connect",
-           "executor_name", "keep_warm_weights", "make_strategy", "strategy_class"]
+           "executor_name", "keep_warm_weights", "make_strategy", "python_only", "strategy_class"]

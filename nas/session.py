@@ -61,6 +61,7 @@ from nas.parts import (
     connect,
     executor_name,
     keep_warm_weights,
+    python_only,
 )
 from nas.run.config import RunConfig, TrainSection
 from nas.run.journal import bulk_load
@@ -233,7 +234,7 @@ def _resolve(config: RunConfig, given: Given, resume: bool) -> tuple[RunConfig, 
     if data is None and t.dataset is not None:
         data = load_dataset(t.dataset, seed=s.seed)
     elif data is None and t.data_object is not None:
-        raise ValueError(_python_only(config, resume, f"was given a Dataset object ({t.data_object!r}) in Python",
+        raise ValueError(python_only(config, resume, f"was given a Dataset object ({t.data_object!r}) in Python",
                                       "data=<that dataset>"))
     fingerprint = None if data is None else dataset_fingerprint(data)
     supernet_sha256 = None
@@ -329,14 +330,14 @@ def _resumable(config: RunConfig, given: Given) -> None:
     if given.train is None and given.executor is None:
         _training_function(prior, resume=True)
     if t.data_object is not None and given.data is None and given.executor is None:
-        raise ValueError(_python_only(prior, True, f"was given a Dataset object ({t.data_object!r}) in Python",
+        raise ValueError(python_only(prior, True, f"was given a Dataset object ({t.data_object!r}) in Python",
                                       "data=<that dataset>"))
 
 
 def _training_function(config: RunConfig, resume: bool) -> TrainFn | None:
     spec = config.train.function
     if spec.startswith(CUSTOM):
-        raise ValueError(_python_only(config, resume, f"trains with a function that is {spec}",
+        raise ValueError(python_only(config, resume, f"trains with a function that is {spec}",
                                       "train=<that function>"))
     return train_from_spec(spec, outside=config.run_dir if resume else None) if spec != BUILTIN else None
 
@@ -344,7 +345,7 @@ def _training_function(config: RunConfig, resume: bool) -> TrainFn | None:
 def _check_executor(config: RunConfig, resume: bool) -> None:
     e = config.execution
     if e.executor_class is not None and e.executor not in registry.executors.names():
-        raise ValueError(_python_only(config, resume, f"ran on an executor object of class {e.executor_class}, "
+        raise ValueError(python_only(config, resume, f"ran on an executor object of class {e.executor_class}, "
                                       "which is not registered", "executor=<that executor>"))
     registry.executors.check(e.executor)  # a ValueError naming the known ones
 
@@ -375,13 +376,6 @@ def _check_simulated(config: RunConfig, space: str, *, trains: bool, resume: boo
     if answers is not None and space != answers:
         raise ValueError(f"the simulated executor's table {name} answers the space {answers!r}, not {space!r}: "
                          f"search {answers!r}, or run this space on the inprocess or ray executor")
-
-
-def _python_only(config: RunConfig, resume: bool, what: str, keyword: str) -> str:
-    if not resume:
-        return f"this run {what}: give it again in Python ({keyword})"
-    return (f"cannot resume {config.run_dir!r} here: it {what}; resume it from Python with the same one: "
-            f"nas.search(..., run_dir={config.run_dir!r}, resume=True, {keyword})")
 
 
 def _qualname(obj: object) -> str:

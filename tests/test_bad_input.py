@@ -672,3 +672,17 @@ def test_a_retraining_into_a_folder_another_holds_names_out(noop_run):
             nas.retrain(noop_run, out_dir=out, executor="inprocess", out_flag="--out")
     finally:
         lock.release()
+
+
+def test_the_cli_resume_of_a_run_given_a_dataset_object_says_to_resume_it_from_python(tmp_path, nas_cli):
+    """(It said "the built-in trainer needs data: --dataset none is for a training function of your own", of a
+    flag the user never typed.)"""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 8)).astype("float32")
+    run = str(tmp_path / "run")
+    nas.search("toy", "random", budget=2, epochs=1, executor="inprocess", progress=False, run_dir=run,
+               data=nas.Dataset.from_arrays(x, (x[:, 0] > 0).astype("int64")))
+    code, _, err = nas_cli("search", "--resume", run, "--budget", "3")
+    one_line_error(code, err, f"cannot resume {run!r} here: it was given a Dataset object ('arrays') in Python; "
+                              f"resume it from Python with the same one: nas.search(..., run_dir={run!r}, "
+                              "resume=True, data=<that dataset>)")
