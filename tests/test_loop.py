@@ -294,20 +294,29 @@ class CannotRun(SearchSpace):
     def build(self, arch, task):
         if self.how == "params":
             return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Identity())
-        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(65, task.num_classes))
+        with torch.device("meta" if self.how == "meta" else "cpu"):
+            return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(65 if self.how == "width" else 64,
+                                                                           task.num_classes))
 
 
-@pytest.mark.parametrize(("how", "error"), [
-    ("width", r"the model of \{'h': \d+\} cannot run on the task's input \(a batch of shape \(\d+, 1, 8, 8\), "
-              r"torch.float32, on cpu\): RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
-    ("params", r"the model of \{'h': \d+\} has no parameters to train"),
+@pytest.mark.parametrize(("how", "measure", "error"), [
+    ("width", False, r"the model of \{'h': \d+\} cannot run on the task's input \(a batch of shape \(\d+, 1, 8, "
+                     r"8\), torch.float32, on cpu\): RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
+    # (the costs, measured first at batch 1, failed it as ERROR: with the defaults the whole budget ran)
+    ("width", True, r"the model of \{'h': \d+\} cannot run on the task's input \(an example of shape \(1, 8, 8\), "
+                    r"torch.float32; its costs are measured before it trains\): RuntimeError: mat1 and mat2"),
+    ("meta", True, r"the model of \{'h': \d+\} cannot be moved to cpu: NotImplementedError: Cannot copy out of meta"),
+    ("meta", False, r"the model of \{'h': \d+\} cannot be moved to cpu"),
+    ("params", False, r"the model of \{'h': \d+\} has no parameters to train"),
 ])
-def test_models_that_cannot_run_on_the_task_fail_as_invalid_space_and_stop_the_search(tmp_path, digits, how, error):
+def test_models_that_cannot_run_on_the_task_fail_as_invalid_space_and_stop_the_search(tmp_path, digits, how, measure,
+                                                                                       error):
     """(They failed every trial as ERROR, so the stop after five broken builds never came: the whole budget ran.)"""
     with pytest.raises(nas.InvalidSpace, match=r"the space's build failed for each of the first 5 trials, so the "
                                                rf"search stops \(fix the space, then resume\): {error}"):
         nas.search(CannotRun(how), "random", budget=12, executor="inprocess", data=digits, seed=0,
-                   run_dir=tmp_path / "run", progress=False, settings=TrainSettings(epochs=1, measure_costs=False))
+                   run_dir=tmp_path / "run", progress=False,
+                   settings=TrainSettings(epochs=1, measure_costs=measure, cost_repeats=1))
     assert set(nas.load_results(tmp_path / "run").failure) == {"INVALID_SPACE"}
 
 

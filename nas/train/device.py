@@ -22,13 +22,36 @@ import numpy as np
 import torch
 
 from nas.core.space import SearchSpace
-from nas.core.types import Arch
+from nas.core.types import Arch, InvalidSpace
+from nas.train.collective import collective_error
 from nas.train.costs import measure_costs
 from nas.train.data import Dataset
 from nas.train.feed import DeviceFeed, StreamFeed, data_bytes, device_budget
 from nas.train.settings import TrainSettings
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def must_run(arch: Any, what: str) -> Iterator[None]:
+    """What the block raises, where a model that cannot work at all (a first layer of another width, weights on the
+    meta device or in another precision) raised it, as an InvalidSpace error naming ``arch`` and ``what`` failed:
+    the trial fails as INVALID_SPACE, as a wrong output does, so a search whose first trials all fail so stops (they
+    failed as ERROR, and the search ran its whole budget). Running out of memory stays an OOM, a data-parallel gang's
+    failed collective a COLLECTIVE.
+
+    >>> with must_run({"d0": 1}, "cannot run on the task's input"):
+    ...     torch.zeros(1, 3) @ torch.zeros(4, 2)
+    Traceback (most recent call last):
+    ...
+    nas.core.types.InvalidSpace: the model of {'d0': 1} cannot run on the task's input: RuntimeError: mat1 and mat2 ...
+    """
+    try:
+        yield
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+        if isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e) or collective_error(e):
+            raise
+        raise InvalidSpace(f"the model of {arch} {what}: {type(e).__name__}: {e}") from e
 
 
 class DeviceSide:
@@ -107,23 +130,31 @@ class DeviceSide:
         return contextlib.nullcontext()
 
     def build(self, arch: Arch, space: SearchSpace) -> tuple[torch.nn.Module, int]:
-        """The candidate on the device (lazy modules materialised) and its parameter count."""
+        """The candidate on the device (lazy modules materialised) and its parameter count; one that cannot be moved
+        there (weights on the meta device) is an InvalidSpace error (:func:`must_run`)."""
         model = space.check_build(arch, self.task)
         if any(torch.nn.parameter.is_lazy(p) for p in model.parameters()):
-            with torch.no_grad():  # materialise lazy modules before counting or moving parameters
-                model.eval()
+            with torch.no_grad(), must_run(arch, f"cannot run on the task's input ({self._probe_said()})"):
+                model.eval()  # (materialise lazy modules before counting or moving parameters)
                 model(self._probe)
         n_params = sum(p.numel() for p in model.parameters())
-        return model.to(self.device, memory_format=self.memory_format), n_params  # type: ignore[call-overload]
+        with must_run(arch, f"cannot be moved to {self.device}"):
+            return model.to(self.device, memory_format=self.memory_format), n_params  # type: ignore[call-overload]
 
-    def measure(self, model: torch.nn.Module, n_params: int, batch_size: int) -> dict[str, Any]:
+    def _probe_said(self) -> str:
+        return f"an example of shape {tuple(self._probe.shape[1:])}, {self._probe.dtype}"
+
+    def measure(self, model: torch.nn.Module, n_params: int, batch_size: int, arch: Arch | None = None
+                ) -> dict[str, Any]:
         """The model's costs on this device (:func:`nas.train.costs.measure_costs`), or only its parameters
         where ``measure_costs`` is off."""
         if not self.settings.measure_costs:
             return {"params": n_params}
-        costs = measure_costs(model, tuple(self._probe.shape[1:]), device=self.device, batch_size=batch_size,
-                              warmup=2, repeats=self.settings.cost_repeats, autocast=self.autocast_on,
-                              memory_format=self.memory_format)
+        with must_run(arch, f"cannot run on the task's input "
+                      f"({self._probe_said()}; its costs are measured before it trains)"):
+            costs = measure_costs(model, tuple(self._probe.shape[1:]), device=self.device, batch_size=batch_size,
+                                  warmup=2, repeats=self.settings.cost_repeats, autocast=self.autocast_on,
+                                  memory_format=self.memory_format)
         return costs.to_dict()
 
     def normalization(self) -> dict[str, list[float]] | None:

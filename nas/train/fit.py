@@ -20,8 +20,8 @@ from typing import Any
 import torch
 
 from nas.core.types import FailureKind, InvalidSpace
-from nas.train.collective import collective_error
 from nas.train.context import TrialContext, TrialFailure
+from nas.train.device import must_run
 from nas.train.hparams import augmentation, make_optimizer, make_schedule
 from nas.train.inherit import inherit_optimizer_state, optimizer_param_names
 
@@ -96,17 +96,11 @@ def fit(ctx: TrialContext) -> None:
 
 
 def first_forward(net: Any, x: torch.Tensor, ctx: TrialContext) -> Any:
-    """The model's first forward pass: one that cannot run on the task's input at all (a first layer of another
-    width, weights on the meta device or in another precision) is an InvalidSpace error, as a wrong output is, so a
-    search whose first trials all fail so stops (it failed every trial as ERROR and ran its whole budget). Running out
-    of memory stays an OOM, a data-parallel gang's failed collective a COLLECTIVE."""
-    try:
+    """The model's first forward pass: one that cannot run on the task's input at all is an InvalidSpace error
+    (:func:`nas.train.device.must_run`)."""
+    with must_run(ctx.trial.arch, f"cannot run on the task's input (a batch of shape {tuple(x.shape)}, {x.dtype}, on "
+                  f"{x.device})"):
         return net(x)
-    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
-        if isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e) or collective_error(e):
-            raise  # (a gang's collective in DDP's first forward: COLLECTIVE, as anywhere else)
-        raise InvalidSpace(f"the model of {ctx.trial.arch} cannot run on the task's input (a batch of shape "
-                           f"{tuple(x.shape)}, {x.dtype}, on {x.device}): {type(e).__name__}: {e}") from e
 
 
 def check_logits(out: Any, batch: int, ctx: TrialContext) -> None:

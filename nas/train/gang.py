@@ -162,7 +162,7 @@ class GangRunner(TrialRunner):
         try:
             model, n_params = self._build(side, trial, space)
             if self.gang.rank == 0:
-                costs = self._measure(side, model, n_params, hp)
+                costs = self._measure(side, model, n_params, hp, trial.arch)
         except Exception as e:
             error = e
             mine = (failure_kind(e).value, f"{type(e).__name__}: {e}" if not isinstance(e, TrialFailure) else str(e),

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nas.core.objectives import Objectives
-from nas.core.types import FailureKind, InvalidSpace, Result, Trial
+from nas.core.types import Arch, FailureKind, InvalidSpace, Result, Trial
 from nas.train.constraints import Constraints, parse_screen
 from nas.train.context import CheckpointIO, ReportFn, TrialContext, TrialFailure
 from nas.train.settings import TrainSettings
@@ -221,7 +221,7 @@ class TrialRunner:
                  ) -> tuple[Any, dict[str, Any]]:
         """The candidate built on the device and its measured costs; a broken constraint is INFEASIBLE."""
         model, n_params = self._build(side, trial, space)
-        return model, self._measure(side, model, n_params, hp)
+        return model, self._measure(side, model, n_params, hp, trial.arch)
 
     def _build(self, side: DeviceSide, trial: Trial, space: SearchSpace) -> tuple[Any, int]:
         import torch
@@ -234,8 +234,9 @@ class TrialRunner:
                                {"params": n_params})
         return model, n_params
 
-    def _measure(self, side: DeviceSide, model: Any, n_params: int, hp: dict[str, Any]) -> dict[str, Any]:
-        costs = side.measure(model, n_params, hp["batch_size"])
+    def _measure(self, side: DeviceSide, model: Any, n_params: int, hp: dict[str, Any], arch: Arch | None = None
+                 ) -> dict[str, Any]:
+        costs = side.measure(model, n_params, hp["batch_size"], arch)
         violation = self.constraints.check(costs) if self.constraints.active else None
         if violation is not None:  # recorded at once; nothing is trained
             raise TrialFailure(FailureKind.INFEASIBLE, str(violation), costs)
