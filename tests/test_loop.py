@@ -460,3 +460,46 @@ def test_a_training_function_cannot_change_the_search_around_it(tmp_path, monkey
     assert {t.arch["width"] for t, _ in read_journal(tmp_path / "run")} <= {4, 8, 16}
     assert torch.get_default_dtype() == torch.float32
     os.chdir(tmp_path)  # (the working folder is the training function's to change: the run's path does not follow it)
+
+
+def docs_train(ctx):
+    """docs/python-api.md's training function, as written there."""
+    opt = torch.optim.SGD(ctx.model.parameters(), lr=ctx.hparams["lr"], momentum=0.9)
+    start = 0
+    if (state := ctx.checkpoint.load()) is not None:
+        ctx.model.load_state_dict(state["model"])
+        start = state["epoch"]
+    for epoch in range(start + 1, start + ctx.epochs + 1):
+        ctx.model.train()
+        for x, y in ctx.data.train_batches(ctx.hparams["batch_size"]):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(ctx.model(x), y).backward()
+            opt.step()
+        val_loss, val_acc = ctx.evaluate()
+        if ctx.report(epoch=epoch, val_acc=val_acc, val_loss=val_loss):
+            break
+
+
+def restarting_train(ctx):
+    """The same, as the docs wrote it before: every continuation trains from scratch, from epoch 1."""
+    ctx.checkpoint.load = lambda: None
+    docs_train(ctx)
+
+
+def test_the_docs_training_function_continues_a_promotion_and_one_that_restarts_is_warned_of(tmp_path, digits,
+                                                                                            caplog):
+    """(The docs' function trained each continuation from scratch, reporting from epoch 1: promoted trials ended
+    COMPLETE at epoch 2, none reached the rungs at 3 and 9, and nothing said so.)"""
+    kw = dict(budget=12, executor="inprocess", data=digits, seed=0, epochs=9, scheduler="asha", progress=False,
+              scheduler_options={"variant": "promotion"}, settings=TrainSettings(measure_costs=False, batch_size=256))
+    with caplog.at_level("WARNING", logger="nas.engine.loop"):
+        df = nas.search(ToySpace(), "random", train=docs_train, run_dir=tmp_path / "a", **kw)
+    assert df.epochs.max() >= 3 and not [r for r in caplog.records if "was continued from epoch" in r.message]
+    promoted = df[df.history.map(len) > 1]
+    assert len(promoted) and all([h["epoch"] for h in hist] == list(range(1, len(hist) + 1))
+                                 for hist in promoted.history)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="nas.engine.loop"):
+        nas.search(ToySpace(), "random", train=restarting_train, run_dir=tmp_path / "b", **kw)
+    said = [r.message for r in caplog.records if "was continued from epoch" in r.message]
+    assert len(said) == 1 and "reported epoch 1: a training function goes on from its checkpoint" in said[0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from nas.core.scheduler import Scheduler
     from nas.engine.replay import Restored
     from nas.engine.stop import StopSignal
+
+log = logging.getLogger(__name__)
 
 
 class SearchLoop:
@@ -107,6 +110,7 @@ class SearchLoop:
         self.reports = 0  # intermediate results handled
         self.report_seconds = 0.0  # driver time spent on them (journal, scheduler, decision), for the figures
         self.decisions: collections.Counter[str] = collections.Counter()  # STOP / PAUSE sent
+        self.warned_restart = False  # (a continuation that reported its epochs from 1 again: said once)
         self.end_state = "running"
 
     def clock(self) -> float:
@@ -342,6 +346,13 @@ class SearchLoop:
         t0 = time.perf_counter()
         trial, report = record.trial, event.report
         assert report is not None
+        before = record.result.epoch if record.runs > 1 and record.result is not None else 0
+        if report.epoch <= before and not self.warned_restart:  # (silent: promotions retrained and never rose)
+            self.warned_restart = True
+            log.warning("trial %d was continued from epoch %d (a promotion or an exploit) and reported epoch %d: a "
+                        "training function goes on from its checkpoint (ctx.checkpoint.load(): its 'epoch') and "
+                        "counts its epochs on from there, or each continuation trains from scratch and no trial "
+                        "reaches the scheduler's higher rungs", trial.trial_id, before, report.epoch)
         record.epoch = max(record.epoch, report.epoch)
         record.curve = [*(record.curve or ()), {"epoch": report.epoch, **report.metrics}]
         self.reports += 1
