@@ -433,3 +433,16 @@ def test_a_build_that_draws_at_random_gives_the_same_model_for_the_same_seed(tmp
         return [(m["params"], round(s, 6)) for m, s in zip(df.metrics, df.score, strict=True)]
 
     assert run("a") == run("bb")
+
+
+def test_a_trial_without_data_loads_no_torch():
+    """(A worker without data never loads torch, which costs each light actor seconds and 200 MB: seeding each
+    trial imported it.)"""
+    import subprocess
+
+    code = ("import sys\nfrom nas.core.types import Trial\nfrom nas.train.runner import TrialRunner\n"
+            "from nas.train.simple import noop\n"
+            "result, _ = TrialRunner(None, None, train=noop).run(Trial(0, {'x': 1}), None, None)\n"
+            "print(result.outcome.value, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["COMPLETE", "False"], out.stderr

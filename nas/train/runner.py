@@ -71,17 +71,18 @@ def failure_kind(e: BaseException) -> FailureKind:
 
 
 def seed_trial(seed: int) -> None:
-    """Seed what a space's ``build`` or a training function may draw from: torch, numpy's global generator and
-    Python's ``random`` (torch alone was seeded: a build that drew a width with ``random.choice`` made another model,
-    with another score, for the same architecture and seed)."""
+    """Seed what a space's ``build`` or a training function may draw from: torch (where it is loaded; a trial with
+    data seeds it again as it builds), numpy's global generator and Python's ``random`` (torch alone was seeded: a
+    build that drew a width with ``random.choice`` made another model, with another score, for the same architecture
+    and seed)."""
     import random
 
     import numpy as np
-    import torch
 
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002  (the global generator is the one such code draws from)
-    torch.manual_seed(seed)
+    if (torch := sys.modules.get("torch")) is not None:  # (a worker without data never loads torch for it)
+        torch.manual_seed(seed)
 
 
 def run_safely(trial: Trial, body: Callable[[], tuple[Result, bytes | None]], worker: str,
