@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from nas.core import registry
+from nas.core.nearest import did_you_mean
 from nas.core.scheduler import Scheduler
 from nas.core.space import SearchSpace
 from nas.core.spec import (
@@ -262,7 +263,9 @@ def _supernet_eval(config: RunConfig, space: SearchSpace, data: Dataset | None, 
     options = dict(config.train.supernet_options)
     unknown = sorted(set(options) - {"bn_batches", "bn_batch_size", "finetune_steps"})
     if unknown:
-        raise ValueError(f"unknown supernet options {unknown}; allowed: bn_batches, bn_batch_size, finetune_steps")
+        allowed = ["bn_batches", "bn_batch_size", "finetune_steps"]
+        raise ValueError(f"unknown supernet options {unknown}{did_you_mean(unknown, allowed)}; allowed: "
+                         f"{', '.join(allowed)}")
     assert config.train.supernet is not None
     if not space.has_supernet and data is not None:
         space.supernet(data.task)  # the space's own one-line refusal, before the supernet is read

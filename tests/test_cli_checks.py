@@ -54,6 +54,11 @@ BAD = [
     (["--strategy", "pbt", "-o", "population=4", "-o", "quantile=0.2"], "population x quantile must be >= 1 (the "
      "bottom quantile must hold a member, or none ever exploits), got population=4, quantile=0.2 (0.8)"),
     (["--scheduler", "ashaa"], "unknown scheduler 'ashaa' (did you mean 'asha'?)"),
+    # (a misspelt space option was Python's "got an unexpected keyword argument"; the others named no near one)
+    (["--space", "nb201", "--space-option", "chanels=8"], "unknown options ['chanels'] for space 'nb201' (did you "
+                                                         "mean 'channels'?); allowed: channels, cells_per_stage"),
+    (["--optimizer", "sgdd"], "unknown optimizer 'sgdd' (did you mean 'sgd'?); known: adam, adamw, sgd"),
+    (["--recipe", "nb21"], "unknown recipe 'nb21' (did you mean 'nb201'?); known: nb201, nb201-12"),
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),
     (["--dataset", "digitz"], "unknown dataset 'digitz' (did you mean 'digits'?)"),
     (["--dataset", "cifar10:no/such/dir"], "cifar10 directory 'no/such/dir' does not exist; nothing is downloaded: "

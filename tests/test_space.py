@@ -175,7 +175,7 @@ def test_a_spaces_own_sample_and_format_are_tried_before_anything_is_made(tmp_pa
     from nas.core.spec import check_space
     from nas.train.simple import scored
 
-    error = RuntimeError if how.endswith("raises") else ValueError
+    error = RuntimeError if how.endswith("raises") else nas.InvalidSpace  # (as mutate()'s: a plain ValueError)
     with pytest.raises(error, match=message):
         check_space(Own(how))
     with pytest.raises(error, match=message):

@@ -234,6 +234,16 @@ def test_options_are_checked_and_the_space_comes_from_the_weights(macro_dir):
     assert FixedArchs(MacroSpace(), [ARCH]).ask().arch == ARCH
 
 
+def test_a_misspelt_supernet_option_names_the_nearest(macro_dir, tmp_path, capsys):
+    from nas.cli import main
+
+    code = main(["search", "--space", "macro", "--supernet", str(macro_dir), "--executor", "inprocess",
+                 "--supernet-option", "bn_batchs=2", "--run-dir", str(tmp_path / "run")])
+    assert code == 2 and capsys.readouterr().err.strip().endswith(
+        "unknown supernet options ['bn_batchs'] (did you mean 'bn_batches'?); allowed: bn_batches, bn_batch_size, "
+        "finetune_steps")
+
+
 @pytest.mark.ray
 def test_on_ray_each_worker_reads_the_supernet_once(ray_local, macro_dir, tmp_path):
     df = nas.api.search("macro", "random", budget=8, workers=2, supernet=macro_dir, seed=0, settings=SETTINGS,

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nas.core import registry
+from nas.core.types import InvalidSpace
 
 if TYPE_CHECKING:
     from nas.core.space import SearchSpace
@@ -190,6 +191,7 @@ def space_from_spec(spec: str | Mapping[str, Any] | SearchSpace, args: Mapping[s
         if args:
             raise ValueError(f"space {spec!r} is an instance: it takes no arguments, got {dict(args)!r}")
         return check_space(found, spec)
+    _check_space_args(spec, found, dict(args or {}))
     try:
         space = found(**dict(args or {}))
     except TypeError as e:
@@ -238,17 +240,37 @@ def _check_own_methods(space: SearchSpace, shown: str) -> None:
         space = copy.deepcopy(space)  # one that cannot be copied is tried itself)
     arch = space.sample(np.random.default_rng(0))
     if not isinstance(arch, Mapping):
-        raise ValueError(f"space {shown}'s sample() returned {type(arch).__name__} {arch!r:.80}; an architecture is "
-                         "a dict of each decision's option")
+        raise InvalidSpace(f"space {shown}'s sample() returned {type(arch).__name__} {arch!r:.80}; an architecture "
+                           "is a dict of each decision's option")
     try:
         space.validate(arch)
     except ValueError as e:
-        raise ValueError(f"space {shown}'s sample() returned an architecture outside its dims(): {e}") from None
+        raise InvalidSpace(f"space {shown}'s sample() returned an architecture outside its dims(): {e}") from None
     if "format" in own:
         text = space.format(arch)
         if not isinstance(text, str):
-            raise ValueError(f"space {shown}'s format() returned {type(text).__name__} {text!r:.60}, not a string: "
-                             "the one line the tables and best.json show for an architecture")
+            raise InvalidSpace(f"space {shown}'s format() returned {type(text).__name__} {text!r:.60}, not a "
+                               "string: the one line the tables and best.json show for an architecture")
+
+
+def _check_space_args(spec: str, cls: Any, args: Mapping[str, Any]) -> None:
+    """An argument the space's constructor does not take, named with the nearest it does take and all it takes (it
+    was Python's "got an unexpected keyword argument", which named neither)."""
+    import inspect
+
+    from nas.core.nearest import did_you_mean
+
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # (no signature to read: the constructor's own error says it)
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    allowed = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(args) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown options {unknown} for space {spec!r}{did_you_mean(unknown, allowed)}; allowed: "
+                         f"{', '.join(allowed) or 'none'}")
 
 
 def train_spec(fn: object) -> str:

@@ -38,14 +38,18 @@ def options(cls: Any) -> list[tuple[str, Any]]:
     >>> from nas.schedulers.median import MedianStopping
     >>> options(MedianStopping)
     [('grace_period', 1), ('min_samples', 3)]
+    >>> from nas.schedulers.asha import ASHA
+    >>> options(ASHA)  # (grace_period=None was listed where the docs say 1)
+    [('eta', 3), ('grace_period', 1), ('variant', 'stopping'), ('levels', None)]
     """
     params = inspect.signature(cls.__init__).parameters.values()
+    shown = getattr(cls, "shown_defaults", {})  # (a None that stands for a value: ASHA's grace_period, 1)
     out = []
     for p in params:
         if p.name in RUN_SET or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if p.kind is p.KEYWORD_ONLY or (p.default is not p.empty):
-            out.append((p.name, None if p.default is p.empty else p.default))
+            out.append((p.name, shown.get(p.name, None if p.default is p.empty else p.default)))
     return out
 
 

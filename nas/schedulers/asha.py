@@ -36,7 +36,7 @@ import bisect
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from nas.core.registry import register_scheduler
 from nas.core.scheduler import ENDED, Phase, Promotion, Scheduler, check_int
@@ -158,6 +158,9 @@ class ASHA(Scheduler):
     ...
     ValueError: levels must be strictly increasing integers from 1 to max_epochs (200), got [12, 300]
     """
+
+    #: what ``nas schedulers`` lists for a default of None (grace_period: 1, or the first of levels where given)
+    shown_defaults: ClassVar[dict[str, Any]] = {"grace_period": 1}
 
     def __init__(self, *, max_epochs: int, seed: int | None = None, eta: float = 3, grace_period: int | None = None,
                  variant: str = "stopping", levels: Sequence[int] | None = None) -> None:

@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from nas.core.nearest import did_you_mean
 from nas.train.schedules import SCHEDULES, Schedule
 
 if TYPE_CHECKING:
@@ -75,6 +76,10 @@ def check_searched(spec: Mapping[str, Any]) -> None:
                 raise ValueError(f"hparams {name!r}: {e}") from None
 
 
+def _near(name: Any, known: Any) -> str:
+    return did_you_mean(name, known) if isinstance(name, str) else ""
+
+
 def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
     """``hp`` checked value by value (a ValueError names the first bad one); returns a plain dict."""
     _number(hp, "lr", 0, low_open=True)
@@ -91,9 +96,11 @@ def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
     if hp.get("grad_clip") is not None:
         _number(hp, "grad_clip", 0, low_open=True)
     if "optimizer" in hp and hp["optimizer"] not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {hp['optimizer']!r}; known: {', '.join(OPTIMIZERS)}")
+        raise ValueError(f"unknown optimizer {hp['optimizer']!r}{_near(hp['optimizer'], OPTIMIZERS)}; known: "
+                         f"{', '.join(OPTIMIZERS)}")
     if "schedule" in hp and hp["schedule"] not in SCHEDULES:
-        raise ValueError(f"unknown schedule {hp['schedule']!r}; known: {', '.join(SCHEDULES)}")
+        raise ValueError(f"unknown schedule {hp['schedule']!r}{_near(hp['schedule'], SCHEDULES)}; known: "
+                         f"{', '.join(SCHEDULES)}")
     for name in ("nesterov", "flip"):
         if name in hp and not isinstance(hp[name], bool):
             raise ValueError(f"{name} must be true or false, got {hp[name]!r}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nas.core.nearest import did_you_mean
+
 _NB201_SOURCE = ("Dong & Yang, \"NAS-Bench-201: Extending the Scope of Reproducible Neural Architecture Search\", "
                  "ICLR 2020, Sec. 2.3 \"Architecture performance\", Table 1 (the training hyper-parameter set H)")
 
@@ -35,5 +37,6 @@ RECIPES: dict[str, dict[str, Any]] = {
 def recipe_settings(name: str) -> dict[str, Any]:
     """The settings of recipe ``name`` (a copy); an unknown name is a ValueError listing the known ones."""
     if not isinstance(name, str) or name not in RECIPES:  # (a list: "unhashable type")
-        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)}")
+        near = did_you_mean(name, RECIPES) if isinstance(name, str) else ""
+        raise ValueError(f"unknown recipe {name!r}{near}; known: {', '.join(RECIPES)}")
     return dict(RECIPES[name]["settings"])
