@@ -146,3 +146,17 @@ def test_a_population_past_the_executors_bound_keeps_the_checkpoints_it_starts_f
     started = [t for t, _ in results if (t.checkpoint_from, t.inherit_from) != (None, None)]
     assert len(started) > 60  # (each of them found its checkpoint)
 
+
+
+def test_a_child_that_trains_its_own_epochs_anneals_its_schedule_over_them(tmp_path):
+    """(A child's cosine spanned the run's --epochs, not its child_epochs: it ended at 77% of its learning rate and
+    was ranked against annealed members.)"""
+    import nas
+
+    df = nas.search(ToySpace(), "evolution", budget=8, executor="inprocess", data=nas.load_dataset("digits"), seed=0,
+                    epochs=3, schedule="cosine", lr=0.1, run_dir=tmp_path / "run", progress=False,
+                    strategy_options={"population": 2, "sample_size": 2, "inherit": True, "child_epochs": 1})
+    children = df[df.parent.notna()]
+    assert len(children) >= 4 and (children.epochs == 1).all()
+    assert all(h[-1]["lr"] < 0.01 for h in children.history)  # (annealed over its one epoch: it ended at 0.077)
+    assert all(h[-1]["lr"] < 0.01 for h in df[df.parent.isna()].history)

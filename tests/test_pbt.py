@@ -216,3 +216,44 @@ def test_hparams_no_trial_takes_are_refused_before_the_search(tmp_path, capsys, 
                  "--executor", "inprocess", "--dataset", "none", "--budget", "2", "--run-dir",
                  str(tmp_path / "run")]) == 2
     assert said in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+USED: dict[int, dict] = {}  # trial id -> the optimizer's group hyperparameters at its first step
+
+
+def recording_fit(ctx):
+    """The built-in trainer, recording what the optimizer used at the first step of each trial."""
+    import torch
+
+    from nas.train.fit import fit
+
+    step = torch.optim.SGD.step
+
+    def first(opt, *a, **k):
+        USED.setdefault(ctx.trial.trial_id, {k2: opt.param_groups[0][k2] for k2 in ("lr", "momentum", "nesterov")})
+        return step(opt, *a, **k)
+
+    torch.optim.SGD.step = first
+    try:
+        fit(ctx)
+    finally:
+        torch.optim.SGD.step = step
+
+
+def test_an_exploit_trains_with_the_explored_momentum_not_the_donors(digits, tmp_path):
+    """(Loading the donor's optimizer state restored its momentum, beta1 and nesterov: only lr and weight decay were
+    set back, so an explored momentum never took effect after an exploit, while the journal recorded it.)"""
+    USED.clear()
+    hparams = {"lr": {"low": 1e-3, "high": 0.3, "log": True}, "momentum": {"low": 0.1, "high": 0.95}}
+    df = nas.search(ToySpace(), "pbt", budget=8, epochs=2, executor="inprocess", data=digits, seed=0,
+                    run_dir=tmp_path / "run", progress=False, train=recording_fit, optimizer="sgd",
+                    strategy_options={"population": 2, "quantile": 0.5, "interval": 2, "hparams": hparams,
+                                      "resample_probability": 0.0})
+    continued = df[df.checkpoint_from.notna()]
+    assert len(continued) >= 4
+    for t in df.itertuples():
+        assert USED[t.trial_id]["momentum"] == pytest.approx(t.hparams["momentum"]), t.trial_id
+        assert USED[t.trial_id]["lr"] == pytest.approx(t.hparams["lr"])
+    hparams_of = df.set_index("trial_id").hparams
+    assert any(hparams_of[int(t.checkpoint_from)]["momentum"] != t.hparams["momentum"] for t in continued.itertuples())
+    # (an exploit whose explored momentum differs from its donor's)

@@ -38,11 +38,12 @@ def fit(ctx: TrialContext) -> None:
     state = ctx.checkpoint.load()
     if state is not None:
         model.load_state_dict(state["model"])
+        own = [{k: v for k, v in group.items() if k != "params"} for group in opt.param_groups]
         if state.get("optimizer_name") == hp["optimizer"] and "optimizer" in state:
-            opt.load_state_dict(state["optimizer"])
-        for group in opt.param_groups:  # explored hparams win over the copied optimizer's
-            group["lr"] = hp["lr"]
-            group["weight_decay"] = hp["weight_decay"]
+            opt.load_state_dict(state["optimizer"])  # (its state: momentum buffers, Adam's moments)
+        for group, mine in zip(opt.param_groups, own, strict=True):  # this trial's hparams win over the copied
+            group.update(mine)  # optimizer's: all of them (lr and weight decay alone did: an explored momentum,
+            # beta1 or nesterov never took effect after PBT's exploit, while the journal recorded it)
         start_epoch = int(state["epoch"])
     elif ctx.inherited is not None and ctx.inherited.get("optimizer_name") == hp["optimizer"] \
             and "optimizer_param_names" in ctx.inherited:  # the parent's optimizer state, where shapes match
@@ -52,8 +53,12 @@ def fit(ctx: TrialContext) -> None:
     augment = augmentation(hp)
     per_epoch = feed.train_samples(hp["batch_size"])
     steps = -(-per_epoch // min(hp["batch_size"], feed.n_train))
-    # the schedule spans the run's epochs (or the trial's end, if later); a continued trial goes on with it
-    schedule = make_schedule(hp, steps, max(ctx.total_epochs, start_epoch + ctx.epochs))
+    # the schedule spans the run's epochs (or the trial's end, if later); a continued trial goes on with it. A child
+    # that inherited its weights trains its own epochs (child_epochs) and is never continued: its schedule spans them
+    # (it spanned the run's, so a cosine child ended at 77% of its learning rate, ranked against annealed members)
+    span = ctx.epochs if state is None and ctx.inherited is not None else max(ctx.total_epochs,
+                                                                               start_epoch + ctx.epochs)
+    schedule = make_schedule(hp, steps, span)
     step = start_epoch * steps
     params = [p for p in model.parameters() if p.requires_grad]
     epoch = start_epoch
