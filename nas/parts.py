@@ -170,6 +170,11 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
                              "that needs none (--train-function MODULE:FUNCTION)")
         check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
         check_gpu_metric(s.objectives, t.settings.device, e.executor, e.gpus_per_trial)
+        if s.strategy == "pbt" and t.settings.schedule != "constant" and not resume:  # (a saw-tooth)
+            raise ValueError(f"pbt trains each member segment after segment past the run's epochs, and the built-in "
+                             f"trainer's {t.settings.schedule} schedule would start again at each segment (its "
+                             f"learning rate back up after each anneal): use the constant schedule (pbt explores the "
+                             f"learning rate itself)")
     for spec in e.log:
         check_log_dir(spec)
 

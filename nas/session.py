@@ -71,6 +71,7 @@ from nas.run.rerun import Diverged, Rerun, ended_by_itself
 from nas.run.store import RunStore, read_config
 from nas.run.warmstart import WarmTrial, load_warm_start, tell_warm_start
 from nas.train.data import Dataset, dataset_fingerprint, load_dataset
+from nas.train.hparams import check_searched_augmentation
 
 log = logging.getLogger(__name__)
 TrainFn = Callable[..., Any]
@@ -132,6 +133,8 @@ class Run:
         warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives)
         if data is not None:
             config.train.settings.check_data(data)  # e.g. augmentation on tabular data: before any worker starts
+            if isinstance(searched := config.search.strategy_options.get("hparams"), Mapping):
+                check_searched_augmentation(searched, data.task.input_shape)  # (and what PBT may draw)
         store = _open_store(config, space, resume, store_options or {})
         executor, url = given.executor, None
         try:

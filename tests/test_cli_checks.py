@@ -57,6 +57,9 @@ BAD = [
     # (a misspelt space option was Python's "got an unexpected keyword argument"; the others named no near one)
     (["--space", "nb201", "--space-option", "chanels=8"], "unknown options ['chanels'] for space 'nb201' (did you "
                                                          "mean 'channels'?); allowed: channels, cells_per_stage"),
+    # (each segment restarted the schedule: the learning rate back up after each anneal)
+    (["--strategy", "pbt", "--schedule", "cosine"], "pbt trains each member segment after segment past the run's "
+     "epochs, and the built-in trainer's cosine schedule would start again at each segment"),
     (["--optimizer", "sgdd"], "unknown optimizer 'sgdd' (did you mean 'sgd'?); known: adam, adamw, sgd"),
     (["--recipe", "nb21"], "unknown recipe 'nb21' (did you mean 'nb201'?); known: nb201, nb201-12"),
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),

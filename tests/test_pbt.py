@@ -257,3 +257,16 @@ def test_an_exploit_trains_with_the_explored_momentum_not_the_donors(digits, tmp
     hparams_of = df.set_index("trial_id").hparams
     assert any(hparams_of[int(t.checkpoint_from)]["momentum"] != t.hparams["momentum"] for t in continued.itertuples())
     # (an exploit whose explored momentum differs from its donor's)
+
+
+def test_searched_augmentation_on_inputs_that_are_not_images_is_refused_before_the_search(tmp_path):
+    """(Each member that drew flip failed as ERROR, "augmentation {'flip': True} needs image inputs", one by one.)"""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 20)).astype("float32")
+    flat = nas.Dataset.from_arrays(x, (x[:, 0] > 0).astype("int64"))
+    with pytest.raises(ValueError, match=r"hparams 'flip' searches augmentation \(\[True, False\]\), which needs image "
+                                         r"inputs \(channels, height, width\); this dataset's inputs have shape \(20,\)"):
+        nas.search(ToySpace(), "pbt", budget=2, epochs=1, executor="inprocess", data=flat, seed=0, progress=False,
+                   run_dir=tmp_path / "run", strategy_options={"population": 2, "quantile": 0.5,
+                                                               "hparams": {"flip": [True, False]}})
+    assert not (tmp_path / "run").exists()

@@ -136,6 +136,28 @@ def check_augmentation(hp: Mapping[str, Any], input_shape: tuple[int, ...]) -> N
                          f"inputs have shape {tuple(input_shape)}: set crop_padding=0, flip=false, cutout=0")
 
 
+def check_searched_augmentation(spec: Mapping[str, Any], input_shape: tuple[int, ...]) -> None:
+    """Augmentation a strategy searches (PBT's ``hparams``) on inputs that are not images: a ValueError naming it,
+    before the search (each member that drew it failed as ERROR, one by one).
+
+    >>> check_searched_augmentation({"lr": {"low": 0.01, "high": 0.1}, "flip": [True, False]}, (3, 8, 8))
+    >>> check_searched_augmentation({"flip": [True, False]}, (20,))
+    Traceback (most recent call last):
+    ...
+    ValueError: hparams 'flip' searches augmentation ([True, False]), which needs image inputs (channels, height, ...
+    """
+    if len(input_shape) == 3:
+        return
+    for name in [k for k in spec if k in AUGMENT_HPARAMS]:
+        searched = spec[name]
+        values = [searched[end] for end in ("low", "high") if end in searched] if isinstance(searched, Mapping) \
+            else list(searched) if isinstance(searched, list | tuple) else [searched]
+        if any(values):
+            raise ValueError(f"hparams {name!r} searches augmentation ({searched!r}), which needs image inputs "
+                             f"(channels, height, width); this dataset's inputs have shape {tuple(input_shape)}: leave "
+                             f"{name} out of hparams")
+
+
 def make_optimizer(model: torch.nn.Module, hp: Mapping[str, Any]) -> torch.optim.Optimizer:
     """The trial's optimizer with its fused kernel (CPU and CUDA; one kernel for all parameters instead of
     a loop over them: on CPU, 10x faster steps for a small network). ``nesterov`` applies to SGD only."""
