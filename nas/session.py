@@ -130,7 +130,8 @@ class Run:
                                   config.search.strategy_options, config.search.objectives)
         answer_warmup(strategy, space, data, config, notify)  # (before anything is made: it may refuse)
         scheduler = build_scheduler(config, strategy)
-        warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives)
+        warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives,
+                               trained=None if resume else config)
         if data is not None:
             config.train.settings.check_data(data)  # e.g. augmentation on tabular data: before any worker starts
             if isinstance(searched := config.search.strategy_options.get("hparams"), Mapping):

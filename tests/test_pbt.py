@@ -264,8 +264,9 @@ def test_searched_augmentation_on_inputs_that_are_not_images_is_refused_before_t
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 20)).astype("float32")
     flat = nas.Dataset.from_arrays(x, (x[:, 0] > 0).astype("int64"))
-    with pytest.raises(ValueError, match=r"hparams 'flip' searches augmentation \(\[True, False\]\), which needs image "
-                                         r"inputs \(channels, height, width\); this dataset's inputs have shape \(20,\)"):
+    with pytest.raises(ValueError, match=r"hparams 'flip' searches augmentation \(\[True, False\]\), which needs "
+                                         r"image inputs \(channels, height, width\); this dataset's inputs have "
+                                         r"shape \(20,\)"):
         nas.search(ToySpace(), "pbt", budget=2, epochs=1, executor="inprocess", data=flat, seed=0, progress=False,
                    run_dir=tmp_path / "run", strategy_options={"population": 2, "quantile": 0.5,
                                                                "hparams": {"flip": [True, False]}})

@@ -191,3 +191,23 @@ def test_kept_weights_of_a_warm_trial_are_found_and_checked(tmp_path):
     (run / "checkpoints" / f"{other}.pt").write_bytes(buf.getvalue())
     with pytest.raises(ValueError, match=r"checkpoints/\d+.pt is not a plain checkpoint"):
         kept_checkpoint(run, other)
+
+
+def test_a_warm_start_from_a_run_trained_otherwise_is_warned_of(tmp_path, caplog):
+    """(A run on synthetic data for 3 epochs warm-started one on digits for 1, silently: its 0.99 scores outranked
+    every digits score, so its architectures were the parents.)"""
+    kw = dict(budget=2, executor="inprocess", seed=0, progress=False,
+              strategy_options={"population": 2, "sample_size": 2})
+    nas.search("toy", "evolution", data="synthetic", epochs=2, run_dir=tmp_path / "a", **kw)
+    with caplog.at_level("WARNING", logger="nas.run.warmstart"):
+        nas.search("toy", "evolution", data="digits", epochs=1, run_dir=tmp_path / "b",
+                   warm_start=[str(tmp_path / "a")], **kw)
+    said = [r.message for r in caplog.records if "trained on other data" in r.message]
+    assert len(said) == 1 and said[0] == (f"warm-start run {str(tmp_path / 'a')!r} trained on other data (synthetic, "
+                                          "not digits) and for 2 epochs, not 1: its scores are told to the strategy "
+                                          "as this search's would be")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="nas.run.warmstart"):
+        nas.search("toy", "evolution", data="synthetic", epochs=2, run_dir=tmp_path / "c",
+                   warm_start=[str(tmp_path / "a")], **kw)
+    assert not [r for r in caplog.records if "trained" in r.message]  # (the same training: nothing to say)

@@ -13,7 +13,8 @@ two never collide, and loading the same directories again (a resume) gives the s
 run (``parent``, ``inherit_from``, ``checkpoint_from``) are mapped to the new ids, or None when they point at a
 trial that is not carried over; ``member`` (PBT's) is dropped. Each result's metrics name where it came
 from: ``warm_start_run`` (the directory) and ``warm_start_trial`` (its id there). Only COMPLETE trials with
-a score are carried over (a failure says little about another search).
+a score are carried over (a failure says little about another search), those a scheduler stopped early included,
+with the score of the epochs they trained. A run that trained on other data or for other epochs is warned of.
 
 Strategies: :func:`tell_warm_start` hands each warm trial to the strategy's ``warm_start(trial, result)``
 (evolution: the trials join the population in place of random initial members; random search: their
@@ -77,9 +78,12 @@ def _objectives(specs: Sequence[str] | str) -> list[str]:
 
 
 def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: Mapping[str, Any],
-                    objectives: Sequence[str] | str = DEFAULT_OBJECTIVES) -> list[WarmTrial]:
+                    objectives: Sequence[str] | str = DEFAULT_OBJECTIVES,
+                    trained: RunConfig | None = None) -> list[WarmTrial]:
     """The COMPLETE trials of ``run_dirs`` (in that order), their ids made negative (see the module docstring).
-    ``space_spec``: the new run's (``space.spec()``); ``objectives``: its objective specs."""
+    ``space_spec``: the new run's (``space.spec()``); ``objectives``: its objective specs; ``trained``: the new
+    run's config, where a run trained on other data (its dataset's fingerprint) or for other epochs is warned of:
+    its scores are taken as this run's would be (a transfer may be meant, so it is not refused)."""
     want_space, want_obj = _space_of(space_spec), _objectives(objectives)
     out: list[WarmTrial] = []
     seen: set[Path] = set()
@@ -104,6 +108,8 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
             records = read_journal(path)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
+        if trained is not None:
+            _warn_of_other_training(where, cfg, trained)
         done = [(t, r) for t, r in records if r.ok and r.score is not None]
         ids = {t.trial_id: -(len(out) + i + 1) for i, (t, _) in enumerate(done)}
         for trial, result in done:
@@ -115,6 +121,21 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
                 **result.metrics, "warm_start_run": str(run_dir), "warm_start_trial": trial.trial_id})
             out.append(WarmTrial(t, r, str(run_dir), trial.trial_id))
     return out
+
+
+def _warn_of_other_training(where: str, theirs: RunConfig, ours: RunConfig) -> None:
+    """A warning where the warm-start run trained otherwise (its data's fingerprint, its epochs): nothing said so,
+    and its scores steered this search as if they were its own (0.99 on synthetic data above digits' 0.80)."""
+    said = []
+    a, b = theirs.train.dataset_fingerprint, ours.train.dataset_fingerprint
+    if a is not None and b is not None and a != b:
+        said.append(f"on other data ({theirs.train.dataset or theirs.train.data_object}, not "
+                    f"{ours.train.dataset or ours.train.data_object})")
+    if theirs.train.settings.epochs != ours.train.settings.epochs:
+        said.append(f"for {theirs.train.settings.epochs} epochs, not {ours.train.settings.epochs}")
+    if said:
+        log.warning("%s trained %s: its scores are told to the strategy as this search's would be", where,
+                    " and ".join(said))
 
 
 def warm_started(cfg: RunConfig) -> list[tuple[Trial, Result]]:
