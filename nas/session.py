@@ -142,8 +142,9 @@ class Run:
             strategy = _with_state_file(config, given, store, strategy, space)
             if executor is None:
                 executor, url = _make_executor(config, space, data, train, notify)
-            if scheduler is not None and (check := getattr(executor, "check_scheduler", None)) is not None:
-                check(scheduler.name, scheduler.rungs)  # (an executor that reports only at some epochs)
+            if not resume and scheduler is not None and (check := getattr(executor, "check_scheduler", None)):
+                check(scheduler.name, scheduler.rungs)  # (an executor that reports only at some epochs; a run made
+                # before the check resumes as it was made: the options the refusal names cannot change on a resume)
             rerun = _reruns(config, given, store, executor)
             if rerun and store.restored is not None:
                 notify(f"running the search again up to its journal's end ({len(store.restored.records):,} records, "

@@ -144,10 +144,16 @@ class LocalSearch(ProxyWarmup, Strategy):
 
     def _move_to(self, arch: dict[str, Any], scores: Fidelities) -> None:
         # (a neighbour an earlier climb evaluated was never compared: with it better, the incumbent was taken for a
-        # local optimum and the search restarted) a remembered better neighbour is moved to at once, for free
-        while (remembered := self._best_remembered(arch, scores)) is not None and self.move == "first":
+        # local optimum and the search restarted) a remembered better neighbour is moved to at once, for free; each
+        # cell once (scores at several fidelities compare at the highest both have, which is not transitive: a walk
+        # A < B < C < A went round for ever, the driver spinning inside tell)
+        remembered, walked = self._best_remembered(arch, scores), {fingerprint(arch)}
+        while self.move == "first" and remembered is not None and fingerprint(remembered[0]) not in walked:
             arch, scores = remembered
-        self.incumbent, self.incumbent_scores, self.best_seen = dict(arch), dict(scores), remembered
+            walked.add(fingerprint(arch))
+            remembered = self._best_remembered(arch, scores)
+        best_seen = remembered if self.move == "best" else None
+        self.incumbent, self.incumbent_scores, self.best_seen = dict(arch), dict(scores), best_seen
         fresh = [n for n in neighbours(self.space, arch)
                  if fingerprint(n) not in self.memory and not self._in_flight(n)]
         order = self.rng.permutation(len(fresh))

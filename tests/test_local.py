@@ -173,3 +173,31 @@ def test_every_restart_on_the_toy_space_is_at_its_optimum(move):
             ls.tell(t, done(t, toy_score(t.arch)))
         assert len(left) >= 5 and all(a == TOY_OPTIMUM for a in left), (seed, [toy_score(a) for a in left])
 
+
+
+def test_remembered_scores_of_several_fidelities_never_walk_in_a_circle():
+    """(Scores at 12 and 200 epochs compare at the highest fidelity both have, which is not transitive: moving to the
+    best remembered better neighbour again and again went round A < B < C < A for ever, the driver spinning in
+    tell, no trial asked again.)"""
+    import random
+    import threading
+
+    rng = random.Random(1)
+    ls = LocalSearch(ToySpace(), seed=1, init=3)
+    told = []
+
+    def search():
+        for _ in range(300):
+            t = ls.ask()
+            if t is None:
+                continue
+            ls.tell(t, Result(t.trial_id, Outcome.STOPPED, score=rng.random(), epoch=12))
+            told.append(t)
+            if rng.random() < 0.4:  # a promotion's longer result (ASHA, Hyperband)
+                old = rng.choice(told)
+                ls.update(old, Result(old.trial_id, Outcome.COMPLETE, score=rng.random(), epoch=200))
+
+    worker = threading.Thread(target=search, daemon=True)  # (a circle would spin for ever: fail, do not hang)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and len(told) > 250 and ls.restarts > 0

@@ -290,3 +290,20 @@ def test_a_scheduler_that_would_decide_nothing_on_the_table_is_refused(tmp_path,
     df = nas.search("nb201", "random", budget=8, executor="simulated", seed=0, run_dir=tmp_path / "ok",
                     progress=False, epochs=200, scheduler="asha", scheduler_options={"levels": [12, 200]})
     assert (df.outcome == "STOPPED").any()  # (the table's epochs as the rungs: it decides)
+
+
+def test_a_run_made_before_the_refusal_resumes_as_it_was_made(tmp_path):
+    """(A simulated run made with the median rule before it was refused could not be resumed: the refusal named
+    options a resume cannot change.) Such a run decided nothing, as one with no scheduler: made so, then named so."""
+    import json
+
+    import nas
+
+    run = tmp_path / "run"
+    nas.search("nb201", "random", budget=4, executor="simulated", seed=0, run_dir=run, progress=False)
+    cfg = json.loads((run / "run.json").read_text())
+    cfg["search"]["scheduler"] = "median"
+    (run / "run.json").write_text(json.dumps(cfg))
+    df = nas.search("nb201", "random", budget=6, executor="simulated", seed=0, run_dir=run, progress=False,
+                    scheduler="median", resume=True)
+    assert len(df) == 6 and df.trial_id.is_unique
