@@ -50,6 +50,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _victim(strategy: Strategy, scheduler: Scheduler | None) -> Callable[[Sequence[int]], int | None]:
+    """Which kept checkpoint goes at the executor's bound: a pausing scheduler's choice (the paused trial least
+    likely to be continued), unless the strategy will start a trial from it (evolution's members with ``inherit``:
+    ASHA dropped them first, as ended trials, and their children failed as CHECKPOINT_MISSING, 68 of 600), then the
+    strategy's own; without such a scheduler, the strategy's."""
+    if scheduler is None:
+        return strategy.expendable
+
+    def victim(kept: Sequence[int]) -> int | None:
+        pick = scheduler.expendable(kept)
+        pick = kept[0] if pick is None and kept else pick  # (None: the oldest)
+        if pick is not None and strategy.checkpoints_needed() and strategy.expendable([pick]) != pick:
+            return strategy.expendable(kept)
+        return pick
+
+    return victim
+
+
 class SearchLoop:
     """Runs ``strategy`` on ``executor`` until ``budget`` trials have finished (COMPLETE or FAILED), or
     ``time_budget`` seconds have passed on the executor's clock (trials still running then are left
@@ -103,7 +121,7 @@ class SearchLoop:
         self.supernet_watch = FailureWatch(FailureKind.SUPERNET_CHANGED, 1, clears=lambda r: False)  # (the first)
         self.scheduler = scheduler
         kept = executor.checkpoints  # (the checkpoints trials start from: the owner of each says which may go)
-        kept.victim = scheduler.expendable if scheduler is not None and scheduler.pauses else strategy.expendable
+        kept.victim = _victim(strategy, scheduler if scheduler is not None and scheduler.pauses else None)
         if needed := strategy.checkpoints_needed():  # (and those of trials in flight, prefetched ones too)
             kept.keep = max(kept.keep, needed + 2 * executor.slots + 1)
         self.wait_epochs = frozenset(scheduler.rungs) if scheduler is not None else frozenset()
