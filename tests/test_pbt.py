@@ -271,3 +271,15 @@ def test_searched_augmentation_on_inputs_that_are_not_images_is_refused_before_t
                    run_dir=tmp_path / "run", strategy_options={"population": 2, "quantile": 0.5,
                                                                "hparams": {"flip": [True, False]}})
     assert not (tmp_path / "run").exists()
+
+
+def test_a_range_of_a_whole_number_hyperparameter_is_drawn_and_explored_in_whole_numbers(digits, tmp_path):
+    """(A cutout range drew 1.809..., which failed every trial that drew it, and the search ended with exit status 0;
+    a batch_size range journaled 16.75 while 16 trained.)"""
+    hparams = {"cutout": {"low": 1, "high": 4, "log": False}, "batch_size": {"low": 16, "high": 256}}
+    df = nas.search(ToySpace(), "pbt", budget=8, epochs=1, executor="inprocess", data=digits, seed=0, progress=False,
+                    run_dir=tmp_path / "run", strategy_options={"population": 2, "quantile": 0.5, "hparams": hparams})
+    assert (df.state == "COMPLETE").all()
+    for hp, metrics in zip(df.hparams, df.metrics, strict=True):
+        assert type(hp["cutout"]) is int and 1 <= hp["cutout"] <= 4
+        assert type(hp["batch_size"]) is int and hp["batch_size"] == metrics["hparams"]["batch_size"]
