@@ -174,6 +174,11 @@ def test_recipe_fills_settings_and_given_options_win():
     assert (s.crop_padding, s.flip) == (4, True)
     with pytest.raises(ValueError, match="unknown recipe 'nb999'; known: nb201, nb201-12"):
         SearchConfig.from_mapping({"recipe": "nb999"})
+    # (another optimizer given over the recipe kept its SGD-only nesterov: refused, "drop nesterov")
+    s = SearchConfig.from_mapping({"recipe": "nb201", "optimizer": "adam"}).train.settings
+    assert (s.optimizer, s.nesterov, s.lr, s.schedule) == ("adam", False, 0.1, "cosine")
+    with pytest.raises(ValueError, match="nesterov is SGD's; optimizer 'adam' has none"):  # (given: still refused)
+        SearchConfig.from_mapping({"recipe": "nb201", "optimizer": "adam", "nesterov": True})
 
 
 def test_recipe_on_tabular_data_and_cli_listing(tmp_path, capsys):

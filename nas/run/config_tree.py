@@ -147,6 +147,8 @@ def flat_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
         from nas.train.recipes import recipe_settings
 
         recipe = recipe_settings(out["recipe"])
+        if out.get("optimizer", recipe.get("optimizer")) != "sgd":  # (SGD's alone: --recipe nb201 --optimizer adam
+            recipe.pop("nesterov", None)  # was refused, telling the user to drop a nesterov they never gave)
         out = {**{k: v for k, v in recipe.items() if k in by_name}, **out}
     return out
 
