@@ -211,3 +211,17 @@ def test_a_warm_start_from_a_run_trained_otherwise_is_warned_of(tmp_path, caplog
         nas.search("toy", "evolution", data="synthetic", epochs=2, run_dir=tmp_path / "c",
                    warm_start=[str(tmp_path / "a")], **kw)
     assert not [r for r in caplog.records if "trained" in r.message]  # (the same training: nothing to say)
+
+
+def test_children_of_warm_trials_whose_run_kept_no_weights_train_from_scratch(tmp_path):
+    """(Every child of a warm parent without kept weights failed as CHECKPOINT_MISSING, 5 of 12 trials, and the parent
+    stayed in the population making more.)"""
+    kw = dict(executor="inprocess", seed=0, progress=False, data=nas.load_dataset("digits"), epochs=1)
+    nas.search("toy", "random", budget=8, run_dir=tmp_path / "a", **kw)  # (it keeps best.pt alone)
+    df = nas.search("toy", "evolution", budget=12, run_dir=tmp_path / "b", warm_start=[str(tmp_path / "a")],
+                    strategy_options={"population": 8, "sample_size": 3, "inherit": True}, **kw)
+    assert df.failure.isna().all()
+    own = df[df.trial_id >= 0]
+    children = own[own.parent.notna() & (own.parent < 0)]
+    missing = [m for m in children.metrics if "inherit_missing" in m]
+    assert len(children) >= 2 and missing and all(m["inherit_missing"] < 0 for m in missing)

@@ -185,7 +185,7 @@ class GangExecutor:
         gang = self.pool.take()
         try:
             source = self.checkpoints.handle(trial.checkpoint_from)
-            inherit = self.checkpoints.handle(trial.inherit_from)
+            inherit = self.checkpoints.inheritable(trial.inherit_from)
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
             self.pool.release(gang)
             self._done.append(Event.finished(trial, Result.failed(trial.trial_id, str(e.args[0]),

@@ -102,7 +102,7 @@ class InProcessExecutor:
                 return [Event.finished(trial, Result.cancelled(trial.trial_id))]
             try:
                 source = self.checkpoints.handle(trial.checkpoint_from)
-                inherit = self.checkpoints.handle(trial.inherit_from)
+                inherit = self.checkpoints.inheritable(trial.inherit_from)
             except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
                 failed = Result.failed(trial.trial_id, str(e.args[0]), FailureKind.CHECKPOINT_MISSING)
                 return [Event.finished(trial, failed)]

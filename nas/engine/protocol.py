@@ -169,6 +169,12 @@ class BoundedCheckpoints:
             raise KeyError(f"no checkpoint is kept for trial {trial_id}")
         return self._items[trial_id]
 
+    def inheritable(self, trial_id: int | None) -> Any:
+        """What a worker is handed to inherit weights from (:meth:`handle`), or None where none is kept: inheriting
+        is a head start, not a need, so a child whose parent's weights are gone (evicted, or a warm-start trial whose
+        run kept none) trains from scratch; every child of such a parent failed as CHECKPOINT_MISSING."""
+        return None if trial_id is None else self._items.get(trial_id)
+
     def get(self, trial_id: int) -> bytes | None:
         item = self._items.get(trial_id)
         if item is None or self._fetch is None:

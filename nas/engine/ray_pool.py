@@ -218,7 +218,7 @@ class RayExecutor:
             self.prefetch.observe_round_trip(self._ping + time.perf_counter() - self._handed_out)
             self._handed_out = None
         try:
-            sources = (self.checkpoints.handle(trial.checkpoint_from), self.checkpoints.handle(trial.inherit_from))
+            sources = (self.checkpoints.handle(trial.checkpoint_from), self.checkpoints.inheritable(trial.inherit_from))
         except KeyError as e:  # evicted, or lost with a driver crash: the trial cannot start from it
             self.pool.put_back(slot)
             failed = Result.failed(trial.trial_id, str(e.args[0]), FailureKind.CHECKPOINT_MISSING)

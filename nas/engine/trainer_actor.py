@@ -154,11 +154,15 @@ class TrainerActor:
         print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
               f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
         try:
-            checkpoint, inherit = (fetch_source(s) for s in sources)
+            checkpoint = fetch_source(sources[0])
         except ray.exceptions.RayError as e:
             self.current = None
             return Ended((), Result.failed(trial.trial_id, f"its checkpoint was lost: {type(e).__name__}",
                                            FailureKind.CHECKPOINT_MISSING, worker=self.name), 0)
+        try:
+            inherit = fetch_source(sources[1])
+        except ray.exceptions.RayError:  # (a head start, not a need: the child trains from scratch)
+            inherit = None
         streamed, end = 0, None
         held: list[Report] = []
         try:

@@ -70,6 +70,11 @@ def failure_kind(e: BaseException) -> FailureKind:
     return FailureKind.ERROR
 
 
+def _missing_parent(trial: Trial, inherit: bytes | None) -> dict[str, Any]:
+    """The metric of a child whose parent's weights were not there to inherit (it trained from scratch)."""
+    return {"inherit_missing": trial.inherit_from} if trial.inherit_from is not None and inherit is None else {}
+
+
 def seed_trial(seed: int) -> None:
     """Seed what a space's ``build`` or a training function may draw from: torch (where it is loaded; a trial with
     data seeds it again as it builds), numpy's global generator and Python's ``random`` (torch alone was seeded: a
@@ -174,7 +179,7 @@ class TrialRunner:
         does (without them a promotion or a PBT segment started again from epoch 0)."""
         ctx = self._context(trial, model=None, data=None, hparams=self.settings.for_trial(trial), device="cpu",
                             checkpoint=CheckpointIO(checkpoint, "cpu"), report=report)
-        measured: dict[str, Any] = {}
+        measured = _missing_parent(trial, inherit)
         if inherit is not None:  # no tensors to copy: the parent's whole state is the function's to use
             ctx.inherited = CheckpointIO(inherit, "cpu").load()
             if trial.inherit_from is not None:
@@ -192,7 +197,7 @@ class TrialRunner:
         hp = self.settings.for_trial(trial)
         check_augmentation(hp, side.task.input_shape)
         model, costs = self._prepare(side, trial, space, hp)
-        measured: dict[str, Any] = {}
+        measured = _missing_parent(trial, inherit)
         inherited = None
         if inherit is not None:
             found, inherited = inherit_into(model, inherit, side.device, trial.inherit_from)
