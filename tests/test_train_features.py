@@ -181,6 +181,25 @@ def test_recipe_fills_settings_and_given_options_win():
         SearchConfig.from_mapping({"recipe": "nb201", "optimizer": "adam", "nesterov": True})
 
 
+def test_a_recipe_given_over_a_config_fills_only_what_it_leaves_at_its_defaults(tmp_path):
+    """(A recipe on the command line, or a keyword over a RunConfig, overwrote the config file's own epochs, lr and
+    batch_size: a 1-epoch search became a 200-epoch one, with no word said.)"""
+    import argparse
+
+    from nas.cli.flags import add_config_flags, config_from_args
+
+    base = SearchConfig.from_mapping({"space": "toy", "epochs": 1, "lr": 0.05, "batch_size": 32})
+    s = base.updated({"recipe": "nb201"}).train.settings
+    assert (s.epochs, s.lr, s.batch_size, s.optimizer, s.schedule) == (1, 0.05, 32, "sgd", "cosine")
+    (tmp_path / "run.toml").write_text('space = "toy"\nepochs = 1\nlr = 0.05\nbatch_size = 32\n')
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser)
+    parser.add_argument("--config")
+    args = parser.parse_args(["--config", str(tmp_path / "run.toml"), "--recipe", "nb201", "--lr", "0.02"])
+    s = config_from_args(args).train.settings
+    assert (s.epochs, s.lr, s.batch_size, s.weight_decay) == (1, 0.02, 32, 5e-4)
+
+
 def test_recipe_on_tabular_data_and_cli_listing(tmp_path, capsys):
     np.savez(tmp_path / "tab.npz", x=np.random.default_rng(0).normal(size=(30, 4)), y=np.arange(30) % 2)
     code = main(["search", "--space", "macro", "--executor", "inprocess", "--recipe", "nb201", "--dataset",

@@ -292,13 +292,16 @@ class RunConfig:
 
     def updated(self, values: Mapping[str, Any]) -> RunConfig:
         """This config with ``values`` (keys as :meth:`from_mapping` takes them) over it; what it records of the
-        objects a run was given (its facts) stays."""
+        objects a run was given (its facts) stays. A ``recipe`` among them fills the settings this config leaves at
+        their defaults (it overwrote a config file's own ``epochs``, ``lr`` and ``batch_size``: a 1-epoch search
+        became a 200-epoch one)."""
         if not values:
             return self
         from nas.run.config_tree import flat_values
 
         mine = {leaf.name: _get(self, leaf.path) for leaf in leaves(RunConfig) if not leaf.about.fact}
-        new = _from_flat({**mine, **flat_values(RunConfig, values)})
+        default = {leaf.name: _get(RunConfig(), leaf.path) for leaf in leaves(RunConfig) if not leaf.about.fact}
+        new = _from_flat({**mine, **flat_values(RunConfig, values, fills=lambda k: mine.get(k) == default.get(k))})
         for leaf in leaves(RunConfig):
             if leaf.about.fact:
                 new = _set(new, leaf.path, _get(self, leaf.path))

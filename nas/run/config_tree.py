@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from nas.core.fields import About, about
@@ -108,11 +108,11 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, sort_keys=True))
 
 
-def flat_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+def flat_values(cls: type, values: Mapping[str, Any], fills: Callable[[str], bool] | None = None) -> dict[str, Any]:
     """A config file's (or keywords') mapping as ``{leaf name: value}``: flat keys, section tables (``[search]``,
     ``[train]`` with or without its ``[train.settings]``...) and ``train_options`` (a table of TrainSettings fields)
     all accepted; facts, unknown keys and a key given twice refused by name; a ``recipe`` fills the training
-    settings not given."""
+    settings not given (and, where ``fills`` is given, only those it says yes to)."""
     settable = [leaf for leaf in leaves(cls) if not leaf.about.fact]
     by_name = {leaf.name: leaf for leaf in settable}
     known = sorted({*by_name, *sections(cls)})
@@ -149,7 +149,7 @@ def flat_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
         recipe = recipe_settings(out["recipe"])
         if out.get("optimizer", recipe.get("optimizer")) != "sgd":  # (SGD's alone: --recipe nb201 --optimizer adam
             recipe.pop("nesterov", None)  # was refused, telling the user to drop a nesterov they never gave)
-        out = {**{k: v for k, v in recipe.items() if k in by_name}, **out}
+        out = {**{k: v for k, v in recipe.items() if k in by_name and (fills is None or fills(k))}, **out}
     return out
 
 
