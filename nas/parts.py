@@ -184,7 +184,7 @@ WARMUP_BATCH = 32
 
 
 def answer_warmup(strategy: Strategy, space: SearchSpace, data: Dataset | None, config: RunConfig,
-                  notify: Callable[[str], None]) -> None:
+                  notify: Callable[[str], None], *, resume: bool = False) -> None:
     """A strategy's zero-cost warm-up (``-o warmup=PROXY:M:K``) answered before its first ask: its M candidates are
     built for the run's data and scored by the proxy here, in the driver (one torch thread; each model seeded by the
     run's seed and its index; the proxies that need data see a minibatch of its training examples, prepared as
@@ -219,7 +219,8 @@ def answer_warmup(strategy: Strategy, space: SearchSpace, data: Dataset | None, 
     finally:
         torch.set_num_threads(threads)
     notify(f"warm-up: {warmup.candidates:,} random architectures scored by {warmup.proxy} in "
-           f"{time.perf_counter() - t0:.1f} s; the search starts from the top {warmup.keep}")
+           f"{time.perf_counter() - t0:.1f} s; " + ("scored again, as the run's strategy is built again to resume"
+                                                  if resume else f"the search starts from the top {warmup.keep}"))
 
 
 def python_only(config: RunConfig, resume: bool, what: str, keyword: str) -> str:

@@ -126,9 +126,17 @@ class Run:
         config, space, data, train = _resolve(config, given, resume)
         check_space(space, None if given.space is not None else config.search.space,
                     builds=given.executor is None and builtin_trains(config))
-        strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
-                                  config.search.strategy_options, config.search.objectives)
-        answer_warmup(strategy, space, data, config, notify)  # (before anything is made: it may refuse)
+        try:
+            strategy = build_strategy(given.strategy or config.search.strategy, space, config.search.seed,
+                                      config.search.strategy_options, config.search.objectives)
+        except ValueError as e:
+            if not resume:
+                raise
+            raise ValueError(f"cannot resume {config.run_dir!r}: this version refuses its strategy's options as "
+                             f"run.json records them ({e}); its finished trials stay readable (nas results), and a "
+                             "new run can take them as a warm start (--warm-start) where its strategy takes one"
+                             ) from None
+        answer_warmup(strategy, space, data, config, notify, resume=resume)  # (before anything is made: it may refuse)
         scheduler = build_scheduler(config, strategy)
         warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives,
                                trained=None if resume else config)
@@ -159,7 +167,7 @@ class Run:
                 executor, url = _make_executor(config, space, data, train, notify)
                 strategy = build_strategy(config.search.strategy, space, config.search.seed,
                                           config.search.strategy_options, config.search.objectives)
-                answer_warmup(strategy, space, data, config, notify)
+                answer_warmup(strategy, space, data, config, notify, resume=True)
                 try:
                     loop = _loop(config, store, executor, strategy, build_scheduler(config, strategy), warm,
                                  callbacks, stop, own=True)

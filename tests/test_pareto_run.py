@@ -130,3 +130,15 @@ def test_trials_a_scheduler_stopped_early_are_left_off_the_front(tmp_path):
         latency_ms=lambda d: d.metrics.map(lambda m: m["latency_ms"]))
     assert (stopped.latency_ms < front.latency_ms.min()).any()
     assert df.attrs["front"].trial_id.tolist() == front.trial_id.tolist()
+
+
+def test_a_run_none_of_whose_trials_trained_in_full_has_an_empty_front_as_the_live_one(tmp_path):
+    """(The end-of-search summary and nas status showed a front of stopped trials while the progress bar and the
+    metrics, which count trials trained in full, showed none.)"""
+    from nas.monitor.status import format_summary, run_status
+
+    df = nas.search("nb201", "random", budget=50, executor="simulated", workers=4, seed=0, epochs=200,
+                    time_budget=400, objectives=["val_acc", "latency_ms:min"], scheduler="asha",
+                    scheduler_options={"levels": [12, 200]}, run_dir=tmp_path / "run", progress=False)
+    assert len(df) and (df.outcome != "COMPLETE").all()
+    assert df.attrs["front"].empty and "hypervolume" not in format_summary(run_status(tmp_path / "run"))

@@ -283,3 +283,18 @@ def test_a_range_of_a_whole_number_hyperparameter_is_drawn_and_explored_in_whole
     for hp, metrics in zip(df.hparams, df.metrics, strict=True):
         assert type(hp["cutout"]) is int and 1 <= hp["cutout"] <= 4
         assert type(hp["batch_size"]) is int and hp["batch_size"] == metrics["hparams"]["batch_size"]
+
+
+def test_a_run_whose_recorded_options_are_refused_now_says_it_cannot_be_resumed(tmp_path):
+    """(A PBT run made with 3 members at the default quantile, before that was refused, was refused on resume with
+    advice to give an option a resume does not take.)"""
+    run = tmp_path / "run"
+    kw = dict(executor="inprocess", data=None, train=scored(toy_score), seed=0, progress=False, run_dir=run)
+    nas.search(ToySpace(), "pbt", budget=4, strategy_options={"population": 4}, **kw)
+    cfg = json.loads((run / "run.json").read_text())
+    cfg["search"]["strategy_options"]["population"] = 3  # (as the old version recorded it)
+    (run / "run.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=rf"^cannot resume {str(run)!r}: this version refuses its strategy's options "
+                                         r"as run.json records them \(population x quantile must be >= 1 .*\); its "
+                                         r"finished trials stay readable \(nas results\)"):
+        nas.search(ToySpace(), "pbt", budget=6, strategy_options={"population": 3}, resume=True, **kw)

@@ -35,9 +35,10 @@ DEFAULT_OBJECTIVES = ("val_acc:max",)
 
 def objective_frame(df: pd.DataFrame, objectives: Sequence[str] | Objectives = DEFAULT_OBJECTIVES) -> pd.DataFrame:
     """The rows of ``df`` that can be ranked (COMPLETE, every objective a finite number), with a column
-    per objective metric in its own sign. Once a trial has trained in full (outcome COMPLETE), those a scheduler
-    stopped or paused early are left out: their scores are of fewer epochs. (ASHA's stopped cells sat on the front
-    with 12-epoch accuracies beside 200-epoch ones: its cheap end was the under-trained cells.)"""
+    per objective metric in its own sign. Trials a scheduler stopped or paused early are left out: their scores are
+    of fewer epochs (ASHA's stopped cells sat on the front with 12-epoch accuracies beside 200-epoch ones: its cheap
+    end was the under-trained cells), so a run none of whose trials trained in full yet has an empty front, as the
+    live one (the progress bar, the metrics) is."""
     obj = objectives if isinstance(objectives, Objectives) else Objectives(objectives)
     if not isinstance(df, pd.DataFrame):  # (an AttributeError on 'empty')
         raise TypeError(f"a results table is a pandas DataFrame (nas.load_results(RUN)), got {type(df).__name__}")
@@ -57,8 +58,8 @@ def objective_frame(df: pd.DataFrame, objectives: Sequence[str] | Objectives = D
         out[m] = value
     ok = (out["state"] == "COMPLETE") if "state" in out else pd.Series(True, index=out.index)
     ok &= np.isfinite(out[list(obj.metrics)].to_numpy(dtype=float)).all(axis=1)
-    if "outcome" in out and (ok & (full := out["outcome"] == "COMPLETE")).any():
-        ok &= full
+    if "outcome" in out:
+        ok &= out["outcome"] == "COMPLETE"
     return out[ok]
 
 
