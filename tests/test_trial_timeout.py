@@ -119,7 +119,7 @@ def test_the_cli_resume_takes_a_trial_timeout(tmp_path, nas_cli):
     assert code == 0 and "finished 2 trials" in out, err
     assert json.loads((tmp_path / "run" / "run.json").read_text())["train"]["settings"]["trial_timeout"] == 30.0
     code, _, err = nas_cli("search", "--resume", run, "--trial-timeout", "0")
-    assert code == 2 and err.strip().endswith("--trial-timeout must be None (no limit) or a finite number of seconds "
+    assert code == 2 and err.strip().endswith("--trial-timeout must be none (no limit) or a finite number of seconds "
                                               "> 0, got 0.0"), err
 
 
@@ -141,3 +141,14 @@ def test_a_timed_out_trial_keeps_the_learning_curve_it_reported(tmp_path, releas
                 if r.get("kind") == "report" and r["report"]["trial_id"] == 1]
     assert row.failure == "TIMEOUT" and row.epochs == 2 and len(reported) == 2
     assert list(row.history) == reported
+
+
+def test_a_resume_can_remove_a_trial_timeout_with_none(tmp_path, nas_cli):
+    """(Once a resume set one it could never be removed: --trial-timeout none was "invalid float value", and 0 said
+    it must be None, which the flag cannot take.)"""
+    run = str(tmp_path / "run")
+    assert nas_cli("search", *FAST, "--budget", "1", "--trial-timeout", "30", "--run-dir", run)[0] == 0
+    assert nas_cli("search", "--resume", run, "--budget", "2", "--trial-timeout", "none")[0] == 0
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["train"]["settings"]["trial_timeout"] is None
+    code, _, err = nas_cli("search", "--resume", run, "--trial-timeout", "0")
+    assert code == 2 and "--trial-timeout must be none (no limit) or a finite number of seconds > 0" in err

@@ -29,6 +29,17 @@ from nas.run.files import os_error_text
 GROUPS = {"search": "search (what is searched and how)", "train": "training (how each candidate trains)",
           "execution": "execution (where trials run; a resume may change --address only)", "run_dir": "run"}
 _SCALAR = {"int": int, "float": float, "str": nonempty}
+#: what an optional number's flag takes for "no value" (``--trial-timeout none``: no limit), kept as given so that
+#: it counts as a flag typed (argparse's own None is "not given")
+NONE = "none"
+
+
+def _or_none(kind: Any) -> Any:
+    def parse(value: str) -> Any:
+        return NONE if value.strip().lower() == NONE else kind(value)
+
+    parse.__name__ = kind.__name__  # (argparse names the type in its "invalid float value" error)
+    return parse
 
 
 def flag_names(leaf: Leaf) -> tuple[str, ...]:
@@ -53,6 +64,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> dict[str, argparse._Arg
             kw["action"] = "append"
         else:
             kw["type"] = str if leaf.name == "run_dir" else _SCALAR.get(base, str)  # (run_dir: its own check)
+            if leaf.type.endswith("| None") and base in ("int", "float"):
+                kw["type"] = _or_none(kw["type"])
         groups[leaf.path[0]].add_argument(*flag_names(leaf), **kw)
     return groups
 
@@ -168,7 +181,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         if leaf.type.startswith("dict"):
             current = getattr(getattr(cfg, leaf.path[0]), leaf.path[1]) if len(leaf.path) == 2 else {}
             given = {**current, **parse_options(given, flag_names(leaf)[0])}
-        values[leaf.name] = given
+        values[leaf.name] = None if given == NONE else given
     try:
         return cfg.updated(values)
     except ValueError as e:
@@ -181,7 +194,9 @@ def as_flag(message: str, flags: dict[str, str]) -> str:
     value typed as a flag says ``--budget must be ...`` (a config file's value keeps "config key")."""
     m = re.match(r"(?:config key '(\w+)'|(\w+)) ((?:must|may only) .*)", message, re.DOTALL)
     name = m and (m.group(1) or m.group(2))
-    return f"{flags[name]} {m.group(3)}" if m and name in flags else message
+    if not (m and name in flags):
+        return message
+    return f"{flags[name]} {m.group(3).replace('None (', 'none (')}"  # (a flag's "no value" is none: None is Python's)
 
 
-__all__ = ["add_config_flags", "as_flag", "config_from_args", "given_flags", "read_config_file"]
+__all__ = ["NONE", "add_config_flags", "as_flag", "config_from_args", "given_flags", "read_config_file"]

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
 from shlex import quote
+from typing import Any
 
 from nas.cli.common import UsageError, nonempty
-from nas.cli.flags import add_config_flags, as_flag, config_from_args, given_flags
+from nas.cli.flags import NONE, add_config_flags, as_flag, config_from_args, given_flags
 from nas.run.config import RunConfig
 
 
@@ -54,9 +56,12 @@ def resume_config(args: argparse.Namespace) -> RunConfig:
         raise UsageError(f"--resume takes the run's options from its run.json; only {RESUME_SAID} may be given, "
                          f"not {' '.join(given)}")
     try:
+        def limit(given: Any) -> Any:  # (none: no limit)
+            return math.inf if given == NONE else given
+
         return read_config(Path(args.resume)).resumed_as(args.resume, budget=args.budget, address=args.address,
-                                                         trial_timeout=args.trial_timeout,
-                                                         time_budget=args.time_budget)
+                                                         trial_timeout=limit(args.trial_timeout),
+                                                         time_budget=limit(args.time_budget))
     except ValueError as e:
         flags = {"budget": "--budget", "trial_timeout": "--trial-timeout", "time_budget": "--time-budget"}
         raise ValueError(as_flag(str(e), flags)) from None

@@ -339,21 +339,24 @@ class RunConfig:
                    trial_timeout: float | None = None, time_budget: float | None = None) -> RunConfig:
         """This run's config (of the run directory ``where``) to resume it: its budget raised to ``budget`` and its
         time budget to ``time_budget`` (never lowered: a ValueError), its Ray ``address`` and its ``trial_timeout``
-        replaced where given, its ``run_dir`` where it is now."""
+        replaced where given, its ``run_dir`` where it is now. A time budget or trial timeout of ``math.inf`` is no
+        limit (None: not given)."""
         if budget is not None and budget < self.search.budget:
             raise ValueError(f"budget may only be raised when resuming: {str(where)!r} has budget "
                              f"{self.search.budget}, got {budget}")
         had = self.search.time_budget
-        if time_budget is not None and (had is None or time_budget < had):
+        if time_budget is not None and time_budget != math.inf and (had is None or time_budget < had):
             raise ValueError(f"time_budget may only be raised when resuming: {str(where)!r} has "
                              f"{'none (no limit)' if had is None else f'time_budget {had:g}'}, got {time_budget:g}")
         t = self.train
         if trial_timeout is not None:  # (a run that hung resumes with a limit: it ran the hung trial again for good)
-            t = dataclasses.replace(t, settings=dataclasses.replace(t.settings, trial_timeout=trial_timeout))
+            limit = None if trial_timeout == math.inf else trial_timeout
+            t = dataclasses.replace(t, settings=dataclasses.replace(t.settings, trial_timeout=limit))
         return dataclasses.replace(
             self, run_dir=str(where), train=t,
             search=dataclasses.replace(self.search, budget=self.search.budget if budget is None else budget,
-                                       time_budget=had if time_budget is None else time_budget),
+                                       time_budget=had if time_budget is None else
+                                       None if time_budget == math.inf else time_budget),
             execution=dataclasses.replace(self.execution, address=address or self.execution.address))
 
     def check_resume(self, current: RunConfig, where: object) -> None:
