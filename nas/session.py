@@ -138,8 +138,12 @@ class Run:
                              ) from None
         answer_warmup(strategy, space, data, config, notify, resume=resume)  # (before anything is made: it may refuse)
         scheduler = build_scheduler(config, strategy)
+        counts = read_config(Path(str(config.run_dir))).search.warm_start_counts if resume else []
         warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives,
-                               trained=None if resume else config)
+                               trained=None if resume else config, counts=counts)
+        if not resume and warm:  # (recorded: a resume and the views take these, though a source run went on)
+            counts = [sum(w.run == str(r) for w in warm) for r in config.search.warm_start]
+            config = dataclasses.replace(config, search=dataclasses.replace(config.search, warm_start_counts=counts))
         if data is not None:
             config.train.settings.check_data(data)  # e.g. augmentation on tabular data: before any worker starts
             if isinstance(searched := config.search.strategy_options.get("hparams"), Mapping):

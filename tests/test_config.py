@@ -37,7 +37,7 @@ def test_every_settable_field_is_a_flag_in_its_sections_group():
     assert {"config", "resume", "quiet", "on_interrupt", "keep_dashboard"} <= groups["run"]
     facts = {leaf.name for leaf in leaves(RunConfig) if leaf.about.fact}
     assert facts == {"data_object", "dataset_fingerprint", "executor_class", "created", "resumed",
-                     "supernet_sha256"}
+                     "supernet_sha256", "warm_start_counts"}
     assert not facts & set().union(*groups.values())
 
 

@@ -225,3 +225,20 @@ def test_children_of_warm_trials_whose_run_kept_no_weights_train_from_scratch(tm
     children = own[own.parent.notna() & (own.parent < 0)]
     missing = [m for m in children.metrics if "inherit_missing" in m]
     assert len(children) >= 2 and missing and all(m["inherit_missing"] < 0 for m in missing)
+
+
+def test_a_warm_started_run_keeps_the_warm_trials_it_was_told_though_its_source_went_on(tmp_path):
+    """(It re-read the source run when shown or resumed: after the source grew from 3 to 6 trials, its results listed
+    6 warm trials its strategy never saw, and a resume told them all.)"""
+    a = toy_run(tmp_path / "a", strategy="random", budget=3)
+    kw = dict(workers=1, executor="inprocess", seed=0, run_dir=tmp_path / "b", data=None, train=scored(toy_score),
+              warm_start=[str(a)], strategy_options={"population": 4, "sample_size": 2})
+    nas.search("toy", "evolution", budget=3, **kw)
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["search"]["warm_start_counts"] == [3]
+    nas.search("toy", "random", budget=6, workers=1, executor="inprocess", seed=0, run_dir=a, data=None,
+               train=scored(toy_score), resume=True)
+    from nas.run.warmstart import load_run_with_warm
+
+    assert (load_run_with_warm(tmp_path / "b")[1].trial_id < 0).sum() == 3
+    df = nas.search("toy", "evolution", budget=4, resume=True, **kw)
+    assert (df.trial_id < 0).sum() == 3 and (df.trial_id >= 0).sum() == 4

@@ -77,6 +77,8 @@ class SearchSection:
     warm_start: list[str] = option(factory=list, flag="--warm-start", metavar="RUN_DIR",
                                    help="an earlier run (same space and objectives) whose finished trials the "
                                    "strategy learns from before its first ask, without re-running them (repeatable)")
+    warm_start_counts: list[int] = option(factory=list, fact=True, help="the trials taken from each warm-start run, "
+                                          "in its order (a resume and the views take as many, though it grew)")
 
     def __post_init__(self) -> None:
         check_fields(self)

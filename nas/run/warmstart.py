@@ -79,11 +79,14 @@ def _objectives(specs: Sequence[str] | str) -> list[str]:
 
 def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: Mapping[str, Any],
                     objectives: Sequence[str] | str = DEFAULT_OBJECTIVES,
-                    trained: RunConfig | None = None) -> list[WarmTrial]:
+                    trained: RunConfig | None = None, counts: Sequence[int] = ()) -> list[WarmTrial]:
     """The COMPLETE trials of ``run_dirs`` (in that order), their ids made negative (see the module docstring).
     ``space_spec``: the new run's (``space.spec()``); ``objectives``: its objective specs; ``trained``: the new
     run's config, where a run trained on other data (its dataset's fingerprint) or for other epochs is warned of:
-    its scores are taken as this run's would be (a transfer may be meant, so it is not refused)."""
+    its scores are taken as this run's would be (a transfer may be meant, so it is not refused); ``counts``: how many
+    trials a run took from each when it began (run.json's ``warm_start_counts``), the first so many of each, as
+    then (a source run that went on had its later trials told too, on resume and in the views, which the run's
+    strategy never saw); a source that holds fewer now is warned of."""
     want_space, want_obj = _space_of(space_spec), _objectives(objectives)
     out: list[WarmTrial] = []
     seen: set[Path] = set()
@@ -111,6 +114,11 @@ def load_warm_start(run_dirs: Sequence[str | os.PathLike[str]], *, space_spec: M
         if trained is not None:
             _warn_of_other_training(where, cfg, trained)
         done = [(t, r) for t, r in records if r.ok and r.score is not None]
+        if counts:
+            had = counts[len(seen) - 1] if len(seen) <= len(counts) else 0
+            if len(done) < had:
+                log.warning("%s holds %d finished trials where this run took %d from it", where, len(done), had)
+            done = done[:had]
         ids = {t.trial_id: -(len(out) + i + 1) for i, (t, _) in enumerate(done)}
         for trial, result in done:
             new_id = ids[trial.trial_id]
@@ -129,8 +137,9 @@ def _warn_of_other_training(where: str, theirs: RunConfig, ours: RunConfig) -> N
     said = []
     a, b = theirs.train.dataset_fingerprint, ours.train.dataset_fingerprint
     if a is not None and b is not None and a != b:
-        said.append(f"on other data ({theirs.train.dataset or theirs.train.data_object}, not "
-                    f"{ours.train.dataset or ours.train.data_object})")
+        name, mine = theirs.train.dataset or theirs.train.data_object, ours.train.dataset or ours.train.data_object
+        said.append(f"on other data ({name}, not {mine})" if name != mine else
+                    f"on other data ({name} split by another seed, or changed since)")
     if theirs.train.settings.epochs != ours.train.settings.epochs:
         said.append(f"for {theirs.train.settings.epochs} epochs, not {ours.train.settings.epochs}")
     if said:
@@ -145,7 +154,7 @@ def warm_started(cfg: RunConfig) -> list[tuple[Trial, Result]]:
         return []
     try:
         warm = load_warm_start(cfg.search.warm_start, space_spec=cfg.search.space_spec(),
-                               objectives=cfg.search.objectives)
+                               objectives=cfg.search.objectives, counts=cfg.search.warm_start_counts)
     except ValueError as e:
         log.warning("the warm-start trials are not shown: %s", e)
         return []
