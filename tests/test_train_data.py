@@ -196,6 +196,13 @@ def test_npz_with_uint8_images_channels_last(tmp_path):
     assert ds.x_train.dtype == np.uint8 and ds.x_train.shape[1:] == (3, 8, 8) and ds.x_test.shape == (5, 3, 8, 8)
     with pytest.raises(ValueError, match="x_val is float32 but x_train is uint8"):
         Dataset("mixed", x, y, x.astype(np.float32), y)
+    # (float images stored channels-last were read as 8 channels of 8x3 pixels: flipped across colours, no word said)
+    scaled = x.astype(np.float32) / 255
+    np.savez(tmp_path / "floats.npz", x=scaled.transpose(0, 2, 3, 1), y=y)
+    ds = load_dataset(str(tmp_path / "floats.npz"))
+    assert ds.x_train.dtype == np.float32 and ds.task.input_shape == (3, 8, 8)
+    originals = {row.tobytes() for row in scaled}
+    assert all(row.tobytes() in originals for row in ds.x_train)  # (each example as it was, channels first)
 
 
 @pytest.mark.ray

@@ -124,9 +124,10 @@ class Dataset:
 
 
 def _inputs(x: np.ndarray, name: str = "x", dataset: str = "arrays") -> np.ndarray:
-    """uint8 images as (n, C, H, W) uint8; other real numbers as float32, refused (naming the array and the first bad
-    value's index) where they are no numbers (strings, objects, complex), not finite, or past float32's range; an
-    array of examples has two dimensions or more, none of them 0 but the first."""
+    """Images as (n, C, H, W) (stored as (n, H, W, C): transposed), uint8 ones as uint8; other real numbers as
+    float32, refused (naming the array and the first bad value's index) where they are no numbers (strings, objects,
+    complex), not finite, or past float32's range; an array of examples has two dimensions or more, none of them 0
+    but the first."""
     x = np.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"dataset {dataset!r}: {name} has shape {x.shape}; it must hold one row of inputs per "
@@ -135,12 +136,13 @@ def _inputs(x: np.ndarray, name: str = "x", dataset: str = "arrays") -> np.ndarr
         raise ValueError(f"dataset {dataset!r}: {name} has shape {x.shape}: its examples hold no values")
     if x.dtype.kind not in "biuf":
         raise ValueError(f"dataset {dataset!r}: {name} must hold real numbers, got dtype {x.dtype}")
+    if x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
+        x = x.transpose(0, 3, 1, 2)  # (n, H, W, C) as images are usually stored (float ones too: they were read as
+        # 32 channels of 32x3 pixels, flipped across colours and built on the wrong axes, with no word said)
     if x.dtype != np.uint8:
         with np.errstate(over="ignore", invalid="ignore"):
             x = np.ascontiguousarray(x, dtype=np.float32)
         return _finite(x, name, dataset)
-    if x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
-        x = x.transpose(0, 3, 1, 2)  # (n, H, W, C) as images are usually stored
     return np.ascontiguousarray(x)
 
 
