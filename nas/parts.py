@@ -142,7 +142,12 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
     if s.scheduler != "none":
         if cls is not None:
             composes(s.scheduler, s.strategy, cls)
-        make_scheduler(s.scheduler, max_epochs=t.settings.epochs, seed=s.seed, options=s.scheduler_options)
+        made = make_scheduler(s.scheduler, max_epochs=t.settings.epochs, seed=s.seed, options=s.scheduler_options)
+        if made.pauses and s.strategy_options.get("child_epochs") is not None and not resume:
+            raise ValueError(f"child_epochs={s.strategy_options['child_epochs']!r} (the epochs an inheriting child "
+                             f"trains) and {s.scheduler}'s promotions (which continue a trial past them) do not go "
+                             "together: leave child_epochs out, the scheduler deciding how long each trial trains, "
+                             "or use its stopping variant")
     if executor and e.executor_class is None:
         registry.executors.check(e.executor)
         check_executor_options(e.executor, e.executor_options, gang=e.trial_workers > 1)
@@ -170,6 +175,12 @@ def check_inputs(config: RunConfig, *, resume: bool = False, strategy: bool = Tr
                              "that needs none (--train-function MODULE:FUNCTION)")
         check_reported(s.objectives, t.settings.reported() + ("ranks",) * (e.trial_workers > 1))
         check_gpu_metric(s.objectives, t.settings.device, e.executor, e.gpus_per_trial)
+        searched = s.strategy_options.get("hparams")
+        drawn = searched.get("schedule") if isinstance(searched, Mapping) else None
+        if s.strategy == "pbt" and isinstance(drawn, list | tuple) and set(drawn) - {"constant"} and not resume:
+            raise ValueError(f"pbt's hparams search the schedule ({list(drawn)}), and a member that draws "
+                             f"{next(d for d in drawn if d != 'constant')} would start it again at each segment: leave "
+                             "schedule out of hparams (pbt explores the learning rate itself)")
         if s.strategy == "pbt" and t.settings.schedule != "constant" and not resume:  # (a saw-tooth)
             raise ValueError(f"pbt trains each member segment after segment past the run's epochs, and the built-in "
                              f"trainer's {t.settings.schedule} schedule would start again at each segment (its "

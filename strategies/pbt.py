@@ -179,7 +179,10 @@ class PopulationBasedTraining(Strategy):
                 out[name] = s[min(max(i + (1 if self.rng.random() < 0.5 else -1), 0), len(s) - 1)]
             else:
                 factor = 1.2 if self.rng.random() < 0.5 else 0.8
-                out[name] = _whole(s, min(max(value * factor, s["low"]), s["high"]))
+                moved = _whole(s, min(max(value * factor, s["low"]), s["high"]))
+                if s.get("integer") and moved == value:  # (x 0.8 and x 1.2 round back to 0, 1 and 2: a step of one)
+                    moved = _whole(s, value + (1 if factor > 1 else -1))
+                out[name] = moved
         return out
 
     # -- ask / tell ----------------------------------------------------------------------------

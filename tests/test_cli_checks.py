@@ -60,6 +60,12 @@ BAD = [
     # (each segment restarted the schedule: the learning rate back up after each anneal)
     (["--strategy", "pbt", "--schedule", "cosine"], "pbt trains each member segment after segment past the run's "
      "epochs, and the built-in trainer's cosine schedule would start again at each segment"),
+    (["--strategy", "pbt", "-o", 'hparams={"schedule": ["constant", "cosine"]}'], "pbt's hparams search the "
+     "schedule (['constant', 'cosine']), and a member that draws cosine would start it again at each segment"),
+    # (a promotion continued a child past its child_epochs, its schedule spent: the learning rate jumped back up)
+    (["-o", "inherit=true", "-o", "child_epochs=1", "--scheduler", "asha", "--scheduler-option", "variant=promotion"],
+     "child_epochs=1 (the epochs an inheriting child trains) and asha's promotions (which continue a trial past "
+     "them) do not go together"),
     (["--optimizer", "sgdd"], "unknown optimizer 'sgdd' (did you mean 'sgd'?); known: adam, adamw, sgd"),
     (["--recipe", "nb21"], "unknown recipe 'nb21' (did you mean 'nb201'?); known: nb201, nb201-12"),
     (["--scheduler", "asha", "--scheduler-option", "etaa=2"], "(did you mean 'eta'?)"),

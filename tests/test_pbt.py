@@ -298,3 +298,11 @@ def test_a_run_whose_recorded_options_are_refused_now_says_it_cannot_be_resumed(
                                          r"as run.json records them \(population x quantile must be >= 1 .*\); its "
                                          r"finished trials stay readable \(nas results\)"):
         nas.search(ToySpace(), "pbt", budget=6, strategy_options={"population": 3}, resume=True, **kw)
+
+
+def test_a_small_whole_number_hyperparameter_moves_when_explored():
+    """(x 0.8 and x 1.2 rounded 0, 1 and 2 back to themselves: only a resample ever moved a cutout of 1.)"""
+    pbt = PopulationBasedTraining(ToySpace(), population=4, seed=0, resample_probability=0.0,
+                                  hparams={"cutout": {"low": 0, "high": 8, "log": False}})
+    moved = {pbt._explore({"cutout": v})["cutout"] for v in (0, 1, 2) for _ in range(10)}
+    assert {0, 1, 2, 3} <= moved and all(type(v) is int for v in moved)
