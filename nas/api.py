@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -39,7 +40,7 @@ from nas.parts import build_strategy, connect, make_strategy
 from nas.run.config import RunConfig
 from nas.run.config_tree import leaves
 from nas.run.reader import load_run
-from nas.run.store import check_store_options
+from nas.run.store import check_store_options, read_config
 from nas.session import Given, Run, TrainFn
 from nas.train.data import Dataset
 from nas.train.settings import TrainSettings
@@ -116,6 +117,9 @@ def search(config: RunConfig | str | SearchSpace | None = None, strategy: str | 
                             f"{cb!r} ({type(cb).__name__})")
     cfg, given = configure(config, strategy, space=space, train=train, data=data, settings=settings,
                            executor=executor, **keywords)
+    if resume and not isinstance(config, RunConfig) and settings is None and cfg.run_dir is not None and (
+            Path(cfg.run_dir) / "run.json").is_file():  # (the runtime settings it does not name: the run's own)
+        cfg = cfg.with_runtime_of(read_config(Path(cfg.run_dir)), given=keywords)
     callbacks = [*(callbacks or ()), *api_progress(progress, callbacks or (), cfg.search.objectives)]
     with Run.open(cfg, given, resume=resume, callbacks=callbacks or (), stop=stop, store_options=run_options,
                   notify=notify) as run:

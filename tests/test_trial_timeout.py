@@ -152,3 +152,18 @@ def test_a_resume_can_remove_a_trial_timeout_with_none(tmp_path, nas_cli):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["train"]["settings"]["trial_timeout"] is None
     code, _, err = nas_cli("search", "--resume", run, "--trial-timeout", "0")
     assert code == 2 and "--trial-timeout must be none (no limit) or a finite number of seconds > 0" in err
+
+
+def test_a_python_resume_that_names_no_runtime_setting_keeps_the_runs_own(tmp_path, nas_cli):
+    """(It ran with the defaults and recorded them: a trial timeout and a device set on the command line were lost
+    for good, and the next resume ran without them.)"""
+    run = str(tmp_path / "run")
+    assert nas_cli("search", *FAST, "--budget", "1", "--trial-timeout", "30", "--device", "cpu", "--run-dir",
+                   run)[0] == 0
+    nas.search("toy", "evolution", budget=2, executor="inprocess", epochs=1, run_dir=run, resume=True, progress=False)
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())["train"]["settings"]
+    assert (settings["trial_timeout"], settings["device"]) == (30.0, "cpu")
+    nas.search("toy", "evolution", budget=3, executor="inprocess", epochs=1, run_dir=run, resume=True, progress=False,
+               trial_timeout=60.0)  # (one it names: taken)
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())["train"]["settings"]
+    assert (settings["trial_timeout"], settings["device"]) == (60.0, "cpu")

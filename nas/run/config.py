@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -376,15 +376,29 @@ class RunConfig:
             raise ValueError(f"budget may only be raised when resuming: {str(where)!r} has budget "
                              f"{self.search.budget}, got {current.search.budget}")
 
+    def with_runtime_of(self, recorded: RunConfig, given: Collection[str] = ()) -> RunConfig:
+        """This config (a resume's) with the runtime settings ``recorded`` (the run's run.json) holds, but those
+        ``given`` (named by the resume): a Python resume that did not repeat them ran with the defaults and recorded
+        those, so a trial timeout or a device set before was lost for good."""
+        mine, theirs = self.train.settings, recorded.train.settings
+        kept = {name: getattr(theirs, name) for name in _runtime_fields() if name not in given}
+        return dataclasses.replace(self, train=dataclasses.replace(
+            self.train, settings=dataclasses.replace(mine, **kept)))
+
     def continued_by(self, current: RunConfig, when: str) -> RunConfig:
         """What run.json says once ``current`` resumed this run at ``when``: its budget, its execution and its
         training's runtime settings (a trial timeout, the device: the next resume runs with them)."""
-        runtime = {f.name: getattr(current.train.settings, f.name) for f in dataclasses.fields(TrainSettings)
-                   if (a := f.metadata.get("about")) is not None and a.runtime}
+        runtime = {name: getattr(current.train.settings, name) for name in _runtime_fields()}
         train = dataclasses.replace(self.train, settings=dataclasses.replace(self.train.settings, **runtime))
         return dataclasses.replace(self, search=dataclasses.replace(self.search, budget=current.search.budget,
                                                                     time_budget=current.search.time_budget),
                                    train=train, execution=current.execution, resumed=[*self.resumed, when])
+
+
+def _runtime_fields() -> list[str]:
+    """The TrainSettings a resume may change (how a run executes, not what it is)."""
+    return [f.name for f in dataclasses.fields(TrainSettings) if (a := f.metadata.get("about")) is not None
+            and a.runtime]
 
 
 def _absolute(path: str | None) -> str | None:
