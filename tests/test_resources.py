@@ -152,3 +152,16 @@ def test_a_last_batch_of_one_sample_is_dropped_so_batchnorm_trains():
     result, _ = TrialRunner(data, TrainSettings(epochs=1, batch_size=64)).run(
         Trial(0, {**ARCH, "norm": "batch"}), MacroSpace(), None)
     assert result.ok, result.error
+
+
+@pytest.mark.ray
+def test_a_gpu_metric_objective_on_a_ray_cluster_without_gpus_is_refused(ray_local, tmp_path, capsys):
+    """(--gpus-per-trial 1 passed the input check, the cluster had no GPU, and every trial failed OBJECTIVE_MISSING.)"""
+    code = main(["search", "--space", "toy", "--strategy", "random", "--budget", "2", "--workers", "1", "--epochs",
+                 "1", "--gpus-per-trial", "1", "--objective", "val_acc", "--objective", "peak_memory_mb:min",
+                 "--run-dir", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].endswith("objective 'peak_memory_mb' is measured on a GPU only, and this Ray "
+                                          "cluster has none, so every trial would train on a CPU: leave it out, or "
+                                          "run the trials on GPUs")
+    assert not (tmp_path / "run").exists()

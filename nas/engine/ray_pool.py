@@ -117,8 +117,12 @@ class RayExecutor:
         cluster = ray.cluster_resources()
         self.fallback_to_cpu = gpus_per_trial > 0 and cluster.get("GPU", 0) == 0
         if self.fallback_to_cpu:
-            log.warning("no GPU in the Ray cluster: gpus_per_trial=%s ignored, training on CPUs",
-                        gpus_per_trial)
+            measured = [o.split(":")[0] for o in (settings.objectives if settings is not None else ())]
+            if train is None and data is not None and "peak_memory_mb" in measured:  # (the built-in trainer's:
+                raise ValueError("objective 'peak_memory_mb' is measured on a GPU only, and this Ray cluster has "
+                                 "none, so every trial would train on a CPU: leave it out, or run the trials on GPUs")
+            log.warning("no GPU in the Ray cluster: gpus_per_trial=%s ignored, training on CPUs",  # every trial
+                        gpus_per_trial)  # failed OBJECTIVE_MISSING)
             gpus_per_trial = 0.0
         if workers * cpus_per_trial > cluster.get("CPU", 0) + 1e-9:
             raise ValueError(
