@@ -277,6 +277,10 @@ def test_the_search_loop_runs_asha_on_the_two_fidelities(variant):
      "the trials' 200"),
     (dict(scheduler="hyperband", epochs=12, scheduler_options={"levels": [4, 12]}), "its rungs (4, 12) include none "
      "of them below the trials' 12"),
+    # (rung 100 heard nothing: the run was that of levels [12, 200], said to be of three rungs)
+    (dict(scheduler="asha", epochs=200, scheduler_options={"levels": [12, 100, 200]}), "scheduler 'asha' would never "
+     "decide at its rung 100 on the simulated executor: its table reports a trial only at 12 and 200 epochs; give it "
+     "levels of those"),
 ])
 def test_a_scheduler_that_would_decide_nothing_on_the_table_is_refused(tmp_path, kw, said):
     """(Each ran every trial to its end, as with no scheduler, and said nothing: a study of what ASHA or the median
