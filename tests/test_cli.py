@@ -254,3 +254,15 @@ def test_a_resume_raises_the_time_budget_and_refuses_to_lower_it(tmp_path, nas_c
     assert nas_cli("search", *common, "--budget", "3", "--run-dir", str(tmp_path / "b"))[0] == 0
     code, _, err = nas_cli("search", "--resume", str(tmp_path / "b"), "--time-budget", "30000")
     assert code == 2 and "has none (no limit), got 30000" in err
+
+
+def test_a_resume_of_a_run_its_time_budget_ended_says_why_nothing_runs(tmp_path, nas_cli, caplog):
+    run = str(tmp_path / "run")
+    common = ["--space", "nb201", "--executor", "simulated", "--budget", "100000", "--quiet"]
+    assert nas_cli("search", *common, "--time-budget", "5000", "--run-dir", run)[0] == 0
+    first = len(nas.load_results(run))
+    with caplog.at_level("WARNING", logger="nas.engine.loop"):
+        assert nas_cli("search", "--resume", run, "--budget", "200000", "--quiet")[0] == 0
+    assert len(nas.load_results(run)) == first
+    assert any("the run's time budget (5000 s) is spent: nothing more finishes unless a resume raises" in r.message
+               for r in caplog.records)

@@ -201,6 +201,9 @@ class SearchLoop:
                     self.store.write_status(self.status("running"))
             self.end_state = ("interrupted" if self.interrupted else
                               "finished" if self.out_of_budget() or self.out_of_time() else "stopped")
+            if self.resumed and self.finished == self.resumed and self.out_of_time():  # (it ran nothing, said nothing)
+                log.warning("the run's time budget (%g s) is spent: nothing more finishes unless a resume raises it "
+                            "(--time-budget)", self.time_budget)
             if self.store is not None:
                 self.store.finish(self.status(), self.snapshot_state())
         except BaseException as e:  # (a KeyboardInterrupt: a second Ctrl-C, or one in Python with no stop signal)
