@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from nas.engine.interfaces import Callback
+
 T = TypeVar("T")
 
 #: `nas search` on the toy space in this process: one epoch, no progress line
@@ -103,3 +105,18 @@ def kill_session(sid: int) -> None:
             with contextlib.suppress(OSError):
                 if os.getsid(int(entry)) == sid:
                     os.kill(int(entry), signal.SIGKILL)
+
+
+class CrashAtEvent(Callback):
+    """A callback that stands for the driver dying: it raises ``error`` (a BaseException nothing in the platform
+    catches) as the loop hears the ``n``-th event of ``kind`` (a report: after it is journaled; a start: while that
+    trial trains on its thread). (A BaseException raised by the training function stood for it; on its own thread
+    that is now a failed trial, as on Ray.)"""
+
+    def __init__(self, kind, n, error):
+        self.kind, self.n, self.error, self.seen = kind, n, error, 0
+
+    def on_event(self, status, event):
+        self.seen += event.kind is self.kind
+        if self.seen == self.n:
+            raise self.error(f"{self.kind.value} #{self.n}")

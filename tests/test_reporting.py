@@ -15,7 +15,6 @@ import pytest
 import nas
 from nas.core.scheduler import make_scheduler
 from nas.engine.inprocess import InProcessExecutor
-from nas.engine.interfaces import Callback
 from nas.engine.loop import SearchLoop
 from nas.engine.protocol import EventKind
 from nas.run.journal import read_records
@@ -23,7 +22,7 @@ from nas.run.store import RunStore
 from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.random import RandomSearch
 from nas.train.settings import TrainSettings
-from tests.helpers import saving_curve
+from tests.helpers import CrashAtEvent, saving_curve
 
 EPOCHS = 9
 
@@ -49,19 +48,6 @@ def curve_train(ctx):
 
 class Crash(BaseException):
     """Stands for the driver dying mid-search: nothing in the platform catches it."""
-
-
-class CrashAt(Callback):
-    """The driver dies (:class:`Crash`) as it hears the ``at``-th report, after journaling it. (A BaseException
-    raised by the training function stood for it; on its own thread that is now a failed trial, as on Ray.)"""
-
-    def __init__(self, at):
-        self.at, self.reports = at, 0
-
-    def on_event(self, status, event):
-        self.reports += event.kind is EventKind.REPORT
-        if self.reports == self.at:
-            raise Crash(f"report #{self.at}")
 
 
 def search(tmp_path, digits, *, train=curve_train, scheduler="none", options=None, budget=20, resume=False,
@@ -162,7 +148,8 @@ def test_a_crash_mid_training_resumes_to_the_uninterrupted_run(tmp_path, digits,
     options = {"eta": 3, "variant": "promotion"}
     reference = search(tmp_path / "ref", digits, scheduler="asha", options=options, budget=10)
     with pytest.raises(Crash):
-        search(tmp_path, digits, scheduler="asha", options=options, budget=10, callbacks=[CrashAt(at)])
+        search(tmp_path, digits, scheduler="asha", options=options, budget=10,
+               callbacks=[CrashAtEvent(EventKind.REPORT, at, Crash)])  # (the driver dies at the at-th report)
     df = search(tmp_path, digits, scheduler="asha", options=options, budget=10, resume=True)
     cols = ["trial_id", "arch", "score", "epochs", "outcome"]
     assert df[cols].sort_values("trial_id").reset_index(drop=True).equals(

@@ -28,7 +28,7 @@ from nas.search_spaces.toy import ToySpace, toy_score
 from nas.strategies.evolution import RegularizedEvolution
 from nas.train.settings import TrainSettings
 from nas.train.simple import scored
-from tests.helpers import kill_session, wait_until
+from tests.helpers import CrashAtEvent, kill_session, wait_until
 
 OPTIONS = {"population": 6, "sample_size": 3}
 BUDGET = 24
@@ -59,19 +59,6 @@ class CrashingEvolution(RegularizedEvolution):
         super().tell(trial, result)
 
 
-class CrashAtStart(nas.Callback):
-    """The driver dies as it hears that the ``n``-th trial started (it trains on its thread meanwhile). (A
-    BaseException raised by the training stood for it; on its own thread that is now a failed trial, as on Ray.)"""
-
-    def __init__(self, n):
-        self.n, self.started = n, 0
-
-    def on_event(self, status, event):
-        self.started += event.kind is EventKind.STARTED
-        if self.started == self.n:
-            raise Crash(f"trial #{self.n}")
-
-
 def run(tmp_path, strategy="evolution", *, resume=False, budget=BUDGET, **kw):
     ex = InProcessExecutor(ToySpace(), None, train=scored(toy_score), slots=3)
     return nas.search(ToySpace(), strategy, budget=budget, executor=ex, seed=3, strategy_options=OPTIONS,
@@ -95,7 +82,7 @@ def test_resume_after_a_crash_gives_the_uninterrupted_run(tmp_path, reference, c
     what, n = crash
     with pytest.raises(Crash):
         if what == "trial":
-            run(tmp_path, callbacks=[CrashAtStart(n)])
+            run(tmp_path, callbacks=[CrashAtEvent(EventKind.STARTED, n, Crash)])
         else:
             run(tmp_path, CrashingEvolution(ToySpace(), at=crash, seed=3, **OPTIONS))
     finished_before = len(journal_rows(tmp_path))
