@@ -76,7 +76,8 @@ class Pair(__import__("torch").nn.Module):
 ])
 def test_a_space_whose_build_always_fails_stops_the_search_early(tmp_path, space, message):
     """Five failed builds in a row and nothing else: the space is broken, not the candidates."""
-    with pytest.raises(nas.InvalidSpace, match="the space's build failed for each of the first 5 trials, "
+    with pytest.raises(nas.InvalidSpace, match="the space's model could not be built or run for each of the first 5 "
+                                               "trials, "
                        r"so the search stops \(fix the space, then resume\): " + message):
         nas.search(space, "random", budget=9, executor="inprocess", settings=TrainSettings(epochs=1),
                    run_dir=tmp_path / "run")

@@ -312,7 +312,8 @@ class CannotRun(SearchSpace):
 def test_models_that_cannot_run_on_the_task_fail_as_invalid_space_and_stop_the_search(tmp_path, digits, how, measure,
                                                                                        error):
     """(They failed every trial as ERROR, so the stop after five broken builds never came: the whole budget ran.)"""
-    with pytest.raises(nas.InvalidSpace, match=r"the space's build failed for each of the first 5 trials, so the "
+    with pytest.raises(nas.InvalidSpace, match=r"the space's model could not be built or run for each of the first 5 "
+                                               r"trials, so the "
                                                rf"search stops \(fix the space, then resume\): {error}"):
         nas.search(CannotRun(how), "random", budget=12, executor="inprocess", data=digits, seed=0,
                    run_dir=tmp_path / "run", progress=False,

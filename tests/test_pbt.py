@@ -306,3 +306,18 @@ def test_a_small_whole_number_hyperparameter_moves_when_explored():
                                   hparams={"cutout": {"low": 0, "high": 8, "log": False}})
     moved = {pbt._explore({"cutout": v})["cutout"] for v in (0, 1, 2) for _ in range(10)}
     assert {0, 1, 2, 3} <= moved and all(type(v) is int for v in moved)
+
+
+def test_a_pbt_segment_that_trains_from_scratch_is_warned_of(tmp_path, caplog):
+    """(PBT's segments are new trials, not continued ones, so one that ignored its checkpoint and reported from
+    epoch 1 again was not warned of, though the warning names an exploit.)"""
+    def restarting(ctx):
+        for epoch in range(1, ctx.epochs + 1):
+            ctx.checkpoint.save({"epoch": epoch})
+            ctx.report(epoch=epoch, val_acc=toy_score(ctx.trial.arch) + epoch)
+
+    with caplog.at_level("WARNING", logger="nas.engine.loop"):
+        nas.search(ToySpace(), "pbt", budget=8, epochs=4, executor="inprocess", data=None, train=restarting, seed=0,
+                   run_dir=tmp_path / "run", progress=False, strategy_options={"population": 4, "interval": 2})
+    said = [r.message for r in caplog.records if "was continued from epoch" in r.message]
+    assert len(said) == 1 and "reported epoch 1" in said[0]

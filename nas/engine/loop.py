@@ -368,6 +368,9 @@ class SearchLoop:
         trial, report = record.trial, event.report
         assert report is not None
         before = record.result.epoch if record.runs > 1 and record.result is not None else 0
+        if trial.checkpoint_from is not None and trial.checkpoint_from != trial.trial_id and before == 0:
+            source = self.book.get(trial.checkpoint_from)  # (PBT's segments: new trials from an older one's)
+            before = source.result.epoch if source is not None and source.result is not None else 0
         if report.epoch <= before and not self.warned_restart:  # (silent: promotions retrained and never rose)
             self.warned_restart = True
             log.warning("trial %d was continued from epoch %d (a promotion or an exploit) and reported epoch %d: a "
@@ -446,8 +449,8 @@ class SearchLoop:
         first = self.space_watch.see(result)
         if first is not None:
             raise InvalidSpace(
-                f"the space's build failed for each of the first {self.space_watch.count} trials, so the "
-                f"search stops (fix the space, then resume): {first.removeprefix('InvalidSpace: ')}")
+                f"the space's model could not be built or run for each of the first {self.space_watch.count} trials, "
+                f"so the search stops (fix the space, then resume): {first.removeprefix('InvalidSpace: ')}")
         first = self.objective_watch.see(result)
         if first is not None:
             raise ValueError(f"none of the first {self.objective_watch.count} trials reported the objective, so "
