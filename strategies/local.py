@@ -92,6 +92,7 @@ class LocalSearch(ProxyWarmup, Strategy):
         self.start_ids: set[int] = set()  # this start's cells in flight
         self.best_seen: tuple[dict[str, Any], Fidelities] | None = None  # the start's, or ("best") the neighbourhood's
         self.restarts = 0
+        self.climbed: set[int] = set()  # the cells this climb has held as incumbent (a move never returns to one)
 
     # -- asking ----------------------------------------------------------------------------------
     def ask(self) -> Trial | None:
@@ -140,17 +141,19 @@ class LocalSearch(ProxyWarmup, Strategy):
 
     def _restart(self) -> None:
         self.incumbent, self.incumbent_scores, self.queue, self.best_seen = None, {}, [], None
-        self.start_left, self.start_ids = self.init, set()
+        self.start_left, self.start_ids, self.climbed = self.init, set(), set()
 
     def _move_to(self, arch: dict[str, Any], scores: Fidelities) -> None:
         # (a neighbour an earlier climb evaluated was never compared: with it better, the incumbent was taken for a
-        # local optimum and the search restarted) a remembered better neighbour is moved to at once, for free; each
-        # cell once (scores at several fidelities compare at the highest both have, which is not transitive: a walk
-        # A < B < C < A went round for ever, the driver spinning inside tell)
-        remembered, walked = self._best_remembered(arch, scores), {fingerprint(arch)}
-        while self.move == "first" and remembered is not None and fingerprint(remembered[0]) not in walked:
+        # local optimum and the search restarted) a remembered better neighbour is moved to at once, for free; a
+        # climb holds each cell once (scores at several fidelities compare at the highest both have, which is not
+        # transitive: a walk A < B < C < A went round for ever, the driver spinning in tell, or with move="best"
+        # in ask, to a RecursionError)
+        self.climbed.add(fingerprint(arch))
+        remembered = self._best_remembered(arch, scores)
+        while self.move == "first" and remembered is not None:
             arch, scores = remembered
-            walked.add(fingerprint(arch))
+            self.climbed.add(fingerprint(arch))
             remembered = self._best_remembered(arch, scores)
         best_seen = remembered if self.move == "best" else None
         self.incumbent, self.incumbent_scores, self.best_seen = dict(arch), dict(scores), best_seen
@@ -160,9 +163,12 @@ class LocalSearch(ProxyWarmup, Strategy):
         self.queue = [fresh[int(i)] for i in order]
 
     def _best_remembered(self, arch: Arch, scores: Fidelities) -> tuple[dict[str, Any], Fidelities] | None:
-        """The best neighbour of ``arch`` in memory whose scores beat ``scores``, if one does."""
+        """The best neighbour of ``arch`` in memory whose scores beat ``scores``, if one does, and which this climb
+        has not held already."""
         reference, best = self._reference(), None
         for n in neighbours(self.space, arch):
+            if fingerprint(n) in self.climbed:
+                continue
             known = self.memory.get(fingerprint(n))
             if known and better(known, scores, reference) and (best is None or better(known, best[1], reference)):
                 best = (n, known)
@@ -232,7 +238,7 @@ class LocalSearch(ProxyWarmup, Strategy):
             "memory": [[k, to_data(s)] for k, s in self.memory.items()],
             "start_left": self.start_left, "start_ids": sorted(self.start_ids),
             "best_seen": None if self.best_seen is None else [self.best_seen[0], to_data(self.best_seen[1])],
-            "restarts": self.restarts,
+            "restarts": self.restarts, "climbed": sorted(self.climbed),
             "warmup": None if self.warmup_pool is None else self.warmup_pool.state_dict(),
         }
 
@@ -245,6 +251,7 @@ class LocalSearch(ProxyWarmup, Strategy):
         self.memory = collections.OrderedDict((int(k), from_data(s)) for k, s in state["memory"])
         self.start_left = int(state["start_left"])
         self.start_ids = {int(i) for i in state["start_ids"]}
+        self.climbed = {int(i) for i in state.get("climbed", ())}  # (none in a snapshot of before)
         best = state["best_seen"]
         self.best_seen = None if best is None else (dict(best[0]), from_data(best[1]))
         self.restarts = int(state["restarts"])

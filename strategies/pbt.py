@@ -59,8 +59,7 @@ import numpy as np
 from nas.core.registry import register_strategy
 from nas.core.space import SearchSpace
 from nas.core.strategy import Strategy, check_fraction, check_positive_int
-from nas.core.types import Arch, Result, Trial
-from nas.train.hparams import INTEGER_HPARAMS
+from nas.core.types import INTEGER_HPARAMS, Arch, Result, Trial
 
 DEFAULT_HPARAMS: dict[str, Any] = {"lr": {"low": 1e-4, "high": 1e-1, "log": True}}
 MISSING_CHECKPOINT = "no checkpoint is kept"  # the executors' error for an absent checkpoint_from

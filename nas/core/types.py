@@ -65,6 +65,11 @@ class InvalidArchitecture(ValueError):
     """An architecture that does not belong to its space."""
 
 
+#: the trial hyperparameters that are whole numbers (nas.train.hparams checks them; a strategy that searches a range
+#: of one draws and explores it in whole numbers)
+INTEGER_HPARAMS = ("batch_size", "step_epochs", "crop_padding", "cutout")
+
+
 class InvalidSpace(ValueError):
     """A space whose declaration is broken (empty options, duplicate names, a build that fails)."""
 

@@ -80,10 +80,6 @@ def _near(name: Any, known: Any) -> str:
     return did_you_mean(name, known) if isinstance(name, str) else ""
 
 
-#: the hyperparameters that are whole numbers (a searched range of one is drawn and explored in whole numbers)
-INTEGER_HPARAMS = ("batch_size", "step_epochs", "crop_padding", "cutout")
-
-
 def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
     """``hp`` checked value by value (a ValueError names the first bad one); returns a plain dict."""
     _number(hp, "lr", 0, low_open=True)
