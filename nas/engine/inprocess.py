@@ -138,10 +138,9 @@ class InProcessExecutor:
             # it). It ended the whole search, where on Ray the trial fails; it fails here too.
             from nas.train.runner import error_text
 
-            end = time.time()
             return [*events, Event.finished(trial, Result.failed(
-                trial.trial_id, error_text(message.error), start_time=end - (time.monotonic() - self._since),
-                end_time=end, worker=self.runner.worker))]
+                trial.trial_id, error_text(message.error), FailureKind.ERROR, **self._times(),
+                worker=self.runner.worker))]
         result, ckpt = message.value
         return [*events, self._finish(trial, result, ckpt)]
 
@@ -151,11 +150,14 @@ class InProcessExecutor:
         channel.decide(Decision.STOP)
         self._current, self._waiting = None, False
         self._cancelled.discard(trial.trial_id)
-        end = time.time()
         return Event.finished(trial, Result.failed(
             trial.trial_id, f"TIMEOUT: it ran past trial_timeout ({self.trial_timeout:g} s); in-process its thread "
-            "cannot be stopped and was left behind", FailureKind.TIMEOUT,
-            start_time=end - (time.monotonic() - self._since), end_time=end, worker=self.runner.worker))
+            "cannot be stopped and was left behind", FailureKind.TIMEOUT, **self._times(), worker=self.runner.worker))
+
+    def _times(self) -> dict[str, float]:
+        """The current trial's start and end on the wall clock, for a result made here (its thread made none)."""
+        end = time.time()
+        return {"start_time": end - (time.monotonic() - self._since), "end_time": end}
 
     def _finish(self, trial: Trial, result: Result, ckpt: Any) -> Event:
         if trial.trial_id in self._cancelled:

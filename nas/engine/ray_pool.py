@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from nas.core.objectives import Objectives
 from nas.core.registry import register_executor
 from nas.core.types import Decision, FailureKind, Outcome, Result, Trial
 from nas.engine.inprocess import DECISION_OF
@@ -117,7 +118,7 @@ class RayExecutor:
         cluster = ray.cluster_resources()
         self.fallback_to_cpu = gpus_per_trial > 0 and cluster.get("GPU", 0) == 0
         if self.fallback_to_cpu:
-            measured = [o.split(":")[0] for o in (settings.objectives if settings is not None else ())]
+            measured = Objectives(list(settings.objectives)).metrics if settings is not None else ()
             if train is None and data is not None and "peak_memory_mb" in measured:  # (the built-in trainer's:
                 raise ValueError("objective 'peak_memory_mb' is measured on a GPU only, and this Ray cluster has "
                                  "none, so every trial would train on a CPU: leave it out, or run the trials on GPUs")

@@ -153,11 +153,11 @@ class SimulatedExecutor:
         rungs 1, 3, 9, ... ran every trial to the end, as with no scheduler, and said nothing)."""
         # (levels=[12, 100, 200]: rung 100 heard nothing, the run was that of levels [12, 200])
         dead = [r for r in rungs if r < self.epochs and r not in self.fidelities]
-        if any(f in rungs for f in self.fidelities if f < self.epochs) and dead:
-            raise ValueError(f"scheduler {name!r} would never decide at its rung{'s' * (len(dead) > 1)} "
-                             f"{', '.join(map(str, dead))} on the simulated executor: its table reports a trial only "
-                             f"at {' and '.join(map(str, self.fidelities))} epochs; give it levels of those")
-        if any(f in rungs for f in self.fidelities if f < self.epochs):
+        if any(f in rungs for f in self.fidelities if f < self.epochs):  # (it decides somewhere: everywhere?)
+            if dead:
+                raise ValueError(f"scheduler {name!r} would never decide at its rung{'s' * (len(dead) > 1)} "
+                                 f"{', '.join(map(str, dead))} on the simulated executor: its table reports a trial "
+                                 f"only at {' and '.join(map(str, self.fidelities))} epochs; give it levels of those")
             return
         answers = " and ".join(map(str, self.fidelities))
         has = (f"its rungs ({', '.join(map(str, rungs))}) include none of them below the trials' {self.epochs}"
