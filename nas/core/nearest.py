@@ -25,7 +25,10 @@ def nearest(name: str, known: Iterable[str]) -> str | None:
 
 def did_you_mean(names: str | Iterable[str], known: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for one unknown name, `` (did you mean 'x' for 'y', ...?)`` for several (those that
-    have a near name), or '' where none is near."""
+    have a near name), or '' where none is near (or what was given is no name: a number, a list in a config)."""
+    if not isinstance(names, str | list | tuple | set | frozenset) or not all(
+            isinstance(n, str) for n in ([names] if isinstance(names, str) else names)):
+        return ""
     known, names = list(known), [names] if isinstance(names, str) else list(names)
     if len(names) == 1:
         hit = nearest(names[0], known)

@@ -302,7 +302,8 @@ class RunConfig:
         from nas.run.config_tree import flat_values
 
         mine = {leaf.name: _get(self, leaf.path) for leaf in leaves(RunConfig) if not leaf.about.fact}
-        default = {leaf.name: _get(RunConfig(), leaf.path) for leaf in leaves(RunConfig) if not leaf.about.fact}
+        base = RunConfig()
+        default = {leaf.name: _get(base, leaf.path) for leaf in leaves(RunConfig) if not leaf.about.fact}
         new = _from_flat({**mine, **flat_values(RunConfig, values, fills=lambda k: mine.get(k) == default.get(k))})
         for leaf in leaves(RunConfig):
             if leaf.about.fact:
@@ -316,9 +317,8 @@ class RunConfig:
 
     def identity(self) -> RunIdentity:
         s, t = self.search, self.train
-        runtime: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(TrainSettings)
-                                   if (a := f.metadata.get("about")) is not None and a.runtime}
         default = TrainSettings()
+        runtime = {name: getattr(default, name) for name in _runtime_fields()}
         training = dataclasses.replace(t.settings, **runtime, seed=default.seed, objectives=default.objectives)
         return RunIdentity(
             space=s.space, space_args=s.space_args, strategy=s.strategy, strategy_options=s.strategy_options,

@@ -65,19 +65,19 @@ def check_searched(spec: Mapping[str, Any]) -> None:
     if unknown:
         raise ValueError(f"hparams {unknown} are none a trial may set; known: {', '.join(TRIAL_HPARAMS)}")
     for name, searched in spec.items():
-        if isinstance(searched, Mapping):
-            values = [searched[end] for end in ("low", "high") if end in searched]
-        else:
-            values = list(searched) if isinstance(searched, list | tuple) else []  # (else: the strategy says)
-        for value in values:
+        for value in _searched_values(searched):
             try:
                 check_hparams({name: value})
             except ValueError as e:
                 raise ValueError(f"hparams {name!r}: {e}") from None
 
 
-def _near(name: Any, known: Any) -> str:
-    return did_you_mean(name, known) if isinstance(name, str) else ""
+def _searched_values(searched: Any) -> list[Any]:
+    """The values a searched hyperparameter takes at its edges: a range's ends, or its choices (else none: the
+    strategy says what is wrong with it)."""
+    if isinstance(searched, Mapping):
+        return [searched[end] for end in ("low", "high") if end in searched]
+    return list(searched) if isinstance(searched, list | tuple) else []
 
 
 def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,10 +96,10 @@ def check_hparams(hp: Mapping[str, Any]) -> dict[str, Any]:
     if hp.get("grad_clip") is not None:
         _number(hp, "grad_clip", 0, low_open=True)
     if "optimizer" in hp and hp["optimizer"] not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {hp['optimizer']!r}{_near(hp['optimizer'], OPTIMIZERS)}; known: "
+        raise ValueError(f"unknown optimizer {hp['optimizer']!r}{did_you_mean(hp['optimizer'], OPTIMIZERS)}; known: "
                          f"{', '.join(OPTIMIZERS)}")
     if "schedule" in hp and hp["schedule"] not in SCHEDULES:
-        raise ValueError(f"unknown schedule {hp['schedule']!r}{_near(hp['schedule'], SCHEDULES)}; known: "
+        raise ValueError(f"unknown schedule {hp['schedule']!r}{did_you_mean(hp['schedule'], SCHEDULES)}; known: "
                          f"{', '.join(SCHEDULES)}")
     for name in ("nesterov", "flip"):
         if name in hp and not isinstance(hp[name], bool):
@@ -150,9 +150,7 @@ def check_searched_augmentation(spec: Mapping[str, Any], input_shape: tuple[int,
         return
     for name in [k for k in spec if k in AUGMENT_HPARAMS]:
         searched = spec[name]
-        values = [searched[end] for end in ("low", "high") if end in searched] if isinstance(searched, Mapping) \
-            else list(searched) if isinstance(searched, list | tuple) else [searched]
-        if any(values):
+        if any(_searched_values(searched)):
             raise ValueError(f"hparams {name!r} searches augmentation ({searched!r}), which needs image inputs "
                              f"(channels, height, width); this dataset's inputs have shape {tuple(input_shape)}: leave "
                              f"{name} out of hparams")

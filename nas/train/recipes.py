@@ -37,6 +37,5 @@ RECIPES: dict[str, dict[str, Any]] = {
 def recipe_settings(name: str) -> dict[str, Any]:
     """The settings of recipe ``name`` (a copy); an unknown name is a ValueError listing the known ones."""
     if not isinstance(name, str) or name not in RECIPES:  # (a list: "unhashable type")
-        near = did_you_mean(name, RECIPES) if isinstance(name, str) else ""
-        raise ValueError(f"unknown recipe {name!r}{near}; known: {', '.join(RECIPES)}")
+        raise ValueError(f"unknown recipe {name!r}{did_you_mean(name, RECIPES)}; known: {', '.join(RECIPES)}")
     return dict(RECIPES[name]["settings"])
