@@ -45,8 +45,9 @@ RESUME_SAID = "--budget and --time-budget (to raise them), --address and --trial
 
 
 def resume_config(args: argparse.Namespace) -> RunConfig:
-    """The configuration of the run in ``args.resume`` (its run.json), its budget raised by --budget (a lower one
-    refused first) and its Ray address replaced by --address."""
+    """The configuration of the run in ``args.resume`` (its run.json): its budget and time budget raised by --budget
+    and --time-budget (lower ones refused), its Ray address and trial timeout replaced by --address and
+    --trial-timeout (``none``: no limit)."""
     from nas.run.layout import read_config
 
     given = [f for f in given_flags(args, getattr(args, "argv", ()))
@@ -55,10 +56,10 @@ def resume_config(args: argparse.Namespace) -> RunConfig:
     if given:
         raise UsageError(f"--resume takes the run's options from its run.json; only {RESUME_SAID} may be given, "
                          f"not {' '.join(given)}")
-    try:
-        def limit(given: Any) -> Any:  # (none: no limit)
-            return math.inf if given == NONE else given
+    def limit(given: Any) -> Any:  # (a flag's none: no limit)
+        return math.inf if given == NONE else given
 
+    try:
         return read_config(Path(args.resume)).resumed_as(args.resume, budget=args.budget, address=args.address,
                                                          trial_timeout=limit(args.trial_timeout),
                                                          time_budget=limit(args.time_budget))

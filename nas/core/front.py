@@ -29,6 +29,7 @@ import pandas as pd
 from nas.core import objectives as core
 from nas.core.nearest import did_you_mean
 from nas.core.objectives import Objectives
+from nas.core.types import Outcome, Result
 
 DEFAULT_OBJECTIVES = ("val_acc:max",)
 
@@ -135,6 +136,15 @@ def hypervolume_over_time(df: pd.DataFrame, objectives: Sequence[str] | Objectiv
     return pd.DataFrame(rows)
 
 
+def front_point(result: Result) -> Sequence[float] | None:
+    """The scores a finished result adds to a live front (:class:`FrontTracker`), as :func:`objective_frame` ranks
+    them: a multi-objective result that trained in full (one stopped or paused early scored fewer epochs), else
+    None."""
+    if result.outcome is Outcome.COMPLETE and result.scores and len(result.scores) > 1:
+        return result.scores
+    return None
+
+
 class FrontTracker:
     """The Pareto front of the higher-is-better score vectors seen so far, kept incrementally (for the live
     metrics: O(front) per point), and its hypervolume against :func:`reference_point` of every point seen
@@ -177,5 +187,5 @@ class FrontTracker:
         return 0.0 if ref is None else core.hypervolume(self.front, ref)
 
 
-__all__ = ["DEFAULT_OBJECTIVES", "FrontTracker", "hypervolume", "hypervolume_over_time", "objective_frame",
-           "pareto_front", "reference_point", "scores_of"]
+__all__ = ["DEFAULT_OBJECTIVES", "FrontTracker", "front_point", "hypervolume", "hypervolume_over_time",
+           "objective_frame", "pareto_front", "reference_point", "scores_of"]

@@ -37,7 +37,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from nas.core.front import FrontTracker
+from nas.core.front import FrontTracker, front_point
 from nas.core.objectives import Objectives
 from nas.core.types import Outcome, Result, Trial
 from nas.engine.interfaces import Callback, LoopStatus
@@ -267,8 +267,8 @@ class MetricsCallback(Callback):
             self._count("nas_trials_failed", tags)
         elif result.outcome is not Outcome.COMPLETE:
             self._count("nas_trials_ended_early", {**tags, "reason": result.outcome.value})
-        if result.outcome is Outcome.COMPLETE and result.scores and len(result.scores) > 1:  # (one objective: no
-            self._front.add(result.scores)  # front; a trial stopped early scored fewer epochs: core.front)
+        if (point := front_point(result)) is not None:  # (one objective: no front, no hypervolume)
+            self._front.add(point)
         if result.ok:  # (each objective's best on its own: several trials may hold them)
             scores: list[float | None] = list(result.scores) if result.scores else [result.score]
             scores += [None] * len(self._best)

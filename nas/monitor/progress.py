@@ -22,7 +22,7 @@ from tqdm import tqdm
 from tqdm.utils import disp_len
 
 from nas.core.objectives import Objective
-from nas.core.types import Outcome, Result, Trial
+from nas.core.types import Result, Trial
 from nas.engine.interfaces import Callback, LoopStatus
 from nas.engine.protocol import Event
 
@@ -178,12 +178,12 @@ class SearchProgress(Callback):
         return None if self._front is None or not self._front.size else (self._front.size, self._front.hypervolume())
 
     def on_result(self, status: LoopStatus, trial: Trial, result: Result) -> None:
-        if result.outcome is Outcome.COMPLETE and result.scores and len(result.scores) > 1:  # (as core.front ranks)
-            if self._front is None:
-                from nas.core.front import FrontTracker
+        from nas.core.front import FrontTracker, front_point
 
+        if (point := front_point(result)) is not None:
+            if self._front is None:
                 self._front = FrontTracker()
-            self._front.add(result.scores)
+            self._front.add(point)
         if self.bar is not None:
             self._update(status)
 
