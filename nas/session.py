@@ -118,8 +118,7 @@ class Run:
         ``notify`` hears what a user should know as it happens (the dashboard's URL; default: the log)."""
         given, notify = given or Given(), notify or log.info
         config = config.with_absolute_paths()  # (run.json names them so: a resume from another folder finds them)
-        if resume:
-            _resumable(config, given)
+        recorded = _resumable(config, given) if resume else None
         check_inputs(config, resume=resume, strategy=given.strategy is None, space=given.space is None,
                      data=given.data is None, executor=given.executor is None,
                      train=given.train is None)  # (names first: nothing built yet)
@@ -138,7 +137,7 @@ class Run:
                              ) from None
         answer_warmup(strategy, space, data, config, notify, resume=resume)  # (before anything is made: it may refuse)
         scheduler = build_scheduler(config, strategy)
-        counts = read_config(Path(str(config.run_dir))).search.warm_start_counts if resume else []
+        counts = recorded.search.warm_start_counts if recorded is not None else []  # (what it was told)
         warm = load_warm_start(config.search.warm_start, space_spec=space.spec(), objectives=config.search.objectives,
                                trained=None if resume else config, counts=counts)
         if not resume and warm:  # (recorded: a resume and the views take these, though a source run went on)
@@ -337,10 +336,10 @@ def _warn_of_supernet(supernet: str, epoch: int, fingerprint: str | None, config
                     trained.get("seed"), config.train.dataset or config.train.data_object, config.search.seed)
 
 
-def _resumable(config: RunConfig, given: Given) -> None:
+def _resumable(config: RunConfig, given: Given) -> RunConfig:
     """Refuse at once (before anything is built) a resume with a lower budget, of a space that is no SearchSpace
     class, or one that cannot get the run's custom training function or Dataset object again (a Python caller
-    hands them in)."""
+    hands them in); the run's config as it records it."""
     if config.run_dir is None:
         raise ValueError("resume=True needs the run_dir of the run to continue")
     prior = read_config(Path(config.run_dir)).resumed_as(config.run_dir, budget=config.search.budget)  # (budget first)
@@ -352,6 +351,7 @@ def _resumable(config: RunConfig, given: Given) -> None:
     if t.data_object is not None and given.data is None and given.executor is None:
         raise ValueError(python_only(prior, True, f"was given a Dataset object ({t.data_object!r}) in Python",
                                       "data=<that dataset>"))
+    return prior
 
 
 def _training_function(config: RunConfig, resume: bool) -> TrainFn | None:
