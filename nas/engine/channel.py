@@ -1,7 +1,7 @@
 """The worker's side of one trial: its training runs on a thread of its own, its reports go out in order
 through a queue as typed messages, and the loop's decisions come back in.
 
-A worker (a Ray actor, or the in-process executor) starts the trial with :meth:`TrialChannel.start` and
+A worker (the in-process executor, a gang's lead rank) starts the trial with :meth:`TrialChannel.start` and
 reads :meth:`TrialChannel.next` until the outcome: a :class:`Reported` message per epoch, then :class:`Done`
 with the runner's (Result, checkpoint), or :class:`Crashed` where the training thread raised past the runner's
 safety net. The runner calls :meth:`TrialChannel.report` after each epoch; it returns the decision known by
@@ -9,7 +9,8 @@ then (CONTINUE unless the loop said STOP or PAUSE). At the epochs in ``wait_epoc
 at every epoch when ``lockstep`` (the in-process executor: a deterministic step per poll), the training
 thread waits there until the worker relays the loop's answer (:meth:`decide`) or lets it go on (:meth:`go_on`),
 so a decision at a rung lands before another epoch is trained; elsewhere it lands at the next report, within
-one epoch.
+one epoch. A worker that runs the training on a thread it already has (the Ray trainer actor: the trial's own
+call) gives the channel ``send``, where the reports go instead, and keeps only the decisions coming back.
 
 >>> from nas.core.types import Decision
 >>> ch = TrialChannel(lockstep=True)
@@ -68,17 +69,19 @@ Message = Reported | Done | Crashed
 class TrialChannel:
     """One trial's reports out and decisions in (see the module docstring)."""
 
-    def __init__(self, wait_epochs: Collection[int] = (), *, lockstep: bool = False) -> None:
+    def __init__(self, wait_epochs: Collection[int] = (), *, lockstep: bool = False,
+                 send: Callable[[Reported], None] | None = None) -> None:
         self.wait_epochs = frozenset(wait_epochs)
         self.lockstep = lockstep
+        self.send = send  # where reports go when the training runs on the worker's own thread (not start's)
         self.decision = Decision.CONTINUE
         self._out: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._answer = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, body: Callable[[], Any], thread: TrainingThread | None = None) -> None:
-        """Run ``body`` (the training) on a thread of its own (``thread``: a worker's long-lived one, else a new
-        one); its return value becomes the :class:`Done` message."""
+    def start(self, body: Callable[[], Any]) -> None:
+        """Run ``body`` (the training) on a thread of its own; its return value becomes the :class:`Done`
+        message."""
 
         def run() -> None:
             try:
@@ -86,9 +89,6 @@ class TrialChannel:
             except BaseException as e:  # noqa: BLE001 - the worker reports it; the thread must not die silently
                 self._out.put(Crashed(e))
 
-        if thread is not None:
-            thread.run(run)
-            return
         self._thread = threading.Thread(target=run, name="nas-trial", daemon=True)
         self._thread.start()
 
@@ -107,7 +107,7 @@ class TrialChannel:
     # -- called on the training thread -----------------------------------------------------------
     def report(self, epoch: int, metrics: Mapping[str, Any], score: float | None) -> Decision:
         self._answer.clear()
-        self._out.put(Reported(epoch, dict(metrics), score, time.time()))
+        (self.send or self._out.put)(Reported(epoch, dict(metrics), score, time.time()))
         if self.decision is Decision.CONTINUE and (self.lockstep or epoch in self.wait_epochs):
             self._answer.wait()
         return self.decision
@@ -133,26 +133,4 @@ class TrialChannel:
         return message.value
 
 
-class TrainingThread:
-    """One long-lived daemon thread that runs a worker's trainings one after another (a worker trains one trial at a
-    time): no thread is started per trial.
-
-    >>> t = TrainingThread(); ch = TrialChannel()
-    >>> ch.start(lambda: 42, thread=t); ch.next().value
-    42
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="nas-trial", daemon=True)
-        self._thread.start()
-
-    def run(self, job: Callable[[], None]) -> None:
-        self._jobs.put(job)
-
-    def _serve(self) -> None:
-        while True:
-            self._jobs.get()()
-
-
-__all__ = ["Crashed", "Done", "Message", "Reported", "TrainingThread", "TrialChannel"]
+__all__ = ["Crashed", "Done", "Message", "Reported", "TrialChannel"]

@@ -1,14 +1,17 @@
 """The Ray trainer actor: one worker of :class:`nas.engine.ray_pool.RayExecutor`'s pool, named ``nas-trainer-<i>``
 in the dashboard. A trial is handed to it by a plain actor call (:meth:`TrainerActor.take`, numbered per actor:
-the actor runs its trials in their numbered order whatever order Ray delivers the calls in) that returns when the
-trial has ended, with its result and the reports not sent yet: a trivial trial costs the driver what any remote
-call does. What a trial says while it trains (each epoch's report, its checkpoint) goes out on ONE streaming
-generator started once for the actor's life (:meth:`TrainerActor.stream`): reports that are ready together make one
-item (a tuple), and a kept checkpoint is announced (:class:`CheckpointNext`) and then sent as an item of its own, left
-in the object store and owned by the driver, which never fetches it unless it is used. A report that the trial's end
-follows within ``LINGER`` (20 ms: longer than a loaded machine keeps a light actor's process waiting for a core)
-travels with the result instead (a report at a scheduler's rung goes at once); the result says how many messages of
-its trial went by the stream, so the driver puts them in order."""
+the actor runs its trials in their numbered order whatever order Ray delivers the calls in) and trains on that
+call's own thread; the call returns when the trial has ended, with its result and the reports not sent yet: a
+trivial trial costs the driver what any remote call does. What a trial says while it trains (each epoch's report,
+its checkpoint) goes out on ONE streaming generator started once for the actor's life (:meth:`TrainerActor.stream`):
+reports that are ready together make one item (a tuple), and a kept checkpoint is announced (:class:`CheckpointNext`)
+and then sent as an item of its own, left in the object store and owned by the driver, which never fetches it unless
+it is used. A report waits up to ``LINGER`` (20 ms: longer than a loaded machine keeps a light actor's process waiting
+for a core) for its trial's end and then travels with the result (a report at a scheduler's rung goes at once); the
+result says how many messages of its trial went by the stream, so the driver puts them in order. One thread per actor
+(:class:`_Linger`) sends what waited longer and writes the actor's log lines, waking at most once per ``LINGER``:
+each line written alone cost Ray's log monitor and GCS about 0.15 ms of the machine's CPU per trial
+(docs/ray-path.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import ray
 import ray.exceptions
 
 from nas.core.types import Decision, FailureKind, Report, Result, Trial, arch_key
-from nas.engine.channel import Crashed, Done, Reported, TrainingThread, TrialChannel
+from nas.engine.channel import Reported, TrialChannel
 from nas.engine.protocol import KeepRule, TrainFn
 
 if TYPE_CHECKING:
@@ -74,6 +77,72 @@ class _Checkpoint:
     data: bytes
 
 
+class _Linger:
+    """What the running trial says, on its way out: its reports wait here up to ``LINGER`` for its end (then they go
+    with the result) and the actor's log lines up to ``LINGER`` to be written together. One thread for the actor's
+    life sends what waited longer on the stream and writes the lines; it is woken once per ``LINGER`` at most, so a
+    trial that ends at once costs no hand-over to another thread."""
+
+    def __init__(self, outbox: queue.SimpleQueue[list[Report] | _Checkpoint]) -> None:
+        self._outbox = outbox
+        self._lock = threading.Condition()
+        self._held: list[Report] = []  # the running trial's reports not sent yet
+        self._streamed = 0  # the running trial's messages sent on the stream
+        self._lines: list[str] = []
+        self._due: float | None = None  # when the thread sends and writes what waits
+        threading.Thread(target=self._serve, name="nas-linger", daemon=True).start()
+
+    def begin(self, line: str) -> None:
+        """A trial begins; ``line`` goes to the actor's log (the dashboard shows it)."""
+        with self._lock:
+            self._held, self._streamed = [], 0
+            self._lines.append(line)
+            self._wake()
+
+    def hold(self, report: Report, *, at_once: bool) -> None:
+        """The running trial reported: it goes with the result unless its trial trains on past ``LINGER``, or at
+        once (``at_once``: the trial waits for the driver's answer)."""
+        with self._lock:
+            self._held.append(report)
+            if at_once:
+                self._send()
+            else:
+                self._wake()
+
+    def end(self, checkpoint: _Checkpoint | None) -> tuple[tuple[Report, ...], int]:
+        """The running trial ended: its reports not sent yet, and how many of its messages went by the stream
+        (``checkpoint``, where kept, is sent after the others and counted)."""
+        with self._lock:
+            held, self._held = tuple(self._held), []
+            if checkpoint is not None:
+                self._outbox.put(checkpoint)
+                self._streamed += 1
+            return held, self._streamed
+
+    def _wake(self) -> None:
+        if self._due is None:
+            self._due = time.monotonic() + LINGER
+            self._lock.notify()
+
+    def _send(self) -> None:
+        if self._held:
+            self._outbox.put(self._held)
+            self._streamed += len(self._held)
+            self._held = []
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                while self._due is None or (left := self._due - time.monotonic()) > 0:
+                    self._lock.wait(None if self._due is None else left)
+                self._due = None
+                self._send()
+                lines, self._lines = self._lines, []
+            if lines:
+                sys.stdout.write("".join(lines))
+                sys.stdout.flush()
+
+
 def fetch_checkpoint(item: Any) -> bytes | None:
     """A kept checkpoint's bytes: its ObjectRef (left in the object store by the actor's stream) fetched, or the
     bytes put back on resume (kept as they are, and sent to a worker with the trial); None when it was
@@ -89,7 +158,7 @@ def fetch_checkpoint(item: Any) -> bytes | None:
 
 @ray.remote(concurrency_groups={"monitor": 1, "trials": 4})  # type: ignore[call-overload]
 class TrainerActor:
-    """One worker: trials run one at a time, in their numbered order, on the actor's training thread; ``take``
+    """One worker: trials run one at a time, in their numbered order, each on its own call's thread; ``take``
     (the trials group: the running trial's call and the queued ones' wait there) hands one over and returns when
     it ends; ``stream`` (the default group, started once) sends what trials say while they train; ``decide``,
     ``cancel`` and ``info`` answer while one runs (the monitor group), ``info`` with the trial and architecture it is
@@ -109,12 +178,12 @@ class TrainerActor:
         if data is not None or settings is not None:  # (a bare benchmark worker, neither, never loads torch)
             self._set_threads((settings.threads if settings is not None else None) or threads)
         self.runner = TrialRunner(data, settings, train=train, worker=name)
-        self.thread = TrainingThread()  # (one for the actor's life: no thread started per trial)
         self._next = 0  # the number of the next trial to begin
         self._began = -1  # the number of the last trial begun
         self._cancelled: set[int] = set()  # numbers of trials cancelled before they began
         self._turn = threading.Condition()
         self._outbox: queue.SimpleQueue[list[Report] | _Checkpoint] = queue.SimpleQueue()  # what the stream sends
+        self._linger = _Linger(self._outbox)
 
     @staticmethod
     def _set_threads(n: int) -> None:
@@ -151,8 +220,8 @@ class TrainerActor:
         start = time.time()
         arch = self.space.format(trial.arch) if self.space is not None else arch_key(trial.arch)
         self.current = {"trial_id": trial.trial_id, "arch": arch, "since": start}
-        print(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
-              f"trial {trial.trial_id} started: {arch}", flush=True)  # the actor's log in the dashboard
+        self._linger.begin(f"{datetime.datetime.fromtimestamp(start).isoformat(timespec='seconds')} {self.name}: "
+                           f"trial {trial.trial_id} started: {arch}\n")  # the actor's log in the dashboard
         try:
             checkpoint = fetch_source(sources[0])
         except ray.exceptions.RayError as e:
@@ -163,40 +232,24 @@ class TrainerActor:
             inherit = fetch_source(sources[1])
         except ray.exceptions.RayError:  # (a head start, not a need: the child trains from scratch)
             inherit = None
-        streamed, end = 0, None
-        held: list[Report] = []
+
+        def send(message: Reported) -> None:
+            self._linger.hold(Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time,
+                                     self.name), at_once=message.epoch in wait_epochs)
+
+        channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs, send=send)
         try:
-            channel = self.channels[trial.trial_id] = TrialChannel(wait_epochs)
-            channel.start(lambda: self.runner.run(trial, self.space, checkpoint,  # type: ignore[arg-type]
-                                                  report=channel.report, inherit=inherit, keep=keep), self.thread)
-            while end is None:
-                try:
-                    message = channel.next(timeout=LINGER if held else None)
-                except queue.Empty:  # (the trial trains on: what it reported goes out now)
-                    message = None
-                if isinstance(message, Reported):
-                    held.append(Report(trial.trial_id, message.epoch, message.metrics, message.score, message.time,
-                                       self.name))
-                    if message.epoch not in wait_epochs:
-                        continue  # (at a rung the trial waits for the answer: its report goes at once)
-                elif message is not None:
-                    end = message
-                    break
-                self._outbox.put(held)
-                streamed, held = streamed + len(held), []
+            result, ckpt = self.runner.run(trial, self.space, checkpoint, report=channel.report, inherit=inherit,
+                                           keep=keep)
+        except BaseException as e:  # noqa: BLE001 - past the runner's safety net: this trial fails, the worker goes on
+            held, streamed = self._linger.end(None)
+            return Ended(held, Result.failed(trial.trial_id, f"{type(e).__name__}: {e}", worker=self.name), streamed)
         finally:
             self.current = None
             self.channels.pop(trial.trial_id, None)
-        if isinstance(end, Crashed):  # (past the runner's safety net: this trial fails, the worker goes on)
-            failed = Result.failed(trial.trial_id, f"{type(end.error).__name__}: {end.error}", worker=self.name)
-            return Ended(tuple(held), failed, streamed)
-        assert isinstance(end, Done)
-        result, ckpt = end.value
         result.node = self.node
-        if ckpt is not None:
-            self._outbox.put(_Checkpoint(trial.trial_id, ckpt))
-            streamed += 1
-        return Ended(tuple(held), result, streamed)
+        held, streamed = self._linger.end(_Checkpoint(trial.trial_id, ckpt) if ckpt is not None else None)
+        return Ended(held, result, streamed)
 
     def stream(self) -> Iterator[StreamItem | bytes]:
         """The actor's one stream, for its whole life: the reports its trials send while they train, those ready
