@@ -108,10 +108,20 @@ def test_each_trials_start_line_reaches_the_actors_log_by_its_linger_thread(ray_
     for i in range(3):
         take(a, i, 10 + i)
     lines: list[str] = []
-    for _ in range(500):  # (bounded: the linger thread writes within LINGER)
+    for _ in range(500):  # (bounded: the linger thread writes within WRITE_EVERY, 1 s)
         lines += [line for line in capsys.readouterr().out.splitlines() if " logged: " in line]
         if len(lines) == 3:
             break
         time.sleep(0.01)
     assert [line.split(": ", 1)[1] for line in lines] == [
         f'trial {i} started: {{"x":{i}}}' for i in (10, 11, 12)]
+
+
+def test_a_start_line_alone_is_written_before_its_trial_trains(ray_local, capsys):
+    lines: list[str] = []
+
+    def train(ctx):  # (a worker that dies in its first trial has said which trial it was)
+        lines.extend(line for line in capsys.readouterr().out.splitlines() if " alone: " in line)
+
+    take(actor(train, name="alone"), 0, 21)
+    assert [line.split(": ", 1)[1] for line in lines] == ['trial 21 started: {"x":21}']

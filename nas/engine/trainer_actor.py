@@ -9,9 +9,8 @@ and then sent as an item of its own, left in the object store and owned by the d
 it is used. A report waits up to ``LINGER`` (20 ms: longer than a loaded machine keeps a light actor's process waiting
 for a core) for its trial's end and then travels with the result (a report at a scheduler's rung goes at once); the
 result says how many messages of its trial went by the stream, so the driver puts them in order. One thread per actor
-(:class:`_Linger`) sends what waited longer and writes the actor's log lines, waking at most once per ``LINGER``:
-each line written alone cost Ray's log monitor and GCS about 0.15 ms of the machine's CPU per trial
-(docs/ray-path.md)."""
+(:class:`_Linger`) sends what waited longer and writes the actor's log lines of a burst together, at most once per
+``WRITE_EVERY`` (docs/ray-path.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ import contextlib
 import dataclasses
 import datetime
 import logging
+import math
 import os
 import pickle
 import queue
@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 #: seconds a report waits for the trial's end (then both travel with the result) before it goes out on the stream
 LINGER = 0.02
+
+#: seconds between two writes of an actor's log lines (a burst's lines are written together)
+WRITE_EVERY = 1.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,36 +81,45 @@ class _Checkpoint:
 
 
 class _Linger:
-    """What the running trial says, on its way out: its reports wait here up to ``LINGER`` for its end (then they go
-    with the result) and the actor's log lines up to ``LINGER`` to be written together. One thread for the actor's
-    life sends what waited longer on the stream and writes the lines; it is woken once per ``LINGER`` at most, so a
-    trial that ends at once costs no hand-over to another thread."""
+    """What the running trial says, on its way out. Its reports wait here up to ``LINGER`` for its end (then they go
+    with the result); one thread for the actor's life sends those that waited longer on the stream, woken at the
+    first held report's ``LINGER``: a trivial trial costs no hand-over to another thread and back. The actor's log
+    lines go out at most once per ``WRITE_EVERY``: a line after a quiet spell at once, the lines of a burst together
+    by the thread, since each write costs Ray's log monitor and GCS more than a trivial trial's call (each actor's log
+    is a file they read and publish on every change: with 64 actors about 0.5 ms of CPU per line, docs/ray-path.md)."""
 
     def __init__(self, outbox: queue.SimpleQueue[list[Report] | _Checkpoint]) -> None:
         self._outbox = outbox
         self._lock = threading.Condition()
         self._held: list[Report] = []  # the running trial's reports not sent yet
+        self._held_since = 0.0  # when the first of them came (time.monotonic)
         self._streamed = 0  # the running trial's messages sent on the stream
-        self._lines: list[str] = []
-        self._due: float | None = None  # when the thread sends and writes what waits
+        self._lines: list[str] = []  # log lines of a burst, not written yet
+        self._written = -math.inf  # when the last log line went out
+        self._due: float | None = None  # when the thread next looks
         threading.Thread(target=self._serve, name="nas-linger", daemon=True).start()
 
     def begin(self, line: str) -> None:
         """A trial begins; ``line`` goes to the actor's log (the dashboard shows it)."""
         with self._lock:
             self._held, self._streamed = [], 0
+            now = time.monotonic()
             self._lines.append(line)
-            self._wake()
+            if len(self._lines) == 1 and now - self._written >= WRITE_EVERY:
+                self._write(now)
+            self._arm(now + LINGER)  # (the thread's one look at the trial: its reports' timer is set with it)
 
     def hold(self, report: Report, *, at_once: bool) -> None:
         """The running trial reported: it goes with the result unless its trial trains on past ``LINGER``, or at
         once (``at_once``: the trial waits for the driver's answer)."""
         with self._lock:
+            if not self._held:
+                self._held_since = time.monotonic()
             self._held.append(report)
             if at_once:
                 self._send()
             else:
-                self._wake()
+                self._arm(self._held_since + LINGER)
 
     def end(self, checkpoint: _Checkpoint | None) -> tuple[tuple[Report, ...], int]:
         """The running trial ended: its reports not sent yet, and how many of its messages went by the stream
@@ -119,9 +131,9 @@ class _Linger:
                 self._streamed += 1
             return held, self._streamed
 
-    def _wake(self) -> None:
-        if self._due is None:
-            self._due = time.monotonic() + LINGER
+    def _arm(self, due: float) -> None:
+        if self._due is None or due < self._due:
+            self._due = due
             self._lock.notify()
 
     def _send(self) -> None:
@@ -130,17 +142,26 @@ class _Linger:
             self._streamed += len(self._held)
             self._held = []
 
+    def _write(self, now: float) -> None:
+        sys.stdout.write("".join(self._lines))
+        sys.stdout.flush()
+        self._lines, self._written = [], now
+
     def _serve(self) -> None:
-        while True:
-            with self._lock:
-                while self._due is None or (left := self._due - time.monotonic()) > 0:
+        with self._lock:
+            while True:
+                if self._due is None or (left := self._due - time.monotonic()) > 0:
                     self._lock.wait(None if self._due is None else left)
-                self._due = None
-                self._send()
-                lines, self._lines = self._lines, []
-            if lines:
-                sys.stdout.write("".join(lines))
-                sys.stdout.flush()
+                    continue
+                now, self._due = time.monotonic(), None
+                if self._held and now - self._held_since >= LINGER:
+                    self._send()
+                elif self._held:  # (a later trial's: they wait their own LINGER)
+                    self._arm(self._held_since + LINGER)
+                if self._lines and now - self._written >= WRITE_EVERY:
+                    self._write(now)
+                elif self._lines:
+                    self._arm(self._written + WRITE_EVERY)
 
 
 def fetch_checkpoint(item: Any) -> bytes | None:
@@ -329,5 +350,5 @@ def fetch_source(item: Any) -> bytes | None:
     return ray.get(item) if isinstance(item, ray.ObjectRef) else item  # type: ignore[no-any-return]
 
 
-__all__ = ["LINGER", "CheckpointNext", "Ended", "StreamItem", "TrainerActor", "ended_of", "fetch_checkpoint",
-           "fetch_source", "hand_over"]
+__all__ = ["LINGER", "WRITE_EVERY", "CheckpointNext", "Ended", "StreamItem", "TrainerActor", "ended_of",
+           "fetch_checkpoint", "fetch_source", "hand_over"]
