@@ -134,10 +134,13 @@ class TrainerPool(SlotLoads):
                     self.names[slot], why, self.slots)
 
     def shutdown(self) -> None:
-        for actor in self.actors:
-            if actor is not None:
-                with contextlib.suppress(Exception):
-                    ray.kill(actor)
+        live = [actor for actor in self.actors if actor is not None]
+        if live:  # (each writes the log lines of its last burst first)
+            with contextlib.suppress(Exception):
+                ray.wait([actor.flush.remote() for actor in live], num_returns=len(live), timeout=2.0)
+        for actor in live:
+            with contextlib.suppress(Exception):
+                ray.kill(actor)
         self.actors = [None] * len(self.actors)
         self.starting.clear()
         self.unlist_all()

@@ -131,6 +131,12 @@ class _Linger:
                 self._streamed += 1
             return held, self._streamed
 
+    def flush(self) -> None:
+        """Write the log lines not written yet (the worker is about to go)."""
+        with self._lock:
+            if self._lines:
+                self._write(time.monotonic())
+
     def _arm(self, due: float) -> None:
         if self._due is None or due < self._due:
             self._due = due
@@ -311,6 +317,11 @@ class TrainerActor:
                 self._cancelled.add(number)
                 return
         self._decide(trial_id, Decision.STOP)
+
+    @ray.method(concurrency_group="monitor")
+    def flush(self) -> None:
+        """Write the log lines not written yet: the pool asks before it stops its workers."""
+        self._linger.flush()
 
     @ray.method(concurrency_group="monitor")
     def info(self) -> dict[str, Any]:
